@@ -1,0 +1,88 @@
+"""Multiword (u,v)-products modulo p (seed 001, Alg 3.1-3.3), run from a Plan's schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _modular
+from ._engines import get_engine
+from ._plan import Plan
+
+__all__ = ["multiply"]
+
+
+def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Write ``a @ b mod p`` into ``out`` (int64, entries in ``[0, p)``).
+
+    ``a`` and ``b`` are int64 arrays of shape ``(..., m, k)`` and ``(..., k, n)``
+    (any values: they are reduced here) and ``out`` has the broadcast shape.
+    Only ``out``, the words, an accumulator and one workspace are allocated.
+    """
+    eng = get_engine(pl.engine)
+    aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype)
+    bw = _modular.balanced_words(b, pl.p, pl.b_shift, pl.v, eng.dtype)
+    if pl.variant == "concat-a":
+        # (A B)^T = B^T A^T: concatenating the words of A is concatenating those of B^T.
+        _concat(pl, bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), eng)
+    elif pl.variant == "concat-b":
+        _concat(pl, aw, bw, out, eng)
+    else:
+        _horner(pl, aw, bw, out, eng)
+    return out
+
+
+def _horner(pl: Plan, aw, bw, out, eng) -> None:
+    acc, scaled = pl.reductions
+    k = aw.shape[-1]
+    if out.flags.c_contiguous and eng.dtype.itemsize == out.dtype.itemsize:
+        # accumulate in the output's own memory: finalize reads and writes each
+        # entry in place, so the float accumulator costs no allocation
+        C = out.view(eng.dtype)
+    else:
+        C = np.empty(out.shape, dtype=eng.dtype)
+    T = None
+    for op in pl.schedule(k):
+        kind = op[0]
+        if kind == "gemm":
+            _, i, j, k0, k1, dst = op
+            if dst == "T" and T is None:
+                T = np.empty_like(C)
+            eng.gemm(aw[i][..., k0:k1], bw[j][..., k0:k1, :], out=C if dst == "C" else T)
+        elif kind == "add":
+            np.add(C, T, out=C)
+        elif kind == "step":
+            _, src, reduce, g = op
+            _modular.step(C, T if src == "T" else None, acc if reduce else None, g, scaled.get(g))
+        else:  # final
+            if k == 0:
+                out[...] = 0
+            else:
+                _modular.finalize(C, out, acc, T if op[1] == "T" else None)
+
+
+def _concat(pl: Plan, aw, bw, out, eng) -> None:
+    """Alg 3.3: ``aw`` holds the words iterated over, ``bw`` those concatenated."""
+    acc, scaled = pl.reductions
+    k = aw.shape[-1]
+    v, n = bw.shape[0], bw.shape[-1]
+    bcat = np.concatenate(list(bw), axis=-1)  # (..., k, v*n): B_0 | B_1 | ...
+    C = np.zeros(out.shape, dtype=eng.dtype)
+    tcat = None
+    for op in pl.schedule(k):
+        kind = op[0]
+        if kind == "gemm":
+            _, i, _, k0, k1, _ = op
+            tcat = eng.gemm(aw[i][..., k0:k1], bcat[..., k0:k1, :], out=tcat)
+        elif kind == "combine":
+            _, j, add, g = op
+            S = tcat[..., (v - 1) * n:]
+            _modular.step(S, tcat[..., j * n:(j + 1) * n] if add else None, acc, g, scaled.get(g))
+        elif kind == "step":
+            _, src, reduce, g = op
+            S = tcat[..., (v - 1) * n:] if src == "S" else None
+            _modular.step(C, S, acc if reduce else None, g, scaled.get(g))
+        else:  # final
+            if k == 0:
+                out[...] = 0
+            else:
+                _modular.finalize(C, out, acc, tcat[..., (v - 1) * n:])

@@ -1,0 +1,458 @@
+"""Planning ``A @ B mod p``: words, block size, variant and engine, from the contract.
+
+A :class:`Plan` is plain data. Everything else about it (word bounds, the block
+size's proof, the schedule of GEMMs and element-wise passes, the modelled cost)
+is derived from its fields by the functions here, so a plan can be printed,
+compared, cached, and handed back to :func:`modlin.matmul` by a user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Iterator, Literal
+
+from . import _contract
+from ._engines import ENGINES, get_engine
+from ._modular import Reduction, word_bounds
+
+__all__ = ["Plan", "plan", "MAX_MODULUS"]
+
+#: The largest modulus the multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
+MAX_MODULUS = 2**52
+
+Variant = Literal["horner", "concat-b", "concat-a"]
+
+# Cost model, in units of one fp64 multiply-add of a large GEMM. Measured on the
+# 2-core development machine (numpy/OpenBLAS): a GEMM with inner dimension kb runs
+# at about kb/(kb + GEMM_K_OVERHEAD) of peak, and one element-wise pass over an m x n
+# float64 array costs about PASS multiply-adds per entry.
+GEMM_K_OVERHEAD = 24.0
+GEMM_MN_OVERHEAD = 16.0
+PASS = 40.0
+WORD_PASS = 25.0
+
+_SHAPES = ((1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4), (4, 1), (2, 3), (3, 2), (3, 3))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How :func:`modlin.matmul` computes ``A @ B mod p``.
+
+    ``A`` is written as ``u`` balanced words in base ``2**a_shift`` and ``B`` as
+    ``v`` words in base ``2**b_shift``; ``C = sum 2**(a_shift*i + b_shift*j) A_i B_j``
+    is accumulated by GEMMs on the ``engine`` whose inner dimension between two
+    reductions never exceeds ``block`` (the lambda of seed 001).
+
+    Attributes
+    ----------
+    p : int
+        The modulus.
+    engine : {"fp64", "fp32"}
+        The floating-point GEMM multiplying the words.
+    u, v : int
+        Number of words of ``A`` and of ``B``.
+    a_shift, b_shift : int
+        Word bases are ``2**a_shift`` and ``2**b_shift``.
+    block : int
+        Largest inner dimension accumulated between two reductions.
+    variant : {"horner", "concat-b", "concat-a"}
+        ``"horner"``: in-place products (Alg 3.2), grouping word pairs by their
+        power of two and scaling the accumulator between groups. ``"concat-b"`` /
+        ``"concat-a"``: one GEMM against the concatenated words of ``B`` (or of
+        ``A``) per word of the other operand (Alg 3.3), for thin products.
+    shape : tuple of int
+        ``(m, k, n)`` the plan was chosen for; it informs the cost model only,
+        and the plan runs on any shape.
+
+    Examples
+    --------
+    >>> import modlin
+    >>> pl = modlin.plan(2**31 - 1, 1024, 1024, 1024)
+    >>> (pl.u, pl.v)
+    (1, 2)
+    >>> print(pl.explain())  # doctest: +SKIP
+    """
+
+    p: int
+    engine: str
+    u: int
+    v: int
+    a_shift: int
+    b_shift: int
+    block: int
+    variant: Variant
+    shape: tuple[int, int, int]
+
+    # ------------------------------------------------------------ derived data
+    @property
+    def a_bounds(self) -> tuple[int, ...]:
+        """Bounds on the magnitudes of the words of ``A``."""
+        return word_bounds(self.p // 2, self.a_shift, self.u)
+
+    @property
+    def b_bounds(self) -> tuple[int, ...]:
+        """Bounds on the magnitudes of the words of ``B``."""
+        return word_bounds(self.p // 2, self.b_shift, self.v)
+
+    @property
+    def product_bound(self) -> int:
+        """Largest ``|a_i| * |b_j|`` over all word pairs."""
+        return max(self.a_bounds) * max(self.b_bounds)
+
+    @property
+    def scale_steps(self) -> tuple[int, ...]:
+        """Powers of two by which an accumulator is scaled between word groups."""
+        if self.variant == "horner":
+            exps = [e for e, _ in _levels(self)]
+            return tuple(sorted({a - b for a, b in zip(exps, exps[1:])}))
+        return tuple(sorted({s for s, w in ((self.a_shift, self.u), (self.b_shift, self.v)) if w > 1}))
+
+    @property
+    def reductions(self) -> tuple[Reduction, dict[int, Reduction]]:
+        """The accumulator reduction and the scaling reduction for each step.
+
+        Their bounds form a fixed point: the accumulator after any reduction is
+        at most ``c_bound``, which is what the next scaling multiplies.
+        """
+        return _reductions(self.p, get_engine(self.engine).t, self.scale_steps)
+
+    @property
+    def c_bound(self) -> int:
+        """Bound on the accumulator between two GEMM blocks."""
+        acc, scaled = self.reductions
+        return max([acc.r_max] + [r.r_max for r in scaled.values()])
+
+    def gemm_count(self, k: int | None = None) -> int:
+        """GEMM calls the plan makes for inner dimension ``k`` (default: its own)."""
+        return sum(1 for op in self.schedule(k) if op[0] == "gemm")
+
+    def check(self) -> None:
+        """Raise ValueError unless every GEMM of the plan obeys the contract."""
+        eng = get_engine(self.engine)
+        if not 2 <= self.p < MAX_MODULUS:
+            raise ValueError(f"plan modulus {self.p} outside [2, 2**52)")
+        if self.variant not in ("horner", "concat-b", "concat-a"):
+            raise ValueError(f"unknown plan variant {self.variant!r}")
+        if min(self.u, self.v, self.a_shift, self.b_shift, self.block) < 1:
+            raise ValueError("plan words, shifts and block must be positive")
+        if self.u > 1 and self.a_shift * (self.u - 1) >= 62 or self.v > 1 and self.b_shift * (self.v - 1) >= 62:
+            raise ValueError("plan word shifts exceed the int64 range")
+        try:
+            c_bound = self.c_bound
+        except ValueError as exc:
+            raise ValueError(f"plan scales the accumulator by too many bits: {exc}") from None
+        if not _contract.is_exact(self.block, max(self.a_bounds), max(self.b_bounds), c_bound, eng.L):
+            lam = _contract.max_block(max(self.a_bounds), max(self.b_bounds), c_bound, eng.L)
+            raise ValueError(
+                f"plan breaks the exactness contract: block {self.block} * {max(self.a_bounds)} "
+                f"* {max(self.b_bounds)} + {c_bound} > 2**{eng.t}; the largest exact block "
+                f"for these words is {lam}"
+            )
+        if self.variant != "horner" and not _contract.is_exact(1, c_bound, 1, c_bound, eng.L):
+            raise ValueError(f"plan adds two reduced accumulators beyond 2**{eng.t}")
+
+    # ---------------------------------------------------------------- schedule
+    def schedule(self, k: int | None = None) -> list[tuple]:
+        """The operations :func:`modlin.matmul` performs, for inner dimension ``k``.
+
+        Operations: ``("gemm", i, j, k0, k1, dst)`` multiplies word ``i`` of ``A``
+        and word ``j`` of ``B`` on ``k0:k1`` into ``dst`` (``"C"``, ``"T"``, or
+        ``"Tcat"``: all words of the concatenated side at once, then ``j`` is
+        ``None``); ``("add",)`` is ``C += T``; ``("step", src, reduce, scale)`` is
+        one fused element-wise pass; ``("final", src)`` writes the result.
+        """
+        k = self.shape[1] if k is None else k
+        return list(_horner_ops(self, k) if self.variant == "horner" else _concat_ops(self, k))
+
+    def counts(self, k: int | None = None) -> tuple[list[tuple[int, int, int]], int]:
+        """``(gemms, passes)`` of :meth:`schedule` without listing it: ``gemms`` holds
+        ``(calls, total inner dimension, output width factor)`` per group of GEMMs,
+        ``passes`` counts the element-wise passes over an output-sized array."""
+        k = self.shape[1] if k is None else k
+        if k == 0:
+            return [], 1
+        if self.variant == "horner":
+            gemms, passes = [], 0
+            for _, pairs in _levels(self):
+                P = len(pairs)
+                segments = -(-P * k // self.block) + sum(1 for q in range(1, P) if q * k % self.block)
+                gemms.append((segments, P * k, 1))
+                passes += segments
+            return gemms, passes
+        outer, inner = (self.u, self.v) if self.variant == "concat-b" else (self.v, self.u)
+        chunks = -(-k // self.block)
+        return [(outer * chunks, outer * k, inner)], outer * chunks * (inner + 1) + outer - 1
+
+    def cost(self, shape: tuple[int, int, int] | None = None) -> float:
+        """Modelled time, in multiply-adds of a large fp64 GEMM."""
+        m, k, n = self.shape if shape is None else shape
+        rel = get_engine(self.engine).relative_cost
+        total = WORD_PASS * (self.u * m * k + self.v * k * n)
+        gemms, passes = self.counts(k)
+        for calls, inner, wide in gemms:
+            mm, nn = (m, n * wide) if self.variant != "concat-a" else (m * wide, n)
+            total += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
+                1 + GEMM_MN_OVERHEAD / max(mm, 1) + GEMM_MN_OVERHEAD / max(nn, 1))
+        return total + PASS * m * n * passes
+
+    def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
+        """Modelled time relative to one float64 GEMM of the same shape."""
+        m, k, n = self.shape if shape is None else shape
+        return self.cost((m, k, n)) / max(_gemm_cost(m, k, n), 1.0)
+
+    def explain(self) -> str:
+        """A few lines saying what the plan does and why it is exact."""
+        eng = get_engine(self.engine)
+        m, k, n = self.shape
+        a, b = self.a_bounds, self.b_bounds
+        lines = [
+            f"A @ B mod p for p = {self.p} ({self.p.bit_length()} bits), shape {m}x{k} @ {k}x{n}",
+            f"  engine    : {eng.name} GEMM, exact while every partial sum stays within 2**{eng.t}",
+            f"  words     : ({self.u},{self.v})-product: A as {self.u} word(s) in base 2**{self.a_shift} "
+            f"(|a_i| <= {', '.join(map(str, a))}), B as {self.v} word(s) in base 2**{self.b_shift} "
+            f"(|b_j| <= {', '.join(map(str, b))})",
+            f"  block     : lambda = {self.block}: {self.block} * {max(a)} * {max(b)} + {self.c_bound} "
+            f"<= 2**{eng.t} (k * a_max * b_max + c_max <= L)",
+            f"  variant   : {_VARIANT_TEXT[self.variant]}",
+            f"  schedule  : {self.gemm_count()} GEMM call(s), "
+            f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
+            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
+        ]
+        if self.scale_steps:
+            lines.insert(5, f"  scaling   : accumulator multiplied by 2**g, g in {list(self.scale_steps)}, "
+                            "then reduced with p split in two halves (exact modular scaling)")
+        return "\n".join(lines)
+
+
+_VARIANT_TEXT = {
+    "horner": "in-place products (Alg 3.2): word pairs grouped by power of two, accumulator scaled between groups",
+    "concat-b": "concatenated words of B (Alg 3.3): one GEMM A_i [B_0 ... B_v-1] per word of A",
+    "concat-a": "concatenated words of A (Alg 3.3): one GEMM [A_0; ...; A_u-1] B_j per word of B",
+}
+
+
+def _gemm_cost(m: int, k: int, n: int) -> float:
+    return m * n * (k + GEMM_K_OVERHEAD) * (1 + GEMM_MN_OVERHEAD / max(m, 1) + GEMM_MN_OVERHEAD / max(n, 1))
+
+
+@lru_cache(maxsize=256)
+def _reductions(p: int, t: int, steps: tuple[int, ...]) -> tuple[Reduction, dict[int, Reduction]]:
+    acc = Reduction.for_bound(p, t, 2**t)
+    bound = acc.r_max
+    for _ in range(8):
+        scaled = {g: Reduction.for_bound(p, t, bound * 2**g) for g in steps}
+        new = max([acc.r_max] + [r.r_max for r in scaled.values()])
+        if new == bound:
+            return acc, scaled
+        bound = new
+    raise ValueError(f"accumulator bound does not settle for p = {p}")
+
+
+def _levels(pl: Plan) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Word pairs grouped by their power of two, highest first."""
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for i in range(pl.u):
+        for j in range(pl.v):
+            groups.setdefault(pl.a_shift * i + pl.b_shift * j, []).append((i, j))
+    return sorted(groups.items(), reverse=True)
+
+
+def _chunks(k: int, block: int) -> list[tuple[int, int]]:
+    return [(k0, min(k0 + block, k)) for k0 in range(0, k, block)]
+
+
+def _pack(pairs, k: int, block: int) -> list[list[tuple[int, int, int, int]]]:
+    """Cut the stream of (pair, k-range) of one word group into intervals of width <= block."""
+    intervals: list[list[tuple[int, int, int, int]]] = [[]]
+    room = block
+    for i, j in pairs:
+        k0 = 0
+        while k0 < k:
+            if room == 0:
+                intervals.append([])
+                room = block
+            k1 = min(k, k0 + room)
+            intervals[-1].append((i, j, k0, k1))
+            room -= k1 - k0
+            k0 = k1
+    return intervals
+
+
+def _horner_ops(pl: Plan, k: int) -> Iterator[tuple]:
+    """Horner over word groups: ``C = ((G_top * 2**g1 + G_next) * 2**g2 + ...)``.
+
+    Inside a group, GEMMs accumulate into C (through the workspace T) until the
+    group's inner dimension reaches ``block``; then one fused pass reduces C, and
+    at the end of a group also scales it by the power of two down to the next.
+    """
+    if k == 0:
+        yield ("final", None)
+        return
+    levels = _levels(pl)
+    started = False
+    for idx, (e, pairs) in enumerate(levels):
+        g = e - levels[idx + 1][0] if idx + 1 < len(levels) else 0
+        intervals = _pack(pairs, k, pl.block)
+        for n_int, interval in enumerate(intervals):
+            src = None
+            for i, j, k0, k1 in interval:
+                if src == "T":
+                    yield ("add",)
+                if started:
+                    yield ("gemm", i, j, k0, k1, "T")
+                    src = "T"
+                else:
+                    yield ("gemm", i, j, k0, k1, "C")
+                    started, src = True, None
+            last_interval = n_int == len(intervals) - 1
+            if last_interval and idx == len(levels) - 1:
+                yield ("final", src)
+            else:
+                yield ("step", src, True, g if last_interval else 0)
+
+
+def _concat_ops(pl: Plan, k: int) -> Iterator[tuple]:
+    """Alg 3.3 with the words of B concatenated (``concat-a`` runs it on the transpose).
+
+    For each word ``i`` of A, top first, and each k-block: ``Tcat = A_i [B_0 ... B_{v-1}]``;
+    Horner over ``j`` inside ``Tcat`` (``("combine", j, add, scale)``: one pass
+    each) leaves ``S = sum_j 2**(b_shift*j) A_i B_j`` reduced, and ``C += S`` is
+    reduced. Between two words of A, ``C`` is scaled by ``2**a_shift``.
+    """
+    if k == 0:
+        yield ("final", None)
+        return
+    u, v, sa, sb = (pl.u, pl.v, pl.a_shift, pl.b_shift) if pl.variant == "concat-b" else (
+        pl.v, pl.u, pl.b_shift, pl.a_shift)
+    chunks = _chunks(k, pl.block)
+    for i in range(u - 1, -1, -1):
+        if i < u - 1:
+            yield ("step", None, False, sa)
+        for k0, k1 in chunks:
+            yield ("gemm", i, None, k0, k1, "Tcat")
+            for j in range(v - 1, -1, -1):
+                yield ("combine", j, j < v - 1, sb if j else 0)
+            if i == 0 and k1 == k:
+                yield ("final", "S")
+            else:
+                yield ("step", "S", True, 0)
+
+
+# ------------------------------------------------------------------- planner
+
+def _best_shift(h: int, u: int) -> int:
+    """The word base exponent that minimises the largest balanced word of ``|x| <= h``."""
+    if u == 1:
+        return max(h.bit_length(), 1)
+    return min(range(1, 60 // (u - 1) + 1), key=lambda s: (max(word_bounds(h, s, u)), s))
+
+
+def candidates(p: int, shape: tuple[int, int, int], engines=("fp64", "fp32")) -> list[Plan]:
+    """Every exact plan for ``p`` that the planner considers, unsorted."""
+    out = []
+    h = p // 2
+    m, k, n = shape
+    for name in engines:
+        eng = ENGINES[name]
+        if p >= 2 ** (eng.t - 1):
+            continue
+        for u, v in _SHAPES:
+            sa, sb = _best_shift(h, u), _best_shift(h, v)
+            variants: list[Variant] = ["horner"]
+            if v > 1:
+                variants.append("concat-b")
+            if u > 1:
+                variants.append("concat-a")
+            for var in variants:
+                pl = Plan(p, name, u, v, sa, sb, 1, var, shape)
+                try:
+                    c_bound = pl.c_bound
+                except ValueError:
+                    continue
+                lam = _contract.max_block(max(pl.a_bounds), max(pl.b_bounds), c_bound, eng.L)
+                if lam < 1:
+                    continue
+                out.append(replace(pl, block=lam))
+    return out
+
+
+def plan(
+    p: int,
+    m: int,
+    k: int,
+    n: int,
+    *,
+    engine: str | None = None,
+    words: tuple[int, int] | None = None,
+    variant: Variant | None = None,
+) -> Plan:
+    """Choose how to compute an ``m x k`` by ``k x n`` product modulo ``p``.
+
+    Every candidate (engine, word counts ``(u, v)``, variant) obeys the
+    exactness contract by construction; the one with the lowest modelled cost
+    is returned. Keyword arguments restrict the choice.
+
+    Parameters
+    ----------
+    p : int
+        Modulus, ``2 <= p < 2**52``.
+    m, k, n : int
+        Shape of the product.
+    engine : {"fp64", "fp32"}, optional
+        Restrict to one GEMM engine.
+    words : tuple of int, optional
+        Restrict to one ``(u, v)``.
+    variant : {"horner", "concat-b", "concat-a"}, optional
+        Restrict to one variant.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    ValueError
+        If ``p`` is out of range or no plan matches the restrictions.
+
+    Examples
+    --------
+    >>> import modlin
+    >>> pl = modlin.plan(1000003, 512, 512, 512)
+    >>> pl.engine, pl.u, pl.v
+    ('fp64', 1, 1)
+    """
+    p = _check_modulus(p)
+    for name, val in (("m", m), ("k", k), ("n", n)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {val!r}")
+    engines = (engine,) if engine is not None else ("fp64", "fp32")
+    for e in engines:
+        get_engine(e)
+    cands = candidates(p, (m, k, n), engines)
+    if words is not None:
+        cands = [c for c in cands if (c.u, c.v) == tuple(words)]
+    if variant is not None:
+        cands = [c for c in cands if c.variant == variant]
+    if not cands:
+        raise ValueError(
+            f"no exact plan for p = {p} with engine={engine!r}, words={words!r}, variant={variant!r}; "
+            "drop a restriction to let the planner choose"
+        )
+    return min(cands, key=lambda c: (c.cost(), c.u * c.v, c.variant != "horner"))
+
+
+def _check_modulus(p) -> int:
+    import numbers
+
+    if isinstance(p, bool) or not isinstance(p, numbers.Integral):
+        raise TypeError(f"the modulus must be an integer, got {type(p).__name__} {p!r}")
+    p = int(p)
+    if p < 2:
+        raise ValueError(f"the modulus must be at least 2, got {p}")
+    if p >= MAX_MODULUS:
+        raise ValueError(
+            f"modulus {p} has {p.bit_length()} bits; modlin 0.1 supports moduli below 2**52 "
+            "(multiword floating-point products); larger moduli need the RNS path, not yet available"
+        )
+    return p
