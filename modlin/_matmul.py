@@ -112,8 +112,10 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     target = result.reshape(full) if direct else result
     if target.size:
         _multiword.multiply(plan, a2, b2, target)
+    if direct:
+        return out
     result = result.reshape(shape)
-    if out is not None and not direct:
+    if out is not None:
         out.view(np.ndarray)[...] = result
         return out
     if field is not None:
