@@ -1,8 +1,9 @@
 """GEMM engines: the only code that knows which hardware multiplies the words.
 
-An engine is a floating-point GEMM with a known exact range: every integer of
-magnitude at most ``L = 2**t`` is representable, so a product whose partial sums
-never leave ``[-L, L]`` is computed without rounding (see :mod:`modlin._contract`).
+An engine multiplies integer words held in ``dtype`` and accumulates in
+``acc_dtype``; every partial sum of magnitude at most ``L`` is exact, so a
+product whose partial sums never leave ``[-L, L]`` is computed without
+rounding (see :mod:`modlin._contract`).
 """
 
 from __future__ import annotations
@@ -16,39 +17,72 @@ __all__ = ["Engine", "ENGINES", "get_engine"]
 
 @dataclass(frozen=True)
 class Engine:
-    """A GEMM over one floating-point type.
+    """A GEMM over one word type.
 
     Attributes
     ----------
     name : str
-        ``"fp64"`` or ``"fp32"``.
+        ``"fp64"``, ``"fp32"`` or ``"int8"``.
     dtype : numpy.dtype
         The word type the GEMM multiplies.
-    t : int
-        Significand precision in bits; integers up to ``2**t`` are exact.
+    acc_dtype : numpy.dtype
+        The type of its results (the accumulator).
+    L : int
+        Largest magnitude a partial sum may reach and stay exact:
+        ``2**53`` (fp64), ``2**24`` (fp32), ``2**31 - 1`` (int8 words, int32 sums).
     relative_cost : float
         Time of one multiply-add relative to an fp64 GEMM (cost model input).
+    max_modulus : int
+        Largest modulus whose words the engine holds.
+    multiword : bool
+        Whether products may split residues into several words (int8 words are
+        residues modulo p <= 256 in ``[-128, 127]``, never split).
+    automatic : bool
+        Whether the planner considers the engine without being asked.
     """
 
     name: str
     dtype: np.dtype
-    t: int
+    acc_dtype: np.dtype
+    L: int
     relative_cost: float
+    max_modulus: int
+    multiword: bool = True
+    automatic: bool = True
 
     @property
-    def L(self) -> int:
-        """Largest magnitude an accumulator may reach and stay exact."""
-        return 2**self.t
+    def L_text(self) -> str:
+        """``L`` written as a power of two (``"2**53"``, ``"2**31 - 1"``)."""
+        for e in range(64):
+            if self.L == 2**e:
+                return f"2**{e}"
+            if self.L == 2**e - 1:
+                return f"2**{e} - 1"
+        return str(self.L)
 
     def gemm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``a @ b`` with the engine's BLAS (``numpy.matmul``), into ``out`` if given."""
-        return np.matmul(a, b, out=out)
+        """``a @ b`` exactly (within the contract), into ``out`` if given."""
+        if self.name != "int8":
+            return np.matmul(a, b, out=out)
+        # The int8 engine is the GPU's (int8 tensor cores, int32 sums). Here it is
+        # emulated exactly: every int32 sum the contract admits is below 2**31 < 2**53,
+        # so an fp64 GEMM of the same words returns the same integers.
+        c = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        if out is None:
+            return c.astype(self.acc_dtype)
+        np.copyto(out, c, casting="unsafe")
+        return out
 
 
 ENGINES: dict[str, Engine] = {
-    "fp64": Engine("fp64", np.dtype(np.float64), 53, 1.0),
-    # SGEMM runs at about twice the DGEMM rate on the CPUs we measured.
-    "fp32": Engine("fp32", np.dtype(np.float32), 24, 0.5),
+    # The floating-point reduction (seed 001, Alg 2.1) needs p < 2**52.
+    "fp64": Engine("fp64", np.dtype(np.float64), np.dtype(np.float64), 2**53, 1.0, 2**52 - 1),
+    # SGEMM runs at about twice the DGEMM rate on the CPUs we measured; reduced
+    # accumulators (|r| <= p/2 + 4) must fit 24 bits.
+    "fp32": Engine("fp32", np.dtype(np.float32), np.dtype(np.float32), 2**24, 0.5, 2**23),
+    # Emulated on the CPU (several times slower than fp64): used only when asked.
+    "int8": Engine("int8", np.dtype(np.int8), np.dtype(np.int32), 2**31 - 1, 4.0, 256,
+                   multiword=False, automatic=False),
 }
 
 

@@ -22,6 +22,11 @@ import numpy as np
 __all__ = ["Reduction", "balanced_words", "word_bounds", "step", "finalize"]
 
 
+#: Precision of the kernels' arithmetic: they compute in float64 whatever the
+#: word type (fp32 and int32 accumulators are converted exactly on load).
+KERNEL_T = 53
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -49,15 +54,15 @@ class Reduction:
     """
 
     p: int
-    t: int
     y_max: int
     z: int
+    t: int = KERNEL_T
 
     @classmethod
-    def for_bound(cls, p: int, t: int, y_max: int) -> "Reduction":
+    def for_bound(cls, p: int, y_max: int, t: int = KERNEL_T) -> "Reduction":
         """The reduction of ``|y| <= y_max`` in precision ``t``; ValueError if impossible."""
         for z in range(p.bit_length() + 1):
-            red = cls(p, t, y_max, z)
+            red = cls(p, y_max, z, t)
             if red.is_exact():
                 return red
         raise ValueError(
@@ -92,8 +97,7 @@ class Reduction:
         )
 
     def constants(self) -> tuple[float, float, float]:
-        """``(q, p_hi, p_lo)`` as float64 for the kernels (float64 also for fp32 words:
-        the kernels compute in float64, which only tightens the error terms above)."""
+        """``(q, p_hi, p_lo)`` as float64 for the kernels."""
         return 1.0 / self.p, float(self.p_hi), float(self.p_lo)
 
 
@@ -121,6 +125,9 @@ def word_bounds(h: int, s: int, u: int) -> tuple[int, ...]:
 def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     """Split ``x`` into ``u`` balanced words of ``x mod p``, assuming ``-p//2 <= x < p``.
 
+    The residue is taken in ``[-p//2, (p-1)//2]`` (for even ``p`` one short of
+    symmetric, so that ``p = 256`` fits int8 words); its magnitude is at most ``p//2``.
+
     Branch-free so that it vectorises; returns how many entries broke the
     assumption (their words are then wrong and the caller reduces and redoes).
     """
@@ -129,7 +136,7 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     for idx in range(x.shape[0]):
         r = x[idx]
         outside += (r < -h) | (r >= p)
-        r -= p * (r > h)
+        r -= p * (r > (p - 1) // 2)
         for i in range(u - 1, 0, -1):
             shift = s * i
             d = (r + (np.int64(1) << (shift - 1))) >> shift

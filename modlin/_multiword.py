@@ -34,12 +34,12 @@ def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndar
 def _horner(pl: Plan, aw, bw, out, eng) -> None:
     acc, scaled = pl.reductions
     k = aw.shape[-1]
-    if out.flags.c_contiguous and eng.dtype.itemsize == out.dtype.itemsize:
+    if out.flags.c_contiguous and eng.acc_dtype.itemsize == out.dtype.itemsize:
         # accumulate in the output's own memory: finalize reads and writes each
-        # entry in place, so the float accumulator costs no allocation
-        C = out.view(eng.dtype)
+        # entry in place, so the accumulator costs no allocation
+        C = out.view(eng.acc_dtype)
     else:
-        C = np.empty(out.shape, dtype=eng.dtype)
+        C = np.empty(out.shape, dtype=eng.acc_dtype)
     T = None
     for op in pl.schedule(k):
         kind = op[0]
@@ -66,7 +66,7 @@ def _concat(pl: Plan, aw, bw, out, eng) -> None:
     k = aw.shape[-1]
     v, n = bw.shape[0], bw.shape[-1]
     bcat = np.concatenate(list(bw), axis=-1)  # (..., k, v*n): B_0 | B_1 | ...
-    C = np.zeros(out.shape, dtype=eng.dtype)
+    C = np.zeros(out.shape, dtype=eng.acc_dtype)
     tcat = None
     for op in pl.schedule(k):
         kind = op[0]

@@ -8,6 +8,7 @@ compared, cached, and handed back to :func:`modlin.matmul` by a user.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator, Literal
@@ -48,8 +49,9 @@ class Plan:
     ----------
     p : int
         The modulus.
-    engine : {"fp64", "fp32"}
-        The floating-point GEMM multiplying the words.
+    engine : {"fp64", "fp32", "int8"}
+        The GEMM multiplying the words (``"int8"``: int8 words, int32 sums, as
+        on GPU tensor cores; emulated exactly on the CPU and chosen only when asked).
     u, v : int
         Number of words of ``A`` and of ``B``.
     a_shift, b_shift : int
@@ -116,7 +118,7 @@ class Plan:
         Their bounds form a fixed point: the accumulator after any reduction is
         at most ``c_bound``, which is what the next scaling multiplies.
         """
-        return _reductions(self.p, get_engine(self.engine).t, self.scale_steps)
+        return _reductions(self.p, self.scale_steps)
 
     @property
     def c_bound(self) -> int:
@@ -147,11 +149,11 @@ class Plan:
             lam = _contract.max_block(max(self.a_bounds), max(self.b_bounds), c_bound, eng.L)
             raise ValueError(
                 f"plan breaks the exactness contract: block {self.block} * {max(self.a_bounds)} "
-                f"* {max(self.b_bounds)} + {c_bound} > 2**{eng.t}; the largest exact block "
+                f"* {max(self.b_bounds)} + {c_bound} > {eng.L_text}; the largest exact block "
                 f"for these words is {lam}"
             )
         if self.variant != "horner" and not _contract.is_exact(1, c_bound, 1, c_bound, eng.L):
-            raise ValueError(f"plan adds two reduced accumulators beyond 2**{eng.t}")
+            raise ValueError(f"plan adds two reduced accumulators beyond {eng.L_text}")
 
     # ---------------------------------------------------------------- schedule
     def schedule(self, k: int | None = None) -> list[tuple]:
@@ -209,12 +211,12 @@ class Plan:
         a, b = self.a_bounds, self.b_bounds
         lines = [
             f"A @ B mod p for p = {self.p} ({self.p.bit_length()} bits), shape {m}x{k} @ {k}x{n}",
-            f"  engine    : {eng.name} GEMM, exact while every partial sum stays within 2**{eng.t}",
+            f"  engine    : {eng.name} GEMM, exact while every partial sum stays within {eng.L_text}",
             f"  words     : ({self.u},{self.v})-product: A as {self.u} word(s) in base 2**{self.a_shift} "
             f"(|a_i| <= {', '.join(map(str, a))}), B as {self.v} word(s) in base 2**{self.b_shift} "
             f"(|b_j| <= {', '.join(map(str, b))})",
             f"  block     : lambda = {self.block}: {self.block} * {max(a)} * {max(b)} + {self.c_bound} "
-            f"<= 2**{eng.t} (k * a_max * b_max + c_max <= L)",
+            f"<= {eng.L_text} (k * a_max * b_max + c_max <= L)",
             f"  variant   : {_VARIANT_TEXT[self.variant]}",
             f"  schedule  : {self.gemm_count()} GEMM call(s), "
             f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
@@ -238,11 +240,12 @@ def _gemm_cost(m: int, k: int, n: int) -> float:
 
 
 @lru_cache(maxsize=256)
-def _reductions(p: int, t: int, steps: tuple[int, ...]) -> tuple[Reduction, dict[int, Reduction]]:
-    acc = Reduction.for_bound(p, t, 2**t)
+def _reductions(p: int, steps: tuple[int, ...]) -> tuple[Reduction, dict[int, Reduction]]:
+    # accumulators never exceed the largest engine limit, 2**53
+    acc = Reduction.for_bound(p, max(e.L for e in ENGINES.values()))
     bound = acc.r_max
     for _ in range(8):
-        scaled = {g: Reduction.for_bound(p, t, bound * 2**g) for g in steps}
+        scaled = {g: Reduction.for_bound(p, bound * 2**g) for g in steps}
         new = max([acc.r_max] + [r.r_max for r in scaled.values()])
         if new == bound:
             return acc, scaled
@@ -349,16 +352,16 @@ def _best_shift(h: int, u: int) -> int:
     return min(range(1, 60 // (u - 1) + 1), key=lambda s: (max(word_bounds(h, s, u)), s))
 
 
-def candidates(p: int, shape: tuple[int, int, int], engines=("fp64", "fp32")) -> list[Plan]:
+def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | None = None) -> list[Plan]:
     """Every exact plan for ``p`` that the planner considers, unsorted."""
     out = []
     h = p // 2
-    m, k, n = shape
+    engines = tuple(e.name for e in ENGINES.values() if e.automatic) if engines is None else engines
     for name in engines:
         eng = ENGINES[name]
-        if p >= 2 ** (eng.t - 1):
+        if p > eng.max_modulus:
             continue
-        for u, v in _SHAPES:
+        for u, v in _SHAPES if eng.multiword else ((1, 1),):
             sa, sb = _best_shift(h, u), _best_shift(h, v)
             variants: list[Variant] = ["horner"]
             if v > 1:
@@ -400,8 +403,9 @@ def plan(
         Modulus, ``2 <= p < 2**52``.
     m, k, n : int
         Shape of the product.
-    engine : {"fp64", "fp32"}, optional
-        Restrict to one GEMM engine.
+    engine : {"fp64", "fp32", "int8"}, optional
+        Restrict to one GEMM engine. Without it the planner weighs the
+        automatic engines (fp64 and fp32 on the CPU).
     words : tuple of int, optional
         Restrict to one ``(u, v)``.
     variant : {"horner", "concat-b", "concat-a"}, optional
@@ -425,14 +429,18 @@ def plan(
     """
     p = _check_modulus(p)
     for name, val in (("m", m), ("k", k), ("n", n)):
-        if not isinstance(val, int) or isinstance(val, bool) or val < 0:
+        if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be a non-negative int, got {val!r}")
-    engines = (engine,) if engine is not None else ("fp64", "fp32")
-    for e in engines:
-        get_engine(e)
-    cands = candidates(p, (m, k, n), engines)
+    return _best_plan(p, int(m), int(k), int(n), engine, None if words is None else tuple(words), variant)
+
+
+@lru_cache(maxsize=512)
+def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant) -> Plan:
+    if engine is not None:
+        get_engine(engine)
+    cands = candidates(p, (m, k, n), None if engine is None else (engine,))
     if words is not None:
-        cands = [c for c in cands if (c.u, c.v) == tuple(words)]
+        cands = [c for c in cands if (c.u, c.v) == words]
     if variant is not None:
         cands = [c for c in cands if c.variant == variant]
     if not cands:
@@ -444,8 +452,6 @@ def plan(
 
 
 def _check_modulus(p) -> int:
-    import numbers
-
     if isinstance(p, bool) or not isinstance(p, numbers.Integral):
         raise TypeError(f"the modulus must be an integer, got {type(p).__name__} {p!r}")
     p = int(p)

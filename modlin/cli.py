@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p_plan = sub.add_parser("plan", help="print the plan for a product and why it was chosen")
     p_plan.add_argument("p", type=int, help="modulus")
     p_plan.add_argument("--shape", type=int, nargs=3, metavar=("M", "K", "N"), default=(1024, 1024, 1024))
-    p_plan.add_argument("--engine", choices=["fp64", "fp32"], default=None)
+    p_plan.add_argument("--engine", choices=["fp64", "fp32", "int8"], default=None)
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
