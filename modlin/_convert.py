@@ -68,12 +68,17 @@ def _object_residue(p: int):
     return np.frompyfunc(residue, 1, 1)
 
 
+def _native(x: np.ndarray) -> np.ndarray:
+    """``x`` in native byte order (a copy only when it is not): dtype tests and kernels assume it."""
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
+
+
 def residues_int64(x, p: int, name: str) -> np.ndarray:
     """``x`` as an int64 array congruent to it modulo ``p`` (not necessarily reduced).
 
     Never modifies ``x``; a copy is made only when the dtype or values need it.
     """
-    x = np.asarray(x)
+    x = _native(np.asarray(x))
     kind = x.dtype.kind
     if kind == "i" and x.dtype.itemsize == 8:
         return x
@@ -101,3 +106,67 @@ def residues_int64(x, p: int, name: str) -> np.ndarray:
             "(Gaussian-integer products are planned in modlin.gaussian)"
         )
     raise TypeError(f"{name} has dtype {x.dtype}, which is not numeric; pass integer arrays")
+
+
+def integers(x, name: str) -> np.ndarray:
+    """``x`` as exact integers for :func:`modlin.intmul`: int64, uint64 or object of Python ints."""
+    x = _native(np.asarray(x))
+    kind = x.dtype.kind
+    if kind in "iub":
+        return x if x.dtype in (np.int64, np.uint64) else x.astype(np.int64)
+    if kind == "O":
+        if x.size == 0:
+            return x.astype(np.int64)
+        out = _object_ints(x)
+        return out
+    if kind == "f":
+        raise TypeError(
+            f"{name} holds floats; intmul multiplies integers exactly: convert first "
+            "(e.g. x.astype(np.int64) after checking the values are integral)"
+        )
+    if kind == "c":
+        raise TypeError(f"{name} is complex; intmul multiplies real integer matrices")
+    raise TypeError(f"{name} has dtype {x.dtype}, which is not an integer type")
+
+
+def _check_int(e):
+    if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)):
+        raise TypeError(f"object arrays must hold Python or NumPy integers; found {type(e).__name__} {e!r}")
+    return int(e)
+
+
+_object_ints = np.frompyfunc(_check_int, 1, 1)
+
+
+def balanced_lift(x, p: int, name: str) -> np.ndarray:
+    """The residues of ``x`` modulo ``p`` in ``[-(p//2), (p-1)//2]``.
+
+    int64 when ``p <= 2**64`` (every such residue fits), object arrays of Python
+    ints above. Never modifies ``x``.
+    """
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"{name} holds NaN or Inf; matmul needs integer values")
+        if not np.array_equal(x, np.trunc(x)):
+            raise ValueError(f"{name} holds non-integral floats; round them first (numpy.rint) or pass integers")
+        # exact: every finite float is an integer here, and int() converts it exactly
+        x = np.frompyfunc(int, 1, 1)(x) if x.size else x.astype(np.int64)
+    elif x.dtype.kind in "iubO":
+        x = integers(x, name)
+    else:
+        residues_int64(x, p, name)  # raises the appropriate TypeError
+    half = (p - 1) // 2
+    if p <= 2**64 and x.dtype != object:
+        if x.dtype == np.int64 and p < 2**63:
+            r = np.remainder(x, np.int64(p)).view(np.uint64)
+        elif x.dtype == np.int64:  # 2**63 <= p <= 2**64: x mod p is x, or x + p for x < 0
+            r = x.view(np.uint64) + np.where(x < 0, np.uint64(p % 2**64), np.uint64(0))
+        else:  # uint64
+            r = np.remainder(x, np.uint64(p)) if p < 2**64 else x.copy()
+        # residues above half become r - p, which lies in [-2**63, 0): wrap and view as int64
+        return np.where(r > np.uint64(half), r - np.uint64(p % 2**64), r).view(np.int64)
+    r = x.astype(object) % p
+    if p <= 2**64:
+        return np.where(r > half, r - p, r).astype(np.int64)
+    return np.where(r > half, r - p, r)

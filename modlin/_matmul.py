@@ -74,10 +74,10 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     """
     p, field, (A, B) = unwrap_fields(p, A, B)
     p = _check_modulus(p)
+    if np.ndim(A) == 0 or np.ndim(B) == 0:
+        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
     a = residues_int64(A, p, "A")
     b = residues_int64(B, p, "B")
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
     b2 = b[:, np.newaxis] if b.ndim == 1 else b
     m, k = a2.shape[-2:]

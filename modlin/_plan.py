@@ -139,6 +139,11 @@ class Plan:
             raise ValueError(f"unknown plan variant {self.variant!r}")
         if min(self.u, self.v, self.a_shift, self.b_shift, self.block) < 1:
             raise ValueError("plan words, shifts and block must be positive")
+        if self.p > eng.max_modulus or not eng.multiword and (self.u, self.v) != (1, 1):
+            raise ValueError(
+                f"the {eng.name} engine holds residues modulo p <= {eng.max_modulus}"
+                + ("" if eng.multiword else " as single words, (u, v) = (1, 1)")
+            )
         if self.u > 1 and self.a_shift * (self.u - 1) >= 62 or self.v > 1 and self.b_shift * (self.v - 1) >= 62:
             raise ValueError("plan word shifts exceed the int64 range")
         try:
@@ -152,8 +157,6 @@ class Plan:
                 f"* {max(self.b_bounds)} + {c_bound} > {eng.L_text}; the largest exact block "
                 f"for these words is {lam}"
             )
-        if self.variant != "horner" and not _contract.is_exact(1, c_bound, 1, c_bound, eng.L):
-            raise ValueError(f"plan adds two reduced accumulators beyond {eng.L_text}")
 
     # ---------------------------------------------------------------- schedule
     def schedule(self, k: int | None = None) -> list[tuple]:
