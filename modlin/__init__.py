@@ -1,13 +1,16 @@
-"""modlin: exact linear algebra over Z/pZ on floating-point GEMMs.
+"""modlin: exact linear algebra over Z/pZ and the integers on floating-point GEMMs.
 
-The main entry points are :func:`matmul` (``A @ B mod p``) and :func:`plan`
-(how a product will be computed, and why it is exact).
+The main entry points are :func:`matmul` (``A @ B mod p`` for any ``p``),
+:func:`intmul` (exact integer products) and :func:`plan` (how a product will
+be computed, and why it is exact).
 """
 
 from ._engines import ENGINES
+from ._intmul import intmul
 from ._matmul import matmul
 from ._plan import MAX_MODULUS, Plan, plan
+from ._rnsplan import RNSPlan
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
-__all__ = ["matmul", "plan", "Plan", "MAX_MODULUS", "ENGINES", "__version__"]
+__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "__version__"]

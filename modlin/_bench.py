@@ -14,6 +14,11 @@ can be killed in), so the ratios in the table compare like with like:
   kernels). A galois run that exceeds ``galois_timeout`` is killed and reported
   as a lower bound.
 
+:func:`run_rns_table` is a second table, with the same conventions, for the
+residue-number-system products: :func:`modlin.matmul` modulo primes of 61 to
+256 bits and :func:`modlin.intmul` of 64- and 256-bit integers, against
+python-flint's ``nmod_mat``, ``fmpz_mod_mat`` and ``fmpz_mat``.
+
 This module is not imported by ``import modlin``; python-flint and galois are
 optional here (python-flint is only needed for its column).
 """
@@ -33,7 +38,7 @@ import numpy as np
 from ._matmul import matmul
 from ._plan import plan
 
-__all__ = ["run_table"]
+__all__ = ["run_table", "run_rns_table"]
 
 #: A flint product that takes longer than this (seconds) is not repeated.
 FLINT_SINGLE_RUN_S = 120.0
@@ -245,6 +250,19 @@ def _versions(flint, use_galois) -> str:
     return ", ".join(vs)
 
 
+def _print_header(pr, started, call, flint_mod, use_galois, times):
+    """The block above each table: date, command, arguments, versions, BLAS, machine."""
+    pr(f"# modlin bench, {started:%Y-%m-%d %H:%M %Z}")
+    pr()
+    pr(f"- command: `{_command_line()}`")
+    pr(f"- {call}")
+    pr(f"- versions: {_versions(flint_mod, use_galois)}")
+    pr(f"- BLAS: {_blas_summary()}")
+    pr(f"- machine: {_cpu_summary()}, {platform.system()} {platform.release()}")
+    pr(f"- times: {times}")
+    pr()
+
+
 # --------------------------------------------------------------------------- table
 
 
@@ -331,7 +349,7 @@ def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galoi
             pl = plan(p, n, n, n)
             row = {
                 "n": n, "bits": b, "p": p,
-                "engine": pl.engine, "u": pl.u, "v": pl.v, "variant": pl.variant, "block": pl.block,
+                "plan": pl.summary,
                 "gemms": pl.gemm_count(), "model_cost": pl.relative_cost(),
             }
 
@@ -386,22 +404,15 @@ def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galoi
 
 def _print_table(rows, out, started, flint_mod, use_galois, repeats, galois_timeout, notes, args):
     pr = lambda s="": print(s, file=out)  # noqa: E731
-    pr(f"# modlin bench, {started:%Y-%m-%d %H:%M %Z}")
-    pr()
-    pr(f"- command: `{_command_line()}`")
-    pr(f"- run_table({args})")
-    pr(f"- versions: {_versions(flint_mod, use_galois)}")
-    pr(f"- BLAS: {_blas_summary()}")
-    pr(f"- machine: {_cpu_summary()}, {platform.system()} {platform.release()}")
-    pr(f"- times: median of {repeats} run(s) in this one process; random int64 operands in [0, p), "
-       "p the largest prime below 2**bits")
-    pr()
-    pr("| n | p bits | plan (engine (u,v) variant, #GEMMs) | modlin s | modlin/dgemm | flint/modlin | galois/modlin |")
+    _print_header(pr, started, f"run_table({args})", flint_mod, use_galois,
+                  f"median of {repeats} run(s) in this one process; random int64 operands in [0, p), "
+                  "p the largest prime below 2**bits")
+    pr("| n | p bits | plan, #GEMMs | modlin s | modlin/dgemm | flint/modlin | galois/modlin |")
     pr("|---:|---:|:---|---:|---:|---:|---:|")
     marks = {"single": "¹", "timeout": "²", "inexact": "³"}
     used = set()
     for r in rows:
-        desc = f"{r['engine']} ({r['u']},{r['v']}) {r['variant']}, {r['gemms']}"
+        desc = f"{r['plan']}, {r['gemms']}"
         fl = "-"
         if r["flint_s"] is not None:
             fl = _fmt_ratio(r["flint_modlin"])
@@ -437,5 +448,248 @@ def _print_table(rows, out, started, flint_mod, use_galois, repeats, galois_time
            "(the ratio is a lower bound).")
     if "inexact" in used:
         pr("³ modlin's product DIFFERS from python-flint's.")
+    for note in notes:
+        pr(f"- {note}")
+
+
+# --------------------------------------------------------------------------- RNS table
+
+#: ``galois.prev_prime(2**128)`` and ``galois.prev_prime(2**256)`` (hard-coded: no galois import needed).
+PRIME_128 = 340282366920938463463374607431768211297
+PRIME_256 = 115792089237316195423570985008687907853269984665640564039457584007913129639747
+
+#: The matmul rows of the RNS table: (label, p).
+RNS_MODULI = (
+    ("p = 2^61-1", 2**61 - 1),
+    ("p = 2^64-59", 2**64 - 59),
+    ("p 128-bit", PRIME_128),
+    ("p 256-bit", PRIME_256),
+)
+
+#: The intmul rows of the RNS table: bits of the signed entries.
+INTMUL_BITS = (64, 256)
+
+
+def _random_words(rng, bits: int, shape) -> np.ndarray:
+    """Uniform integers in ``[0, 2**bits)`` as an object array, from 62-bit int64 draws."""
+    words = -(-bits // 62)
+    acc = np.zeros(shape, dtype=object)
+    for _ in range(words):
+        acc = (acc << 62) | rng.integers(0, 2**62, shape, dtype=np.int64).astype(object)
+    return acc >> (62 * words - bits)
+
+
+def _random_residues(rng, p: int, shape) -> np.ndarray:
+    """Random residues in ``[0, p)``: int64 for ``p <= 2**63``, uint64 up to ``2**64``,
+    object arrays of Python ints above (the types a user holds such residues in)."""
+    if p <= 2**63:
+        return rng.integers(0, p, shape, dtype=np.int64)
+    if p <= 2**64:
+        return rng.integers(0, p, shape, dtype=np.uint64)
+    return _random_words(rng, p.bit_length() + 62, shape) % p  # 62 extra bits: bias below 2**-62
+
+
+def _random_signed(rng, bits: int, shape) -> np.ndarray:
+    """Uniform integers in ``[-2**(bits-1), 2**(bits-1))``: int64 for 64 bits, object arrays above."""
+    if bits <= 64:
+        lo = -(2 ** (bits - 1))
+        return rng.integers(lo, -lo - 1, shape, dtype=np.int64, endpoint=True)
+    return _random_words(rng, bits, shape) - 2 ** (bits - 1)
+
+
+def _intmul_plan(a: np.ndarray, b: np.ndarray, n: int):
+    """What :func:`modlin.intmul` does for ``n x n`` operands: ``(summary, #GEMMs, model cost)``."""
+    from . import _contract
+    from ._engines import ENGINES
+    from ._intmul import max_abs
+    from ._rnsplan import rns_plan
+
+    ma, mb = max_abs(a), max_abs(b)
+    # the single-GEMM fast path of intmul: fixed-width operands whose float64 product is exact
+    if a.dtype != object and b.dtype != object and _contract.is_exact(n, ma, mb, 0, ENGINES["fp64"].L):
+        return "1 dgemm", 1, 1.0
+    pl = rns_plan(None, n * ma * mb, (n, n, n))
+    return pl.summary, pl.gemm_count(), pl.relative_cost()
+
+
+def _time_flint_product(fa, fb, repeats):
+    """Times ``fa * fb``. Returns ``(times, last product, single_run)``."""
+    times = []
+    single = False
+    fc = None
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        fc = fa * fb
+        times.append(time.perf_counter() - t0)
+        if i == 0 and times[0] > FLINT_SINGLE_RUN_S and repeats > 1:
+            single = True
+            break
+    return times, fc, single
+
+
+def _flint_operands(flint, a, b, p):
+    """python-flint matrices for a product mod ``p`` (``None``: integer product) and the type's name."""
+    if p is None:
+        return flint.fmpz_mat(a.tolist()), flint.fmpz_mat(b.tolist()), "fmpz_mat"
+    if p < 2**64:
+        return flint.nmod_mat(a.tolist(), p), flint.nmod_mat(b.tolist(), p), "nmod_mat"
+    ctx = flint.fmpz_mod_ctx(p)
+    return flint.fmpz_mod_mat(a.tolist(), ctx), flint.fmpz_mod_mat(b.tolist(), ctx), "fmpz_mod_mat"
+
+
+def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=sys.stdout, progress=sys.stderr, seed=0):
+    """Time modlin's residue-number-system products against dgemm and python-flint; print a Markdown table.
+
+    Rows, for each size: :func:`modlin.matmul` modulo ``2**61 - 1``,
+    ``2**64 - 59`` and the largest primes below ``2**128`` and ``2**256``
+    (random residues: int64 below ``2**63``, object arrays of Python ints
+    above), and :func:`modlin.intmul` of random signed 64-bit (int64) and
+    256-bit (object) entries. The conventions are those of :func:`run_table`:
+    each modlin product is followed at once by a float64 :func:`numpy.matmul`
+    of the same size (``modlin/dgemm`` is the median of the per-pair ratios),
+    and python-flint (``nmod_mat`` below ``2**64``, ``fmpz_mod_mat`` above,
+    ``fmpz_mat`` for integer products; operands built outside the timing)
+    is timed and checked against modlin's result.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Square sizes ``n`` (``n x n`` times ``n x n``).
+    repeats : int
+        Timed runs of each measurement; the median is reported.
+    flint : bool
+        Whether to time (and check against) python-flint.
+    out, progress : file
+        Where the table, and the progress lines, go.
+    seed : int
+        Seed of the random operands.
+
+    Returns
+    -------
+    list of dict
+        One row per ``(n, case)``, with the times in seconds and the ratios.
+    """
+    sizes = [int(n) for n in sizes]
+    repeats = max(1, int(repeats))
+    for n in sizes:
+        if n < 1:
+            raise ValueError(f"sizes must be positive, got {n}")
+
+    flint_mod = _flint_module() if flint else None
+    notes: list[str] = []
+    if flint and flint_mod is None:
+        notes.append("python-flint is not installed: flint column skipped")
+
+    started = datetime.datetime.now().astimezone()
+    rng = np.random.default_rng(seed)
+    cases = [("matmul", label, p, None) for label, p in RNS_MODULI]
+    cases += [("intmul", f"{bits}-bit signed entries", None, bits) for bits in INTMUL_BITS]
+    total = len(sizes) * len(cases)
+    rows = []
+
+    def say(msg):
+        if progress is not None:
+            print(msg, file=progress, flush=True)
+
+    idx = 0
+    for n in sizes:
+        x = rng.random((n, n))
+        y = rng.random((n, n))
+        for kind, label, p, bits in cases:
+            idx += 1
+            case = f"{kind} {label}"
+            tag = f"[{idx}/{total}] n={n} {case}"
+            if kind == "matmul":
+                a = _random_residues(rng, p, (n, n))
+                bb = _random_residues(rng, p, (n, n))
+                pl = plan(p, n, n, n)
+                desc, gemms, cost = pl.summary, pl.gemm_count(), pl.relative_cost()
+                run = lambda: matmul(a, bb, p)  # noqa: E731
+            else:
+                from ._intmul import intmul
+
+                a = _random_signed(rng, bits, (n, n))
+                bb = _random_signed(rng, bits, (n, n))
+                desc, gemms, cost = _intmul_plan(a, bb, n)
+                run = lambda: intmul(a, bb)  # noqa: E731
+            row = {
+                "n": n, "case": case, "kind": kind, "p": p, "entry_bits": bits,
+                "plan": desc, "gemms": gemms, "model_cost": cost,
+            }
+
+            say(f"{tag}: modlin + dgemm ({repeats} interleaved runs) ...")
+            c = run()  # warm-up, and the result checked against flint
+            np.matmul(x, y)
+            t_mod, t_d = [], []
+            for _ in range(repeats):
+                t_mod.append(_timed(run))
+                t_d.append(_timed(lambda: np.matmul(x, y)))
+            row["modlin_s"] = _median(t_mod)
+            row["dgemm_s"] = _median(t_d)
+            row["modlin_dgemm"] = _median([tm / td for tm, td in zip(t_mod, t_d)])
+
+            row["flint_s"] = row["flint_modlin"] = row["flint_exact"] = row["flint_type"] = None
+            row["flint_single_run"] = False
+            if flint_mod is not None:
+                fa, fb, ftype = _flint_operands(flint_mod, a, bb, p)
+                row["flint_type"] = ftype
+                say(f"{tag}: flint {ftype} ...")
+                t_f, fc, single = _time_flint_product(fa, fb, repeats)
+                del fa, fb
+                row["flint_s"] = _median(t_f)
+                row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
+                row["flint_single_run"] = single
+                expected = [int(e) for e in fc.entries()]
+                del fc
+                row["flint_exact"] = c.shape == (n, n) and c.ravel().tolist() == expected
+                del expected
+                if not row["flint_exact"]:
+                    say(f"{tag}: WARNING modlin's product differs from flint's")
+            del c, a, bb, run
+            rows.append(row)
+
+    args = f"sizes={sizes}, repeats={repeats}, flint={bool(flint)}, seed={seed}"
+    _print_rns_table(rows, out, started, flint_mod, repeats, notes, args)
+    return rows
+
+
+def _print_rns_table(rows, out, started, flint_mod, repeats, notes, args):
+    pr = lambda s="": print(s, file=out)  # noqa: E731
+    _print_header(pr, started, f"run_rns_table({args})", flint_mod, False,
+                  f"median of {repeats} run(s) in this one process; matmul: random residues in [0, p) "
+                  "(int64 for p < 2**63, object arrays of Python ints above), 128/256-bit p the largest "
+                  "prime below 2**128/2**256; intmul: uniform signed entries, int64 for 64 bits, object "
+                  "arrays of Python ints for 256 bits")
+    pr("| n | case | plan, #GEMMs | modlin s | modlin/dgemm | flint/modlin | flint type |")
+    pr("|---:|:---|:---|---:|---:|---:|:---|")
+    marks = {"single": "¹", "inexact": "²"}
+    used = set()
+    for r in rows:
+        desc = f"{r['plan']}, {r['gemms']}"
+        fl = "-"
+        if r["flint_s"] is not None:
+            fl = _fmt_ratio(r["flint_modlin"])
+            if r["flint_single_run"]:
+                fl += marks["single"]
+                used.add("single")
+            if not r["flint_exact"]:
+                fl += " " + marks["inexact"]
+                used.add("inexact")
+        pr(f"| {r['n']} | {r['case']} | {desc} | {_fmt_s(r['modlin_s'])} | {_fmt_ratio(r['modlin_dgemm'])} "
+           f"| {fl} | {r['flint_type'] or '-'} |")
+    pr()
+    pr("modlin/dgemm: median over the runs of (modlin time / time of the float64 numpy.matmul "
+       "of the same size run right after it). flint/modlin: median python-flint product time over median "
+       "modlin time; above 1 means modlin is faster. plan: the residue number system modlin used "
+       "(for intmul, the plan for the bound n * max|A| * max|B|; \"1 dgemm\" when one float64 GEMM is exact).")
+    flint_rows = [r for r in rows if r["flint_exact"] is not None]
+    if flint_rows:
+        bad = [r for r in flint_rows if not r["flint_exact"]]
+        pr(f"Exactness: modlin's product equals python-flint's in {len(flint_rows) - len(bad)} of "
+           f"{len(flint_rows)} cases.")
+    if "single" in used:
+        pr(f"¹ one flint run only: it took more than {FLINT_SINGLE_RUN_S:g} s.")
+    if "inexact" in used:
+        pr("² modlin's product DIFFERS from python-flint's.")
     for note in notes:
         pr(f"- {note}")

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+from ._modular import balanced_lift_int64
+
 __all__ = ["field_of", "unwrap_fields", "residues_int64"]
 
 
@@ -159,8 +161,8 @@ def balanced_lift(x, p: int, name: str) -> np.ndarray:
     half = (p - 1) // 2
     if p <= 2**64 and x.dtype != object:
         if x.dtype == np.int64 and p < 2**63:
-            r = np.remainder(x, np.int64(p)).view(np.uint64)
-        elif x.dtype == np.int64:  # 2**63 <= p <= 2**64: x mod p is x, or x + p for x < 0
+            return balanced_lift_int64(x, p)
+        if x.dtype == np.int64:  # 2**63 <= p <= 2**64: x mod p is x, or x + p for x < 0
             r = x.view(np.uint64) + np.where(x < 0, np.uint64(p % 2**64), np.uint64(0))
         else:  # uint64
             r = np.remainder(x, np.uint64(p)) if p < 2**64 else x.copy()

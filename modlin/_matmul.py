@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _multiword
-from ._convert import residues_int64, unwrap_fields
+from . import _multiword, _rns
+from ._convert import balanced_lift, residues_int64, unwrap_fields
 from ._plan import Plan, _check_modulus, plan as make_plan
+from ._rnsplan import RNSPlan
 from .typing import ArrayLike
 
 __all__ = ["matmul"]
@@ -29,27 +30,31 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         arrays holding integers, object arrays of Python ints, or galois
         ``FieldArray`` s of one prime field.
     p : int, optional
-        The modulus, ``2 <= p < 2**52``, prime or composite. May be omitted when
-        an operand is a ``FieldArray``; if given, it must equal the field's order.
+        The modulus, any integer ``p >= 2``, prime or composite. May be omitted
+        when an operand is a ``FieldArray``; if given, it must equal the field's
+        order.
     out : ndarray, optional
-        Where to write the result: int64 with the result's shape (a
-        ``FieldArray`` of the operands' field when they are FieldArrays).
-    plan : Plan, optional
+        Where to write the result: an array of the result's dtype and shape
+        (a ``FieldArray`` of the operands' field when they are FieldArrays).
+    plan : Plan or RNSPlan, optional
         A plan from :func:`modlin.plan` to run instead of choosing one. It is
-        checked against the exactness contract first.
+        checked first: against the exactness contract (a :class:`Plan`), or for
+        moduli that cover this product's bound (an :class:`RNSPlan`).
 
     Returns
     -------
     ndarray
-        ``A @ B mod p`` as int64 with entries in ``[0, p)``, or a ``FieldArray``
-        of the operands' field.
+        ``A @ B mod p`` with entries in ``[0, p)``: int64 for ``p <= 2**63``,
+        an object array of Python ints above, or a ``FieldArray`` of the
+        operands' field.
 
     Raises
     ------
     ValueError
-        Mismatched shapes, ``p < 2`` or ``p >= 2**52``, NaN/Inf or non-integral
-        floats, a plan for another modulus or that breaks the contract, an
-        extension field, or operands from different fields.
+        Mismatched shapes, ``p < 2``, NaN/Inf or non-integral floats, a plan
+        for another modulus, one that breaks the contract or whose moduli are
+        too few for this ``k``, an extension field, or operands from different
+        fields.
     TypeError
         Non-numeric or complex operands, a non-integer modulus, a bad ``out``.
 
@@ -59,7 +64,10 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     (seed 001): ``A`` and ``B`` are reduced into the balanced range
     ``[-p//2, p//2]``, split into words when ``p`` is large, and multiplied in
     blocks small enough that no partial sum exceeds ``2**53`` (``2**24`` for
-    the fp32 engine). See :func:`modlin.plan` and :meth:`Plan.explain`.
+    the fp32 engine). Beyond ``2**52`` (or where the cost model prefers it),
+    the integer product of the balanced operands is computed modulo several
+    small primes and rebuilt by CRT (a residue number system). See
+    :func:`modlin.plan`, :meth:`Plan.explain` and :meth:`RNSPlan.explain`.
 
     Examples
     --------
@@ -74,44 +82,38 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     """
     p, field, (A, B) = unwrap_fields(p, A, B)
     p = _check_modulus(p)
-    if np.ndim(A) == 0 or np.ndim(B) == 0:
-        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
-    a = residues_int64(A, p, "A")
-    b = residues_int64(B, p, "B")
-    a2 = a[np.newaxis, :] if a.ndim == 1 else a
-    b2 = b[:, np.newaxis] if b.ndim == 1 else b
-    m, k = a2.shape[-2:]
-    k2, n = b2.shape[-2:]
-    if k != k2:
-        raise ValueError(
-            f"matmul: shapes {np.shape(A)} and {np.shape(B)} are not aligned: "
-            f"A has {k} columns but B has {k2} rows"
-        )
-    try:
-        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"matmul: stack shapes {a2.shape[:-2]} and {b2.shape[:-2]} do not broadcast"
-        ) from None
-    full = batch + (m, n)
-    shape = full[:-2] + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+    (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
 
     if plan is None:
         plan = make_plan(p, m, k, n)
     else:
-        if not isinstance(plan, Plan):
-            raise TypeError(f"plan must be a modlin.Plan, got {type(plan).__name__}")
+        if not isinstance(plan, (Plan, RNSPlan)):
+            raise TypeError(f"plan must be a modlin.Plan or modlin.RNSPlan, got {type(plan).__name__}")
         if plan.p != p:
             raise ValueError(f"plan was made for p = {plan.p}, not p = {p}; make one with modlin.plan")
         plan.check()
+        if isinstance(plan, RNSPlan) and plan.bound < k * (p // 2) ** 2:
+            raise ValueError(
+                f"the RNS plan covers products with k <= {plan.bound // max((p // 2) ** 2, 1)}, "
+                f"not k = {k}; make one for this shape with modlin.plan"
+            )
 
-    direct = out is not None and field is None and _usable_out(out, shape)
+    dtype = np.int64 if p <= 2**63 else object
+    direct = out is not None and field is None and _usable_out(out, shape, dtype)
     if out is not None and not direct:
-        _check_out(out, shape, field)
-    result = out if direct else np.empty(full, dtype=np.int64)
-    target = result.reshape(full) if direct else result
-    if target.size:
-        _multiword.multiply(plan, a2, b2, target)
+        _check_out(out, shape, field, dtype)
+    if isinstance(plan, Plan):
+        result = out if direct else np.empty(full, dtype=np.int64)
+        target = result.reshape(full) if direct else result
+        if target.size:
+            _multiword.multiply(plan, _as_matrix(residues_int64(A, p, "A"), 0),
+                                _as_matrix(residues_int64(B, p, "B"), 1), target)
+    else:
+        a = _as_matrix(balanced_lift(A, p, "A"), 0)
+        b = _as_matrix(balanced_lift(B, p, "B"), 1)
+        result = _rns.multiply(plan, a, b) if np.prod(full) else np.zeros(full, dtype=dtype)
+        if direct:
+            out.reshape(full)[...] = result
     if direct:
         return out
     result = result.reshape(shape)
@@ -123,22 +125,50 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     return result[()] if result.ndim == 0 else result
 
 
-def _usable_out(out, shape) -> bool:
+def _matmul_shapes(sa: tuple[int, ...], sb: tuple[int, ...]):
+    """``numpy.matmul`` shape rules: ``((m, k, n), full shape, result shape)``, or ValueError."""
+    if len(sa) == 0 or len(sb) == 0:
+        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    b2 = sb + (1,) if len(sb) == 1 else sb
+    m, k = a2[-2:]
+    k2, n = b2[-2:]
+    if k != k2:
+        raise ValueError(
+            f"matmul: shapes {sa} and {sb} are not aligned: A has {k} columns but B has {k2} rows"
+        )
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: stack shapes {a2[:-2]} and {b2[:-2]} do not broadcast") from None
+    full = batch + (m, n)
+    shape = full[:-2] + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+    return (m, k, n), full, shape
+
+
+def _as_matrix(x: np.ndarray, side: int) -> np.ndarray:
+    """A 1-D operand as a row (``side=0``, the left operand) or a column (``side=1``)."""
+    if x.ndim != 1:
+        return x
+    return x[np.newaxis, :] if side == 0 else x[:, np.newaxis]
+
+
+def _usable_out(out, shape, dtype) -> bool:
     return (
         type(out) is np.ndarray
-        and out.dtype == np.int64
+        and out.dtype == dtype
         and out.shape == shape
         and out.flags.c_contiguous
         and out.flags.writeable
     )
 
 
-def _check_out(out, shape, field) -> None:
+def _check_out(out, shape, field, dtype) -> None:
     if field is not None:
         if type(out) is not field:
             raise TypeError(f"out must be a {field.name} FieldArray when the operands are")
-    elif not isinstance(out, np.ndarray) or out.dtype != np.int64:
-        raise TypeError("out must be a numpy.ndarray of dtype int64")
+    elif not isinstance(out, np.ndarray) or out.dtype != dtype:
+        raise TypeError(f"out must be a numpy.ndarray of dtype {np.dtype(dtype)} (the result's dtype for this p)")
     if out.shape != shape:
         raise ValueError(f"out has shape {out.shape}, but the result has shape {shape}")
     if not out.flags.writeable:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["Reduction", "balanced_words", "word_bounds", "step", "finalize"]
+__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "word_bounds", "step", "finalize"]
 
 
 #: Precision of the kernels' arithmetic: they compute in float64 whatever the
@@ -144,6 +144,29 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
             r -= d << shift
         words[0, idx] = r
     return outside
+
+
+@numba.njit(cache=True)
+def _lift_kernel(x, p, out):  # pragma: no cover - compiled
+    """``out = x mod p`` in ``[-(p//2), (p-1)//2]`` for int64 ``x`` and ``2 <= p < 2**63``."""
+    half = (p - 1) // 2
+    for i in range(x.shape[0]):
+        r = x[i]
+        if 0 <= r < p:
+            r -= p * (r > half)
+        elif r >= p or r < -(p // 2):
+            r %= p  # numba follows Python: the result is in [0, p)
+            r -= p * (r > half)
+        out[i] = r
+
+
+def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:
+    """int64 ``x`` reduced into ``[-(p//2), (p-1)//2]`` (a new array), for ``p < 2**63``."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    if flat.size:
+        _lift_kernel(flat, np.int64(p), out)
+    return out.reshape(x.shape)
 
 
 @numba.njit(cache=True)

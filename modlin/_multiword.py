@@ -8,7 +8,7 @@ from . import _modular
 from ._engines import get_engine
 from ._plan import Plan
 
-__all__ = ["multiply"]
+__all__ = ["multiply", "multiply_words"]
 
 
 def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -21,6 +21,13 @@ def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndar
     eng = get_engine(pl.engine)
     aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype)
     bw = _modular.balanced_words(b, pl.p, pl.b_shift, pl.v, eng.dtype)
+    return multiply_words(pl, aw, bw, out)
+
+
+def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """:func:`multiply` on words already split (``aw``: ``(u, ..., m, k)``, ``bw``: ``(v, ..., k, n)``,
+    in the engine's dtype and within the plan's word bounds). ``out`` may be int64 or float64."""
+    eng = get_engine(pl.engine)
     if pl.variant == "concat-a":
         # (A B)^T = B^T A^T: concatenating the words of A is concatenating those of B^T.
         _concat(pl, bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), eng)

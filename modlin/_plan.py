@@ -11,15 +11,19 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterator, Literal
+from typing import TYPE_CHECKING, Iterator, Literal
 
 from . import _contract
 from ._engines import ENGINES, get_engine
 from ._modular import Reduction, word_bounds
 
+if TYPE_CHECKING:
+    from ._rnsplan import RNSPlan
+
 __all__ = ["Plan", "plan", "MAX_MODULUS"]
 
-#: The largest modulus the multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
+#: The largest modulus multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
+#: Larger moduli go through a residue number system.
 MAX_MODULUS = 2**52
 
 Variant = Literal["horner", "concat-b", "concat-a"]
@@ -125,6 +129,11 @@ class Plan:
         """Bound on the accumulator between two GEMM blocks."""
         acc, scaled = self.reductions
         return max([acc.r_max] + [r.r_max for r in scaled.values()])
+
+    @property
+    def summary(self) -> str:
+        """One line for tables: engine, words, variant and block."""
+        return f"{self.engine} ({self.u},{self.v}) {self.variant}, lambda={min(self.block, 10**9)}"
 
     def gemm_count(self, k: int | None = None) -> int:
         """GEMM calls the plan makes for inner dimension ``k`` (default: its own)."""
@@ -391,37 +400,49 @@ def plan(
     n: int,
     *,
     engine: str | None = None,
+    algorithm: Literal["auto", "multiword", "rns"] = "auto",
     words: tuple[int, int] | None = None,
     variant: Variant | None = None,
-) -> Plan:
+    moduli=None,
+) -> "Plan | RNSPlan":
     """Choose how to compute an ``m x k`` by ``k x n`` product modulo ``p``.
 
-    Every candidate (engine, word counts ``(u, v)``, variant) obeys the
-    exactness contract by construction; the one with the lowest modelled cost
-    is returned. Keyword arguments restrict the choice.
+    Two algorithms compete, both exact by construction: **multiword**
+    products (``p < 2**52``; a :class:`Plan`: engine, word counts ``(u, v)``,
+    block size and variant) and a **residue number system** (any ``p``; an
+    :class:`RNSPlan`: the integer product of the balanced operands modulo
+    several small moduli, then CRT). The plan with the lowest modelled cost is
+    returned; keyword arguments restrict the choice.
 
     Parameters
     ----------
     p : int
-        Modulus, ``2 <= p < 2**52``.
+        Modulus, ``p >= 2``, prime or composite.
     m, k, n : int
         Shape of the product.
     engine : {"fp64", "fp32", "int8"}, optional
         Restrict to one GEMM engine. Without it the planner weighs the
         automatic engines (fp64 and fp32 on the CPU).
+    algorithm : {"auto", "multiword", "rns"}, optional
+        Restrict to one algorithm.
     words : tuple of int, optional
-        Restrict to one ``(u, v)``.
+        Restrict to multiword plans with these ``(u, v)``.
     variant : {"horner", "concat-b", "concat-a"}, optional
-        Restrict to one variant.
+        Restrict to multiword plans of this variant.
+    moduli : sequence of int, optional
+        Use a residue number system with these pairwise-coprime moduli
+        (each below ``2**26``).
 
     Returns
     -------
-    Plan
+    Plan or RNSPlan
 
     Raises
     ------
     ValueError
-        If ``p`` is out of range or no plan matches the restrictions.
+        If ``p < 2``, or no plan matches the restrictions (for example
+        ``algorithm="multiword"`` with ``p >= 2**52``, or moduli whose product
+        is too small).
 
     Examples
     --------
@@ -429,12 +450,42 @@ def plan(
     >>> pl = modlin.plan(1000003, 512, 512, 512)
     >>> pl.engine, pl.u, pl.v
     ('fp64', 1, 1)
+    >>> type(modlin.plan(2**61 - 1, 512, 512, 512)).__name__
+    'RNSPlan'
     """
     p = _check_modulus(p)
     for name, val in (("m", m), ("k", k), ("n", n)):
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be a non-negative int, got {val!r}")
-    return _best_plan(p, int(m), int(k), int(n), engine, None if words is None else tuple(words), variant)
+    m, k, n = int(m), int(k), int(n)
+    if algorithm not in ("auto", "multiword", "rns"):
+        raise ValueError(f"algorithm must be 'auto', 'multiword' or 'rns', got {algorithm!r}")
+    multiword_only = words is not None or variant is not None
+    if moduli is not None and (algorithm == "multiword" or multiword_only):
+        raise ValueError("moduli= selects a residue number system; it cannot be combined with "
+                         "algorithm='multiword', words= or variant=")
+    if multiword_only and algorithm == "rns":
+        raise ValueError("words= and variant= describe multiword plans, not algorithm='rns'")
+    if algorithm == "multiword" or multiword_only:
+        if p >= MAX_MODULUS:
+            raise ValueError(
+                f"multiword products take moduli below 2**52; p = {p} has {p.bit_length()} bits: "
+                "use algorithm='rns' (or 'auto')"
+            )
+        return _best_plan(p, m, k, n, engine, None if words is None else tuple(words), variant)
+    from ._rnsplan import rns_plan
+
+    from ._rnsplan import as_moduli
+
+    rns = rns_plan(p, k * (p // 2) ** 2, (m, k, n), engine=engine,
+                   moduli=None if moduli is None else as_moduli(moduli))
+    if algorithm == "rns" or moduli is not None or p >= MAX_MODULUS:
+        return rns
+    try:
+        multi = _best_plan(p, m, k, n, engine, None, None)
+    except ValueError:
+        return rns
+    return multi if multi.cost() <= rns.cost() else rns
 
 
 @lru_cache(maxsize=512)
@@ -460,9 +511,4 @@ def _check_modulus(p) -> int:
     p = int(p)
     if p < 2:
         raise ValueError(f"the modulus must be at least 2, got {p}")
-    if p >= MAX_MODULUS:
-        raise ValueError(
-            f"modulus {p} has {p.bit_length()} bits; modlin 0.1 supports moduli below 2**52 "
-            "(multiword floating-point products); larger moduli need the RNS path, not yet available"
-        )
     return p

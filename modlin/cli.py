@@ -13,8 +13,21 @@ from ._plan import plan
 
 __all__ = ["main"]
 
-# Primes of several sizes, one for each regime of the planner.
-DEMO_PRIMES = (251, 65521, 1048573, 67108859, 2147483647, 1099511627689, 1125899906842597)
+# Primes of several sizes, one for each regime of the planner (multiword below 2**52,
+# residue number systems above).
+DEMO_PRIMES = (251, 65521, 1048573, 67108859, 2147483647, 1099511627689, 1125899906842597,
+               2**61 - 1, 2**127 - 1)
+
+
+def _random_residues(rng, p: int, shape) -> np.ndarray:
+    """Uniform-ish random residues mod p: int64 when p fits, object arrays of Python ints above."""
+    if p <= 2**63:
+        return rng.integers(0, p, shape, dtype=np.int64)
+    words = -(-p.bit_length() // 62)
+    acc = np.zeros(shape, dtype=object)
+    for _ in range(words):
+        acc = (acc << 62) | rng.integers(0, 2**62, shape, dtype=np.int64).astype(object)
+    return acc % p
 
 
 def _oracle_matmul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
@@ -43,19 +56,19 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
     x = rng.random((n, n))
     y = rng.random((n, n))
     print(f"modlin demo: A @ B mod p for random {n}x{n} matrices, checked against Python integers", file=out)
-    print(f"{'p':>18} {'bits':>4} {'plan':<34} {'modlin':>9} {'dgemm':>9} {'ratio':>6} {'check':>6}", file=out)
+    print(f"{'p':>39} {'bits':>4} {'plan':<42} {'modlin':>9} {'dgemm':>9} {'ratio':>6} {'check':>6}", file=out)
     failures = 0
     for p in DEMO_PRIMES:
-        a = rng.integers(0, p, (n, n), dtype=np.int64)
-        b = rng.integers(0, p, (n, n), dtype=np.int64)
+        a = _random_residues(rng, p, (n, n))
+        b = _random_residues(rng, p, (n, n))
         pl = plan(p, n, n, n)
         c = matmul(a, b, p)
         ok = np.array_equal(c[:check, :check].astype(object), _oracle_matmul(a[:check], b[:, :check], p))
         failures += not ok
         t_mod = _median_time(lambda: matmul(a, b, p))
         t_d = _median_time(lambda: np.matmul(x, y))
-        desc = f"{pl.engine} ({pl.u},{pl.v}) {pl.variant}, lambda={min(pl.block, 10**9)}"
-        print(f"{p:>18} {p.bit_length():>4} {desc:<34} {t_mod * 1e3:>7.1f}ms {t_d * 1e3:>7.1f}ms "
+        desc = pl.summary
+        print(f"{p:>39} {p.bit_length():>4} {desc:<42} {t_mod * 1e3:>7.1f}ms {t_d * 1e3:>7.1f}ms "
               f"{t_mod / t_d:>6.2f} {'exact' if ok else 'WRONG':>6}", file=out)
     print("ratio = modlin time / float64 numpy.matmul time (median of 3, same run)", file=out)
     return failures
@@ -73,10 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     p_plan.add_argument("p", type=int, help="modulus")
     p_plan.add_argument("--shape", type=int, nargs=3, metavar=("M", "K", "N"), default=(1024, 1024, 1024))
     p_plan.add_argument("--engine", choices=["fp64", "fp32", "int8"], default=None)
+    p_plan.add_argument("--algorithm", choices=["auto", "multiword", "rns"], default="auto")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
+    p_bench.add_argument("--table", choices=["multiword", "rns", "all"], default="all",
+                         help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
+                              "61- to 256-bit primes and intmul against flint; all (default): both")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
-    p_bench.add_argument("--bits", type=int, nargs="+", default=[8, 20, 26, 31, 40, 50])
+    p_bench.add_argument("--bits", type=int, nargs="+", default=[8, 20, 26, 31, 40, 50],
+                         help="bit sizes of the moduli of the multiword table")
     p_bench.add_argument("--repeats", type=int, default=3)
     p_bench.add_argument("--galois-timeout", type=float, default=60.0,
                          help="seconds after which a galois run is abandoned (default 60)")
@@ -89,12 +107,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if demo(args.n) else 0
         if args.command == "plan":
             m, k, n = args.shape
-            print(plan(args.p, m, k, n, engine=args.engine).explain())
+            print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
-        from ._bench import run_table
+        from ._bench import run_rns_table, run_table
 
-        run_table(sizes=args.sizes, bits=args.bits, repeats=args.repeats, galois_timeout=args.galois_timeout,
-                  flint=not args.no_flint, galois=not args.no_galois)
+        if args.table in ("multiword", "all"):
+            run_table(sizes=args.sizes, bits=args.bits, repeats=args.repeats, galois_timeout=args.galois_timeout,
+                      flint=not args.no_flint, galois=not args.no_galois)
+        if args.table == "all":
+            print()
+        if args.table in ("rns", "all"):
+            run_rns_table(sizes=args.sizes, repeats=args.repeats, flint=not args.no_flint)
         return 0
     except (ValueError, TypeError) as exc:
         print(f"modlin: error: {exc}", file=sys.stderr)

@@ -31,8 +31,9 @@ def test_plan_with_engine(capsys):
 @pytest.mark.parametrize("argv, msg", [
     (["plan", "1", "--shape", "4", "4", "4"], "at least 2"),
     (["plan", "0"], "at least 2"),
-    (["plan", str(2**52), "--shape", "4", "4", "4"], "2**52"),
-    (["plan", "16777213", "--shape", "4", "4", "4", "--engine", "fp32"], "no exact plan"),
+    (["plan", str(2**52), "--shape", "4", "4", "4", "--algorithm", "multiword"], "2**52"),
+    (["plan", "16777213", "--shape", "4", "4", "4", "--engine", "fp32", "--algorithm", "multiword"],
+     "no exact plan"),
 ])
 def test_bad_modulus_exit_code_2(argv, msg, capsys):
     rc = cli.main(argv)

@@ -414,9 +414,12 @@ def test_modulus_too_small(p):
 
 
 @pytest.mark.parametrize("p", [2**52, 2**52 + 1, 2**63, 2**64 + 5, 10**30])
-def test_modulus_too_large(p):
-    with pytest.raises(ValueError, match=r"below 2\*\*52"):
-        modlin.matmul(A23, B34, p)
+def test_moduli_beyond_multiword_go_through_rns(p):
+    # no upper limit on p: beyond 2**52 the planner takes a residue number system
+    assert isinstance(modlin.plan(p, 2, 3, 4), modlin.RNSPlan)
+    got = modlin.matmul(A23, B34, p)
+    assert got.dtype == (np.int64 if p <= 2**63 else object)
+    assert (got.astype(object) == (A23.astype(object) @ B34.astype(object)) % p).all()
 
 
 @pytest.mark.parametrize("p", [7.0, 7.5, "7", True, Fraction(7), Decimal(7), 7 + 0j, [7]])

@@ -66,9 +66,9 @@ def test_moduli_are_what_the_suite_says():
     assert max(MODULI) == modlin.MAX_MODULUS - 1 == 2**52 - 1
     assert (2**51 * 3 // 2) % 2 == 0 and (2**51 * 3 // 2).bit_length() == 52
     # the largest admissible modulus is accepted, the next one refused
-    modlin.plan(2**52 - 1, 2, 2, 2)
+    modlin.plan(2**52 - 1, 2, 2, 2, algorithm="multiword")
     with pytest.raises(ValueError, match="2\\*\\*52"):
-        modlin.plan(2**52, 2, 2, 2)
+        modlin.plan(2**52, 2, 2, 2, algorithm="multiword")
 
 
 # --------------------------------------------------------------------- inputs

@@ -167,11 +167,13 @@ def test_more_words_for_bigger_moduli():
     for n in (64, 1024):
         prev = 0
         for p in REGIME_PRIMES:
-            pl = modlin.plan(p, n, n, n)
+            pl = modlin.plan(p, n, n, n, algorithm="multiword")
             assert pl.u * pl.v >= prev, (p, pl)
             prev = pl.u * pl.v
-        assert modlin.plan(2**52 - 47, n, n, n).u * modlin.plan(2**52 - 47, n, n, n).v >= 4
-        assert modlin.plan(2**31 - 1, n, n, n).u * modlin.plan(2**31 - 1, n, n, n).v >= 2
+        big = modlin.plan(2**52 - 47, n, n, n, algorithm="multiword")
+        assert big.u * big.v >= 4
+        mid = modlin.plan(2**31 - 1, n, n, n, algorithm="multiword")
+        assert mid.u * mid.v >= 2
 
 
 def test_plan_restrictions():
@@ -183,7 +185,7 @@ def test_plan_restrictions():
     with pytest.raises(ValueError, match="no exact plan"):
         modlin.plan(p, 4, 4, 4, words=(1, 1))
     with pytest.raises(ValueError, match="no exact plan"):
-        modlin.plan(2**24 - 3, 4, 4, 4, engine="fp32")
+        modlin.plan(2**24 - 3, 4, 4, 4, engine="fp32", algorithm="multiword")
     with pytest.raises(ValueError, match="unknown engine"):
         modlin.plan(7, 4, 4, 4, engine="fp16")
     with pytest.raises(ValueError, match="non-negative"):
@@ -193,7 +195,11 @@ def test_plan_restrictions():
     with pytest.raises(ValueError, match="at least 2"):
         modlin.plan(1, 4, 4, 4)
     with pytest.raises(ValueError, match=r"2\*\*52"):
-        modlin.plan(2**52, 4, 4, 4)
+        modlin.plan(2**52, 4, 4, 4, algorithm="multiword")
+    with pytest.raises(ValueError, match="algorithm"):
+        modlin.plan(7, 4, 4, 4, algorithm="strassen")
+    with pytest.raises(ValueError, match="moduli="):
+        modlin.plan(7, 4, 4, 4, words=(1, 1), moduli=(5, 3))
     with pytest.raises(TypeError, match="integer"):
         modlin.plan(7.0, 4, 4, 4)
 

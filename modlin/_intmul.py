@@ -1,0 +1,84 @@
+"""``modlin.intmul``: exact products of integer matrices."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _contract, _rns
+from ._convert import integers
+from ._engines import ENGINES
+from .typing import ArrayLike
+
+__all__ = ["intmul", "max_abs"]
+
+
+def max_abs(x: np.ndarray) -> int:
+    """The largest ``|entry|`` of an integer array, as a Python int (0 when empty)."""
+    if x.size == 0:
+        return 0
+    return max(abs(int(x.max())), abs(int(x.min())))
+
+
+def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None) -> np.ndarray:
+    """Exact matrix product of integer matrices of any entry size.
+
+    Follows :func:`numpy.matmul` semantics (1-D operands, stacked and
+    broadcast batches). The product is bounded by ``k * max|A| * max|B|``; when
+    that fits a single float64 GEMM (``<= 2**53``) one GEMM computes it,
+    otherwise it is computed modulo enough pairwise-coprime moduli and rebuilt
+    by CRT (a residue number system).
+
+    Parameters
+    ----------
+    A, B : array_like
+        Integer matrices: any NumPy integer or boolean dtype, or object arrays
+        of Python ints of any size (negative entries included).
+    engine : {"fp64", "fp32", "int8"}, optional
+        Engine of the products modulo each modulus (default: the cheapest
+        automatic one; ``"int8"`` only when asked).
+    moduli : sequence of int, optional
+        Pairwise-coprime moduli below ``2**26`` to use instead of the planner's;
+        their product must exceed ``2 * bound + 1``.
+
+    Returns
+    -------
+    ndarray
+        The exact product: int64 when the bound ``k * max|A| * max|B|`` is
+        below ``2**63``, otherwise an object array of Python ints.
+
+    Raises
+    ------
+    TypeError
+        Float, complex or non-numeric operands, or object arrays holding
+        something other than integers.
+    ValueError
+        Mismatched shapes; moduli that are not pairwise coprime or too small.
+
+    Examples
+    --------
+    >>> import numpy as np, modlin
+    >>> A = np.array([[2**40, -3], [5, 7]])
+    >>> modlin.intmul(A, A)
+    array([[1208925819614629174706161, -3298534883349],
+           [5497558138915, 34]], dtype=object)
+    """
+    from ._matmul import _as_matrix, _matmul_shapes
+    from ._rnsplan import as_moduli, rns_plan
+
+    (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
+    a = integers(A, "A")
+    b = integers(B, "B")
+    a2, b2 = _as_matrix(a, 0), _as_matrix(b, 1)
+    bound = k * max_abs(a) * max_abs(b)
+    as_object = bound >= 2**63
+    if (moduli is None and engine is None and a.dtype != object and b.dtype != object
+            and _contract.is_exact(k, max_abs(a), max_abs(b), 0, ENGINES["fp64"].L)):
+        # one float64 GEMM is exact: every partial sum stays within 2**53
+        c = np.matmul(a2.astype(np.float64), b2.astype(np.float64)).astype(np.int64)
+    else:
+        pl = rns_plan(None, bound, (m, k, n), engine=engine,
+                      moduli=None if moduli is None else as_moduli(moduli))
+        c = _rns.multiply(pl, a2, b2, as_object=as_object) if np.prod(full) else np.zeros(
+            full, dtype=object if as_object else np.int64)
+    c = c.reshape(shape)
+    return c[()] if c.ndim == 0 else c

@@ -1,0 +1,211 @@
+"""Planning products through a residue number system (multimodular / CRT).
+
+An :class:`RNSPlan` computes an integer product ``C = A B`` with ``|C| <= bound``
+modulo each of its moduli (one multiword :class:`~modlin.Plan` per modulus,
+usually a single GEMM) and rebuilds ``C`` -- or ``C mod p`` -- by CRT. The
+moduli come from a cost model: small moduli carry fewer bits each but every
+modulus costs one product, so the planner weighs the bits per GEMM.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ._engines import ENGINES, get_engine
+from ._plan import Plan, _best_plan, _gemm_cost
+from ._rns import MAX_RNS_MODULUS, Basis, int8_moduli, primes_below
+
+__all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
+
+# Cost model, in multiply-adds of a large fp64 GEMM (as in modlin._plan), measured
+# on the 2-core development machine at n = 2048: lifting and splitting an input
+# entry into 16-bit pieces, its balanced residue per modulus, Garner per pair of
+# moduli and output entry, and the reconstruction per modulus and output entry.
+LIFT = 60.0
+RESIDUE = 150.0
+GARNER_PAIR = 50.0
+RECONSTRUCT = 250.0
+
+
+@dataclass(frozen=True)
+class RNSPlan:
+    """How an integer product, or a product modulo a large ``p``, is computed by CRT.
+
+    Attributes
+    ----------
+    p : int or None
+        The modulus of the result, or None for an exact integer product.
+    bound : int
+        Proven bound on ``|C|`` for the integer product of the (balanced) operands.
+    moduli : tuple of int
+        Pairwise-coprime moduli, each below ``2**26``, whose product exceeds ``2*bound + 1``.
+    engine : {"fp64", "fp32", "int8"}
+        Engine of the products modulo each modulus.
+    shape : tuple of int
+        ``(m, k, n)`` the plan was chosen for (cost model only).
+
+    Examples
+    --------
+    >>> import modlin
+    >>> pl = modlin.plan(2**127 - 1, 256, 256, 256)
+    >>> len(pl.moduli) > 5, pl.engine
+    (True, 'fp64')
+    """
+
+    p: int | None
+    bound: int
+    moduli: tuple[int, ...]
+    engine: str
+    shape: tuple[int, int, int]
+
+    @property
+    def basis(self) -> Basis:
+        """The moduli with their CRT constants (validated: pairwise coprime)."""
+        return Basis(self.moduli)
+
+    @property
+    def subplans(self) -> tuple[Plan, ...]:
+        """The multiword plan of the product modulo each modulus."""
+        m, k, n = self.shape
+        return tuple(_best_plan(q, m, k, n, self.engine, (1, 1), "horner") for q in self.moduli)
+
+    def check(self) -> None:
+        """Raise ValueError unless the moduli recover every ``|C| <= bound`` exactly."""
+        basis = self.basis
+        if not basis.covers(self.bound):
+            raise ValueError(
+                f"the moduli's product M has {basis.M.bit_length()} bits, too small for products "
+                f"bounded by {self.bound.bit_length()} bits (need M >= 2*bound + 2); add moduli"
+            )
+        for sub in self.subplans:
+            sub.check()
+
+    @property
+    def summary(self) -> str:
+        """One line for tables: engine and moduli."""
+        lo, hi = min(self.moduli), max(self.moduli)
+        size = f"{lo}-{hi}" if hi <= 256 else f"{lo.bit_length()}-{hi.bit_length()} bits"
+        return f"RNS {self.engine}, {len(self.moduli)} modul{'us' if len(self.moduli) == 1 else 'i'} of {size}"
+
+    def gemm_count(self, k: int | None = None) -> int:
+        """GEMM calls over all moduli."""
+        return sum(sub.gemm_count(k) for sub in self.subplans)
+
+    def cost(self, shape: tuple[int, int, int] | None = None) -> float:
+        """Modelled time in multiply-adds of a large fp64 GEMM."""
+        m, k, n = self.shape if shape is None else shape
+        N = len(self.moduli)
+        # the largest modulus has the smallest block: its plan bounds every other's cost
+        total = N * _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner").cost((m, k, n))
+        total += (LIFT + RESIDUE * N) * (m * k + k * n)
+        total += (GARNER_PAIR * N * (N - 1) / 2 + RECONSTRUCT * N) * m * n
+        return total
+
+    def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
+        """Modelled time relative to one float64 GEMM of the same shape."""
+        m, k, n = self.shape if shape is None else shape
+        return self.cost((m, k, n)) / max(_gemm_cost(m, k, n), 1.0)
+
+    def explain(self) -> str:
+        """A few lines saying what the plan does and why it is exact."""
+        m, k, n = self.shape
+        basis = self.basis
+        subs = self.subplans
+        what = f"A @ B mod p for p = {self.p} ({self.p.bit_length()} bits)" if self.p else "exact integer A @ B"
+        kinds = sorted({(s.engine, s.u, s.v) for s in subs})
+        lines = [
+            f"{what}, shape {m}x{k} @ {k}x{n}",
+            f"  algorithm : residue number system (multimodular): products modulo {len(self.moduli)} "
+            f"pairwise-coprime moduli, then CRT (Garner)",
+            f"  bound     : |C| <= {self.bound.bit_length()}-bit bound "
+            + ("(k * (p//2)**2 for balanced operands)" if self.p else "(k * max|A| * max|B|)"),
+            f"  moduli    : {', '.join(map(str, self.moduli[:6]))}{', ...' if len(self.moduli) > 6 else ''} "
+            f"({min(self.moduli).bit_length()}-{max(self.moduli).bit_length()} bits); "
+            f"M has {basis.M.bit_length()} bits >= 2*bound + 2",
+            f"  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
+            + f", {self.gemm_count()} GEMM call(s) in all",
+            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
+        ]
+        return "\n".join(lines)
+
+
+def _engine_moduli(engine: str, bits: int, bound: int) -> tuple[int, ...]:
+    """Primes below ``2**bits``, enough to cover ``bound`` when there are that many."""
+    # round the count up so that nearby bounds share one cached list
+    count = 8 * -(-(2 * bound + 2).bit_length() // (8 * (bits - 1)))
+    return primes_below(2**bits, count)
+
+
+def _cover(moduli: tuple[int, ...], bound: int) -> tuple[int, ...] | None:
+    need = 2 * bound + 2
+    prod = 1
+    for i, q in enumerate(moduli):
+        prod *= q
+        if prod >= need:
+            return moduli[: i + 1]
+    return None
+
+
+def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str) -> tuple[int, ...]:
+    """The cheapest moduli (by the cost model) for products bounded by ``bound``."""
+    eng = get_engine(engine)
+    if engine == "int8":
+        found = _cover(int8_moduli(), bound)
+        if found is None:
+            raise ValueError(
+                f"a {bound.bit_length()}-bit bound needs more than the {len(int8_moduli())} int8 moduli "
+                "(product about 2**{:.0f}); use the fp64 engine".format(math.log2(math.prod(int8_moduli())))
+            )
+        return found
+    m, k, n = shape
+    best = None
+    top = min(eng.max_modulus + 1, MAX_RNS_MODULUS).bit_length() - 1
+    for bits in range(8, top + 1):
+        moduli = _cover(_engine_moduli(engine, bits, bound), bound)
+        if moduli is None:
+            continue
+        try:
+            cost = RNSPlan(None, bound, moduli, engine, shape).cost()
+        except ValueError:  # the engine has no exact single-word product for these moduli
+            continue
+        if best is None or cost < best[0]:
+            best = (cost, moduli)
+    if best is None:
+        raise ValueError(f"no {engine} moduli cover a {bound.bit_length()}-bit bound")
+    return best[1]
+
+
+@lru_cache(maxsize=256)
+def rns_plan(p: int | None, bound: int, shape: tuple[int, int, int], *, engine: str | None = None,
+             moduli: tuple[int, ...] | None = None) -> RNSPlan:
+    """The RNS plan for a product bounded by ``bound`` (see :func:`modlin.plan`)."""
+    if moduli is not None:
+        pl = RNSPlan(p, bound, as_moduli(moduli), engine or "fp64", shape)
+        pl.check()
+        return pl
+    if engine:
+        return RNSPlan(p, bound, choose_moduli(bound, shape, engine), engine, shape)
+    plans = []
+    for e in (e.name for e in ENGINES.values() if e.automatic):
+        try:
+            plans.append(RNSPlan(p, bound, choose_moduli(bound, shape, e), e, shape))
+        except ValueError:  # this engine's moduli cannot cover the bound; another can
+            continue
+    if not plans:
+        raise ValueError(f"no engine's moduli cover a {bound.bit_length()}-bit bound")
+    return min(plans, key=lambda pl: pl.cost())
+
+
+def as_moduli(moduli) -> tuple[int, ...]:
+    """User moduli as a tuple of Python ints; TypeError for anything but integers."""
+    out = []
+    for q in moduli:
+        if isinstance(q, (bool, np.bool_)) or not isinstance(q, numbers.Integral):
+            raise TypeError(f"moduli must be integers, got {type(q).__name__} {q!r}")
+        out.append(int(q))
+    return tuple(out)

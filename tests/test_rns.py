@@ -1,0 +1,928 @@
+"""Products modulo any p >= 2 through residue number systems (RNS / multimodular CRT).
+
+Every result is compared EXACTLY with independent oracles: Python integers
+(object-array products reduced once) and python-flint (``nmod_mat`` for
+``p < 2**64``, ``fmpz_mod_mat`` above). The internals (``Basis``, ``residues``,
+``reconstruct``, ``limbs_of``, ``balanced_lift``, ``choose_moduli``) are
+checked against their contracts only (congruences and ranges), so that their
+implementation can change underneath.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import galois
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import modlin
+from modlin import RNSPlan, _rns
+from modlin._convert import balanced_lift
+from modlin._rns import Basis, int8_moduli, limbs_of, reconstruct, residues
+from modlin._rnsplan import choose_moduli
+
+from conftest import as_python_ints, flint_matmul, ref_matmul
+
+# ----------------------------------------------------------------- moduli
+
+P256 = int(galois.next_prime(2**255))      # a 256-bit prime
+P1024 = int(galois.prev_prime(2**1024))    # a 1024-bit prime
+BELOW_2_52 = int(galois.prev_prime(2**52))
+ABOVE_2_52 = int(galois.next_prime(2**52))
+BELOW_2_63 = int(galois.prev_prime(2**63))  # 2**63 - 25
+ABOVE_2_63 = int(galois.next_prime(2**63))
+
+#: Moduli that must go through RNS (p >= 2**52), primes and composites.
+BIG_MODULI = [
+    2**52, ABOVE_2_52, 2**61 - 1, BELOW_2_63, 2**63 - 1, 2**63, 2**63 + 1, ABOVE_2_63,
+    2**64 - 59, 2**64 - 1, 2**64, 2**64 + 1, 10**30, 2**100, 3**80, 2**127 - 1, P256, P1024,
+]
+#: Moduli whose int8 RNS is possible: 2*bits(p) + log2(k) stays under the ~341 bits of int8_moduli().
+INT8_OK = [p for p in BIG_MODULI if p.bit_length() <= 128]
+
+MODULUS_IDS = {2**52: "2^52", ABOVE_2_52: "nextprime(2^52)", 2**61 - 1: "2^61-1", BELOW_2_63: "prevprime(2^63)",
+               2**63 - 1: "2^63-1", 2**63: "2^63", 2**63 + 1: "2^63+1", ABOVE_2_63: "nextprime(2^63)",
+               2**64 - 59: "2^64-59", 2**64 - 1: "2^64-1", 2**64: "2^64", 2**64 + 1: "2^64+1",
+               10**30: "10^30", 2**100: "2^100", 3**80: "3^80", 2**127 - 1: "2^127-1", P256: "p256",
+               P1024: "p1024", BELOW_2_52: "prevprime(2^52)"}
+
+
+def pid(p):
+    return MODULUS_IDS.get(p, str(p))
+
+
+# ----------------------------------------------------------------- oracles
+
+def flint_mod_matmul(A, B, p: int) -> np.ndarray:
+    """``A @ B mod p`` for 2-D operands by python-flint: ``nmod_mat`` below 2**64, ``fmpz_mod_mat`` above."""
+    import flint
+
+    a = as_python_ints(A)
+    b = as_python_ints(B)
+    m, k = a.shape
+    k2, n = b.shape
+    assert k == k2
+    if p < 2**64:
+        fc = flint.nmod_mat(m, k, [int(x) % p for x in a.ravel()], p) * flint.nmod_mat(
+            k, n, [int(x) % p for x in b.ravel()], p)
+    else:
+        ctx = flint.fmpz_mod_ctx(p)
+        fa = flint.fmpz_mod_mat(m, k, [int(x) % p for x in a.ravel()], ctx)
+        fb = flint.fmpz_mod_mat(k, n, [int(x) % p for x in b.ravel()], ctx)
+        fc = fa * fb
+    out = np.zeros((m, n), dtype=object)
+    for i in range(m):
+        for j in range(n):
+            out[i, j] = int(fc[i, j])
+    return out
+
+
+def result_dtype(p: int):
+    return np.dtype(np.int64) if p <= 2**63 else np.dtype(object)
+
+
+def assert_mod_exact(C, A, B, p: int, oracle=ref_matmul) -> None:
+    """``C`` is ``A @ B mod p``: the documented dtype, entries in ``[0, p)``, equal to ``oracle``."""
+    R = oracle(A, B, p)
+    if isinstance(R, int):  # 1-D @ 1-D: a scalar
+        if p <= 2**63:
+            assert isinstance(C, np.integer) and C.dtype == np.int64, type(C)
+        else:
+            assert isinstance(C, int), type(C)
+        assert int(C) == R
+        return
+    assert isinstance(C, np.ndarray), type(C)
+    assert C.dtype == result_dtype(p), (C.dtype, p)
+    assert C.shape == R.shape, (C.shape, R.shape)
+    if C.size:
+        vals = C.astype(object)
+        assert all(0 <= int(v) < p for v in vals.ravel()), "result not reduced into [0, p)"
+        if C.dtype == object:
+            assert all(type(v) is int for v in C.ravel()), "object results must hold Python ints"
+    mism = np.argwhere(C.astype(object) != R)
+    assert mism.size == 0, (
+        f"{len(mism)} mismatching entries mod p = {p}; first at {tuple(mism[0])}: "
+        f"got {C[tuple(mism[0])]}, expected {R[tuple(mism[0])]}"
+    )
+
+
+def rand_ints(rng, shape, lo: int, hi: int) -> np.ndarray:
+    """Object array of uniform Python ints in ``[lo, hi]`` (any size)."""
+    span = hi - lo + 1
+    nbytes = (span.bit_length() + 7) // 8 + 8
+    vals = [lo + int.from_bytes(rng.bytes(nbytes), "little") % span for _ in range(math.prod(shape))]
+    out = np.empty(len(vals), dtype=object)
+    out[:] = vals
+    return out.reshape(shape)
+
+
+def gf(p: int):
+    """``galois.GF(p)`` without the (slow, for big p) primitive-element search: modlin uses none."""
+    return galois.GF(p, primitive_element=2, verify=False)
+
+
+# ===================================================================== Basis
+
+def test_basis_M_and_covers():
+    b = Basis((2**26 - 5, 65521, 256, 255))
+    assert b.M == (2**26 - 5) * 65521 * 256 * 255
+    # covers(bound) iff every |c| <= bound is recovered: M >= 2*bound + 2
+    top = (b.M - 2) // 2
+    assert b.covers(0) and b.covers(top)
+    assert not b.covers(top + 1)
+    assert Basis((3,)).covers(0) and not Basis((3,)).covers(1)
+    assert Basis((2, 3)).covers(2) and not Basis((2, 3)).covers(3)
+    assert Basis(()).M == 1 and not Basis(()).covers(0)
+
+
+def test_basis_is_frozen_and_hashable():
+    b = Basis((7, 11))
+    assert hash(b) == hash(Basis((7, 11)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.moduli = (3,)
+
+
+@pytest.mark.parametrize("moduli", [(6, 10), (7, 7), (2**26 - 5, 3, 9), (256, 2), (255, 253, 51)])
+def test_basis_refuses_common_factors(moduli):
+    with pytest.raises(ValueError, match="pairwise coprime"):
+        Basis(moduli)
+
+
+@pytest.mark.parametrize("moduli", [(1,), (0, 3), (-7, 3), (2**26,), (3, 2**40), (3.0, 5), (7, "11")])
+def test_basis_refuses_bad_moduli(moduli):
+    with pytest.raises(ValueError, match=r"\[2, 2\*\*26\)"):
+        Basis(moduli)
+
+
+def test_basis_accepts_largest_modulus():
+    assert Basis((2**26 - 1, 2**26 - 3)).M == (2**26 - 1) * (2**26 - 3)
+
+
+def test_int8_moduli():
+    mods = int8_moduli()
+    assert mods[:4] == (256, 255, 253, 251)
+    assert all(2 <= q <= 256 for q in mods)
+    assert all(math.gcd(a, b) == 1 for i, a in enumerate(mods) for b in mods[:i])
+    Basis(mods)  # valid basis
+    # every int8 word of a balanced residue fits [-128, 127]
+    assert all(-(q // 2) >= -128 and (q - 1) // 2 <= 127 for q in mods)
+
+
+# ===================================================================== limbs
+
+def _limbs_value(limbs: np.ndarray, signed: bool) -> list[int]:
+    out = []
+    L = limbs.shape[1]
+    for row in limbs:
+        v = sum(int(w) << (32 * j) for j, w in enumerate(row))
+        if signed and v >> (32 * L - 1):
+            v -= 1 << (32 * L)
+        out.append(v)
+    return out
+
+
+EDGE = sorted({s * (2**e + d) for e in (0, 15, 16, 31, 32, 33, 62, 63, 64, 65, 127, 128, 200, 1000)
+               for d in (-1, 0, 1) for s in (1, -1)})
+
+
+def test_limbs_of_int64():
+    x = np.array([-2**63, -2**32, -1, 0, 1, 2**31, 2**32 - 1, 2**63 - 1], dtype=np.int64).reshape(2, 4)
+    limbs, signed = limbs_of(x)
+    assert signed and limbs.dtype == np.uint32 and limbs.shape == (8, 2)
+    assert _limbs_value(limbs, signed) == [int(v) for v in x.ravel()]
+
+
+def test_limbs_of_uint64():
+    x = np.array([0, 1, 2**32, 2**63, 2**64 - 1], dtype=np.uint64)
+    limbs, signed = limbs_of(x)
+    assert not signed and limbs.dtype == np.uint32 and limbs.shape == (5, 2)
+    assert _limbs_value(limbs, signed) == [int(v) for v in x]
+
+
+@pytest.mark.parametrize("values", [EDGE, [0], [-1], [2**31 - 1], [-2**31], [2**31], [-(2**4000) + 17, 5]])
+def test_limbs_of_object(values):
+    x = np.empty(len(values), dtype=object)
+    x[:] = values
+    limbs, signed = limbs_of(x)
+    assert signed and limbs.dtype == np.uint32 and limbs.shape[0] == len(values)
+    assert _limbs_value(limbs, signed) == list(values)
+
+
+def test_limbs_of_refuses_other_dtypes():
+    with pytest.raises(TypeError):
+        limbs_of(np.array([1, 2], dtype=np.int32))
+    with pytest.raises(TypeError):
+        limbs_of(np.array([1.0]))
+
+
+# ===================================================================== residues
+
+BASES = [
+    Basis((2**26 - 5, 2**26 - 27, 2**25 - 39, 65521, 256, 255, 7)),
+    Basis(int8_moduli()),
+    Basis((3,)),
+    Basis((2, 3, 5, 7)),
+]
+
+
+def _assert_residues(r, x, basis):
+    """``r[i, ...]`` is an integer congruent to ``x`` modulo ``m_i``, of magnitude below ``m_i``."""
+    assert r.shape == (len(basis.moduli),) + x.shape
+    flat = r.reshape(len(basis.moduli), -1)
+    xs = [int(v) for v in x.ravel()]
+    for i, m in enumerate(basis.moduli):
+        for rv, v in zip(flat[i], xs):
+            iv = int(rv)
+            assert iv == rv, "residue is not an integer"
+            assert abs(iv) < m and (iv - v) % m == 0, (m, v, rv)
+
+
+@pytest.mark.parametrize("basis", BASES, ids=lambda b: f"{len(b.moduli)}moduli")
+def test_residues_int64(basis, rng):
+    x = np.concatenate([rng.integers(-2**63, 2**63 - 1, 200, endpoint=True),
+                        np.array([-2**63, -2**63 + 1, -2**32, -1, 0, 1, 2**32, 2**63 - 1])]).reshape(8, 26)
+    _assert_residues(residues(x, basis), x, basis)
+
+
+@pytest.mark.parametrize("basis", BASES, ids=lambda b: f"{len(b.moduli)}moduli")
+def test_residues_uint64(basis, rng):
+    x = np.concatenate([rng.integers(0, 2**64 - 1, 100, dtype=np.uint64, endpoint=True),
+                        np.array([0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1], dtype=np.uint64)])
+    _assert_residues(residues(x, basis), x, basis)
+
+
+@pytest.mark.parametrize("basis", BASES, ids=lambda b: f"{len(b.moduli)}moduli")
+def test_residues_object(basis, rng):
+    x = np.concatenate([np.array(EDGE, dtype=object), rand_ints(rng, (61,), -2**3000, 2**3000)]).reshape(2, -1)
+    _assert_residues(residues(x, basis), x, basis)
+
+
+@pytest.mark.parametrize("x", [np.zeros((3, 0), dtype=np.int64), np.zeros((0,), dtype=np.uint64)],
+                         ids=["int64", "uint64"])
+def test_residues_of_empty_arrays(x):
+    r = residues(x, BASES[0])
+    assert r.shape == (len(BASES[0].moduli),) + x.shape
+
+
+# ===================================================================== reconstruct
+
+def _canonical(values, basis) -> np.ndarray:
+    return np.array([[v % m for v in values] for m in basis.moduli], dtype=np.int64)
+
+
+def _signed_values(basis, rng, count=300):
+    M = basis.M
+    lo, hi = -(M // 2), (M - 1) // 2
+    edge = [hi, hi - 1, lo, lo + 1, 0, 1, -1]
+    return edge + [int(v) for v in rand_ints(rng, (count,), lo, hi)]
+
+
+RECON_BASES = [
+    Basis(tuple(int(galois.prev_prime(2**26 - 100 * i)) for i in range(1, 13))),  # ~312 bits
+    Basis((2**26 - 5, 2**25, 3**16)),      # composite moduli (a power of 2, a power of 3)
+    Basis(int8_moduli()[:20]),
+    Basis((2, 3, 5, 7, 11, 13)),
+    Basis((3,)),
+]
+
+
+@pytest.mark.parametrize("basis", RECON_BASES, ids=lambda b: f"{b.M.bit_length()}bits")
+def test_reconstruct_signed_object(basis, rng):
+    vals = _signed_values(basis, rng)
+    got = reconstruct(_canonical(vals, basis), basis, as_object=True)
+    assert got.dtype == object and got.shape == (len(vals),)
+    assert [int(v) for v in got] == vals
+
+
+@pytest.mark.parametrize("basis", [Basis((2**26 - 5, 2**26 - 27)), Basis(int8_moduli()[:7]),
+                                   Basis((2**26 - 5, 2**25 - 39, 2039)), Basis((5, 7))],
+                         ids=lambda b: f"{b.M.bit_length()}bits")
+def test_reconstruct_signed_int64(basis, rng):
+    assert basis.M < 2**63  # all signed values fit int64
+    vals = _signed_values(basis, rng)
+    got = reconstruct(_canonical(vals, basis), basis)
+    assert got.dtype == np.int64
+    assert [int(v) for v in got] == vals
+
+
+def test_reconstruct_int64_extremes():
+    # M > 2**64: values of magnitude up to 2**63 - 1 come back as int64 without overflow
+    basis = Basis((2**26 - 5, 2**26 - 27, 2**25 - 39))
+    vals = [2**63 - 1, -(2**63 - 1), -2**63, 2**62, -2**62 - 12345, 0]
+    got = reconstruct(_canonical(vals, basis), basis)
+    assert got.dtype == np.int64 and [int(v) for v in got] == vals
+
+
+def test_reconstruct_keeps_shape():
+    basis = RECON_BASES[0]
+    vals = np.array([[-5, 2**200], [3**100, -(2**250)], [0, 7]], dtype=object)
+    res = np.stack([np.vectorize(lambda v, m=m: v % m, otypes=[np.int64])(vals) for m in basis.moduli])
+    assert res.shape == (len(basis.moduli), 3, 2)
+    got = reconstruct(res, basis, as_object=True)
+    assert got.shape == (3, 2) and (got == vals).all()
+    for p in (2**61 - 1, 2**127 - 1):
+        assert (reconstruct(res, basis, p=p).astype(object) == vals % p).all()
+
+
+MOD_P = [2, 3, 7, 2**26 - 5, 2**31 - 1, 2**52 - 1, 2**52 + 1, 2**62 - 57, BELOW_2_63, 2**63 - 1, 2**63,
+         2**63 + 1, 2**64 - 59, 2**64 - 1, 2**64, 2**64 + 13, 2**127 - 1, 10**40, P256]
+
+
+@pytest.mark.parametrize("basis", RECON_BASES[:3], ids=lambda b: f"{b.M.bit_length()}bits")
+@pytest.mark.parametrize("p", MOD_P, ids=pid)
+def test_reconstruct_modulo_p(basis, p, rng):
+    vals = _signed_values(basis, rng, count=200)
+    got = reconstruct(_canonical(vals, basis), basis, p=p)
+    assert got.dtype == result_dtype(p)
+    assert [int(v) for v in got] == [v % p for v in vals]
+
+
+def test_reconstruct_modulo_p_near_2_63(rng):
+    # many random p in [2**62, 2**63]: the uint64 modular Horner of the reconstruction
+    basis = RECON_BASES[0]
+    vals = _signed_values(basis, rng, count=500)
+    res = _canonical(vals, basis)
+    for p in [int(v) for v in rand_ints(rng, (20,), 2**62, 2**63)] + [2**63, 2**63 - 1]:
+        got = reconstruct(res, basis, p=p)
+        assert got.dtype == np.int64
+        assert [int(v) for v in got] == [v % p for v in vals], p
+
+
+# ===================================================================== balanced_lift
+
+LIFT_INPUTS = {
+    "int8": np.array([-128, -1, 0, 1, 127], dtype=np.int8),
+    "uint8": np.array([0, 200, 255], dtype=np.uint8),
+    "int16": np.array([-2**15, 2**15 - 1], dtype=np.int16),
+    "uint16": np.array([0, 2**16 - 1], dtype=np.uint16),
+    "int32": np.array([-2**31, 2**31 - 1], dtype=np.int32),
+    "uint32": np.array([0, 2**32 - 1], dtype=np.uint32),
+    "int64": np.array([-2**63, -2**63 + 1, -2**62, -1, 0, 1, 2**62, 2**63 - 1], dtype=np.int64),
+    "uint64": np.array([0, 1, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 2, 2**64 - 1], dtype=np.uint64),
+    "bool": np.array([True, False, True]),
+    "float64": np.array([-2.0**70, -2.0**63, -1.0, -0.0, 0.0, 2.0**63, 2.0**64, 2.0**64 * 3, 1e300]),
+    "float32": np.array([-2.0**40, 3.0, 2.0**100], dtype=np.float32),
+    "float16": np.array([-2048.0, 65504.0], dtype=np.float16),
+    "longdouble": np.array([2**64 - 1, -(2**64 - 1), 2**63 + 1], dtype=np.longdouble),
+    "object": np.array([-2**200, -2**64, -2**63 - 1, 2**63, 2**64 - 1, 2**64, 3**100, np.int64(-5),
+                        np.uint64(2**64 - 1), np.int8(-3)], dtype=object),
+    ">i8": np.array([-2**63, 2**62 + 12345], dtype=">i8"),
+    ">u8": np.array([2**64 - 1, 2**63 + 5], dtype=">u8"),
+    "2d": np.array([[2**63 - 1, -2**63], [5, -7]], dtype=np.int64),
+    "empty": np.zeros((0, 3), dtype=np.int64),
+    "empty-f": np.zeros((2, 0)),
+    "empty-o": np.zeros((0,), dtype=object),
+}
+
+LIFT_P = [2, 3, 2**52, 2**63 - 25, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 59, 2**64 - 1, 2**64, 2**64 + 1,
+          2**127 - 1, 10**30]
+
+
+@pytest.mark.parametrize("p", LIFT_P, ids=pid)
+@pytest.mark.parametrize("name", list(LIFT_INPUTS))
+def test_balanced_lift(name, p):
+    x = LIFT_INPUTS[name]
+    before = x.copy()
+    r = balanced_lift(x, p, "A")
+    assert np.array_equal(x, before) and x.dtype == before.dtype  # input untouched
+    assert r.dtype == (np.int64 if p <= 2**64 else object), r.dtype
+    assert r.shape == x.shape
+    xs = [int(v) for v in x.ravel()]
+    for v, got in zip(xs, r.ravel()):
+        got = int(got)
+        assert (got - v) % p == 0, (v, got)
+        assert -(p // 2) <= got <= (p - 1) // 2, (v, got)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64, 2**127 - 1], ids=pid)
+def test_balanced_lift_errors(p):
+    with pytest.raises(ValueError, match="non-integral"):
+        balanced_lift(np.array([1.5]), p, "A")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        balanced_lift(np.array([np.nan]), p, "A")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        balanced_lift(np.array([-np.inf]), p, "B")
+    with pytest.raises(TypeError, match="complex"):
+        balanced_lift(np.array([1 + 0j]), p, "A")
+    with pytest.raises(TypeError, match="integers"):
+        balanced_lift(np.array([1, 2.0], dtype=object), p, "A")
+    with pytest.raises(TypeError, match="integers"):
+        balanced_lift(np.array([1, True], dtype=object), p, "A")
+    with pytest.raises(TypeError):
+        balanced_lift(np.array(["7"]), p, "A")
+
+
+# ===================================================================== choose_moduli
+
+@pytest.mark.parametrize("engine", ["fp64", "fp32", "int8"])
+@pytest.mark.parametrize("bound", [0, 1, 2**20, 2**53, 2**63 - 1, 2**64, 2**127, 2**200, 2**330, 2**2000],
+                         ids=lambda b: f"2^{b.bit_length()}")
+def test_choose_moduli_covers_the_bound(bound, engine):
+    shape = (16, 64, 16)
+    if engine == "int8" and 2 * bound + 2 > math.prod(int8_moduli()):
+        with pytest.raises(ValueError, match="int8 moduli"):
+            choose_moduli(bound, shape, engine)
+        return
+    mods = choose_moduli(bound, shape, engine)
+    basis = Basis(tuple(mods))  # pairwise coprime, each in [2, 2**26)
+    assert basis.covers(bound)
+    if engine == "int8":
+        assert set(mods) <= set(int8_moduli())
+    if engine == "fp32":
+        assert max(mods) <= modlin.ENGINES["fp32"].max_modulus
+    RNSPlan(None, bound, tuple(mods), engine, shape).check()
+
+
+# ===================================================================== plan
+
+@pytest.mark.parametrize("p", BIG_MODULI, ids=pid)
+def test_plan_beyond_2_52_is_rns(p):
+    pl = modlin.plan(p, 8, 16, 4)
+    assert isinstance(pl, RNSPlan)
+    assert pl.p == p and pl.shape == (8, 16, 4)
+    assert pl.bound == 16 * (p // 2) ** 2
+    assert pl.engine in ("fp64", "fp32")  # int8 is never chosen unless asked
+    assert pl.basis.covers(pl.bound)
+    pl.check()
+    with pytest.raises(ValueError, match=r"2\*\*52"):
+        modlin.plan(p, 8, 16, 4, algorithm="multiword")
+    with pytest.raises(ValueError, match=r"2\*\*52"):
+        modlin.plan(p, 8, 16, 4, words=(2, 2))
+
+
+def test_rnsplan_attributes():
+    p = 2**127 - 1
+    pl = modlin.plan(p, 32, 100, 16)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pl.p = 5
+    subs = pl.subplans
+    assert len(subs) == len(pl.moduli) == len(pl.basis.moduli)
+    assert [s.p for s in subs] == list(pl.moduli)
+    assert all(s.engine == pl.engine for s in subs)
+    for s in subs:
+        s.check()
+    assert pl.gemm_count() == sum(s.gemm_count() for s in subs) >= len(pl.moduli)
+    assert pl.cost() > 0 and pl.relative_cost() > 0
+    assert math.isclose(pl.relative_cost(), pl.cost() / modlin._plan._gemm_cost(32, 100, 16))
+    assert pl.cost((64, 100, 16)) > pl.cost()
+    text = pl.explain()
+    assert "residue number system" in text and f"{len(pl.moduli)} pairwise-coprime moduli" in text
+    assert "127 bits" in text and "GEMM" in text
+    assert hash(pl) == hash(modlin.plan(p, 32, 100, 16))  # plain, hashable data
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1, BELOW_2_52, 1000003, 7], ids=pid)
+def test_int8_plan_only_when_asked(p):
+    pl = modlin.plan(p, 16, 50, 16, engine="int8")
+    if isinstance(pl, RNSPlan):
+        assert pl.engine == "int8" and set(pl.moduli) <= set(int8_moduli())
+        assert all(s.engine == "int8" for s in pl.subplans)
+        pl.check()
+    else:  # p <= 256: one int8 word
+        assert p <= 256 and pl.engine == "int8"
+    auto = modlin.plan(p, 16, 50, 16)
+    assert auto.engine != "int8"
+
+
+@pytest.mark.parametrize("p", [P256, P1024, 2**200], ids=pid)
+def test_int8_refuses_bounds_beyond_its_moduli(p):
+    with pytest.raises(ValueError, match="int8 moduli"):
+        modlin.plan(p, 4, 4, 4, engine="int8")
+
+
+def test_algorithm_rns_for_small_moduli():
+    for p in (2, 3, 251, 65521, 2**31 - 1, BELOW_2_52):
+        pl = modlin.plan(p, 4, 6, 5, algorithm="rns")
+        assert isinstance(pl, RNSPlan) and pl.p == p
+        A = np.full((4, 6), p - 1, dtype=np.int64)
+        B = np.full((6, 5), p - 1, dtype=np.int64)
+        assert_mod_exact(modlin.matmul(A, B, p, plan=pl), A, B, p)
+        assert isinstance(modlin.plan(p, 4, 6, 5, algorithm="multiword"), modlin.Plan)
+
+
+@pytest.mark.parametrize("p", [2**50 - 27, BELOW_2_52, 2**52 - 1], ids=pid)
+def test_auto_takes_the_cheaper_algorithm_below_2_52(p):
+    shape = (512, 512, 512)
+    auto = modlin.plan(p, *shape)
+    multi = modlin.plan(p, *shape, algorithm="multiword")
+    rns = modlin.plan(p, *shape, algorithm="rns")
+    assert isinstance(multi, modlin.Plan) and isinstance(rns, RNSPlan)
+    assert auto.cost() == min(multi.cost(), rns.cost())
+    # (with the current cost model, RNS wins for large products with p near 2**52)
+    # every one of them runs exactly on a smaller product (k <= 512)
+    rng = np.random.default_rng(1)
+    A = rng.integers(-2**63, 2**63 - 1, (5, 300), endpoint=True)
+    B = rng.integers(0, 2**64 - 1, (300, 3), dtype=np.uint64, endpoint=True)
+    for pl in (auto, multi, rns):
+        assert_mod_exact(modlin.matmul(A, B, p, plan=pl), A, B, p, oracle=flint_matmul)
+    # small products keep multiword plans
+    assert isinstance(modlin.plan(p, 4, 4, 4), modlin.Plan)
+
+
+# ----------------------------------------------------------------- user moduli
+
+GOOD_MODULI = [
+    (2**26 - 5, 2**26 - 27, 2**25 - 39, 65521, 256, 255, 253, 251, 7),   # mixed sizes, composites
+    tuple(int(galois.prev_prime(2**24 - 1000 * i)) for i in range(8)),
+    int8_moduli()[:30],
+]
+
+
+@pytest.mark.parametrize("moduli", GOOD_MODULI, ids=["mixed", "24-bit primes", "int8 moduli"])
+@pytest.mark.parametrize("as_list", [False, True], ids=["tuple", "list"])
+def test_user_moduli(moduli, as_list, rng):
+    p = 2**61 - 1
+    given_moduli = list(moduli) if as_list else tuple(moduli)
+    pl = modlin.plan(p, 6, 9, 4, moduli=given_moduli)
+    assert isinstance(pl, RNSPlan) and pl.moduli == tuple(moduli) and pl.engine == "fp64"
+    A = rand_ints(rng, (6, 9), -5 * p, 5 * p)
+    B = np.full((9, 4), p - 1, dtype=np.int64)
+    assert_mod_exact(modlin.matmul(A, B, p, plan=pl), A, B, p, oracle=flint_mod_matmul)
+    # moduli force RNS even for a small p
+    pl7 = modlin.plan(7, 3, 3, 3, moduli=given_moduli)
+    assert isinstance(pl7, RNSPlan) and pl7.p == 7
+
+
+def test_user_moduli_with_int8_engine():
+    p = 2**61 - 1
+    pl = modlin.plan(p, 4, 8, 4, engine="int8", moduli=int8_moduli()[:20])
+    assert pl.engine == "int8"
+    A = np.full((4, 8), p - 1, dtype=np.int64)
+    assert_mod_exact(modlin.matmul(A, A.T, p, plan=pl), A, A.T, p)
+    with pytest.raises(ValueError):  # 257 does not fit one int8 word
+        modlin.plan(p, 4, 8, 4, engine="int8", moduli=(257,) + int8_moduli()[:20])
+
+
+@pytest.mark.parametrize("moduli", [(2**26 - 5, 2**26 - 5, 2**25 - 39, 65521, 255, 253),
+                                    (6, 10, 2**26 - 5, 2**26 - 27, 2**25 - 39, 65521),
+                                    (2**25 - 39, 2**26 - 5, 2**26 - 27, 255, 256, 2**20)],
+                         ids=["repeated", "6-10", "256-2^20"])
+def test_user_moduli_not_coprime(moduli):
+    with pytest.raises(ValueError, match="pairwise coprime"):
+        modlin.plan(2**61 - 1, 4, 4, 4, moduli=moduli)
+
+
+@pytest.mark.parametrize("moduli", [(2**26 - 5,), (2**26 - 5, 2**26 - 27), (), (3, 5, 7, 11, 13)],
+                         ids=["one", "two", "none", "tiny"])
+def test_user_moduli_too_small(moduli):
+    with pytest.raises(ValueError, match="add moduli"):
+        modlin.plan(2**61 - 1, 4, 4, 4, moduli=moduli)
+
+
+@pytest.mark.parametrize("bad", [1, 0, -3, 2**26, 2**64])
+def test_user_moduli_out_of_range(bad):
+    with pytest.raises(ValueError, match=r"2\*\*26"):
+        modlin.plan(2**61 - 1, 4, 4, 4, moduli=(bad, 2**26 - 5, 2**26 - 27, 2**25 - 39, 65521, 253))
+
+
+def test_user_moduli_with_multiword_restrictions():
+    mods = (2**26 - 5, 2**26 - 27)
+    for kw in ({"algorithm": "multiword"}, {"words": (1, 1)}, {"variant": "horner"}):
+        with pytest.raises(ValueError, match="moduli="):
+            modlin.plan(1000003, 4, 4, 4, moduli=mods, **kw)
+
+
+def test_user_moduli_must_be_integers():
+    with pytest.raises((TypeError, ValueError)):
+        modlin.plan(7, 1, 1, 1, moduli=[3.5, 5, 11])
+
+
+# ----------------------------------------------------------------- plan= in matmul
+
+def test_matmul_runs_a_given_rns_plan():
+    p = 2**127 - 1
+    pl = modlin.plan(p, 4, 10, 3)
+    A = np.full((4, 10), p - 1, dtype=object)
+    B = np.full((10, 3), -(p - 1), dtype=object)
+    assert_mod_exact(modlin.matmul(A, B, p, plan=pl), A, B, p)
+    # smaller k and other m, n are fine (the bound only grows with k)
+    assert_mod_exact(modlin.matmul(A[:2, :7], B[:7], p, plan=pl), A[:2, :7], B[:7], p)
+    # a bigger k is refused
+    A11 = np.full((4, 11), p - 1, dtype=object)
+    with pytest.raises(ValueError, match="k = 11"):
+        modlin.matmul(A11, A11.T, p, plan=pl)
+    # another p is refused
+    with pytest.raises(ValueError, match="plan was made for p"):
+        modlin.matmul(A, B, 2**127 + 1, plan=pl)
+    with pytest.raises(ValueError, match="plan was made for p"):
+        modlin.matmul(A, B, 2**61 - 1, plan=pl)
+    with pytest.raises(TypeError, match="plan must be"):
+        modlin.matmul(A, B, p, plan=pl.moduli)
+
+
+def test_matmul_checks_a_hand_made_rns_plan():
+    p = 2**61 - 1
+    pl = modlin.plan(p, 4, 10, 4)
+    A = np.full((4, 10), p - 1, dtype=np.int64)
+    short = dataclasses.replace(pl, moduli=pl.moduli[:-2])
+    with pytest.raises(ValueError, match="add moduli"):
+        short.check()
+    with pytest.raises(ValueError, match="add moduli"):
+        modlin.matmul(A, A.T, p, plan=short)
+    twice = dataclasses.replace(pl, moduli=pl.moduli[:-1] + pl.moduli[:1])
+    with pytest.raises(ValueError, match="pairwise coprime"):
+        modlin.matmul(A, A.T, p, plan=twice)
+    # an honest plan whose bound is too small for this k is refused before running
+    low = dataclasses.replace(pl, bound=(p // 2) ** 2)
+    low.check()
+    with pytest.raises(ValueError, match="k = 10"):
+        modlin.matmul(A, A.T, p, plan=low)
+    # a plan for integer products (p None) is not a plan for p
+    ip = modlin._rnsplan.rns_plan(None, 10 * (p // 2) ** 2, (4, 10, 4))
+    with pytest.raises(ValueError, match="plan was made for p"):
+        modlin.matmul(A, A.T, p, plan=ip)
+
+
+def test_multiword_plan_refused_for_big_p():
+    pl = modlin.plan(BELOW_2_52, 4, 4, 4, algorithm="multiword")
+    with pytest.raises(ValueError, match="plan was made for p"):
+        modlin.matmul(np.ones((4, 4), dtype=np.int64), np.ones((4, 4), dtype=np.int64), 2**61 - 1, plan=pl)
+    forged = dataclasses.replace(pl, p=2**61 - 1)
+    with pytest.raises(ValueError, match=r"2\*\*52"):
+        modlin.matmul(np.ones((4, 4), dtype=np.int64), np.ones((4, 4), dtype=np.int64), 2**61 - 1, plan=forged)
+
+
+# ===================================================================== matmul: worst cases
+
+@pytest.mark.parametrize("engine", [None, "fp64", "int8"])
+@pytest.mark.parametrize("p", BIG_MODULI + [BELOW_2_52], ids=pid)
+def test_worst_case_all_p_minus_1(p, engine):
+    """All entries p - 1: every product (p-1)**2 at its maximum, the bound attained."""
+    m, k, n = 3, 17, 4
+    A = np.full((m, k), p - 1, dtype=object)
+    B = np.full((k, n), p - 1, dtype=object)
+    if engine == "int8" and p not in INT8_OK and p != BELOW_2_52:
+        with pytest.raises(ValueError, match="int8 moduli"):
+            modlin.plan(p, m, k, n, engine=engine)
+        return
+    pl = modlin.plan(p, m, k, n, engine=engine, algorithm="rns")
+    C = modlin.matmul(A, B, p, plan=pl)
+    assert_mod_exact(C, A, B, p)
+    assert_mod_exact(C, A, B, p, oracle=flint_mod_matmul)
+    assert set(C.astype(object).ravel()) == {(k * (p - 1) ** 2) % p}
+
+
+@pytest.mark.parametrize("p", BIG_MODULI, ids=pid)
+def test_worst_case_balanced_extremes(p):
+    """Entries at both ends of the balanced range, -(p//2) and (p-1)//2, with unreduced copies."""
+    lo, hi = -(p // 2), (p - 1) // 2
+    vals = np.array([lo, hi, lo + p, hi - p, lo - 3 * p, hi + 5 * p, p - 1, -(p - 1)], dtype=object)
+    A = np.resize(vals, (4, 16))
+    B = np.resize(vals[::-1], (16, 3))
+    C = modlin.matmul(A, B, p)
+    assert_mod_exact(C, A, B, p)
+    assert_mod_exact(C, A, B, p, oracle=flint_mod_matmul)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, BELOW_2_63, 2**63, 2**64 - 59, 2**64, 2**127 - 1], ids=pid)
+def test_machine_integer_extremes(p, rng):
+    """int64 / uint64 operands at their limits (-2**63, 2**64 - 1), reduced inside modlin."""
+    A = np.array([[-2**63, 2**63 - 1, -1, 0], [2**63 - 1, -2**63, -2**63, -2**63]], dtype=np.int64)
+    B = np.array([[2**64 - 1, 0], [2**64 - 2, 2**63], [2**64 - 1, 2**64 - 1], [1, 2**63 + 1]], dtype=np.uint64)
+    for a, b in ((A, B), (A, A.T), (B.T, B)):
+        assert_mod_exact(modlin.matmul(a, b, p), a, b, p, oracle=flint_mod_matmul)
+
+
+# ===================================================================== matmul: random inputs
+
+@pytest.mark.parametrize("p", BIG_MODULI + [BELOW_2_52], ids=pid)
+def test_random_big_entries(p, rng):
+    A = rand_ints(rng, (5, 23), -(p**2) - 7, p**2 + 7)   # unreduced, negative
+    B = rand_ints(rng, (23, 6), -3 * p, 3 * p)
+    C = modlin.matmul(A, B, p)
+    assert_mod_exact(C, A, B, p, oracle=flint_mod_matmul)
+
+
+@pytest.mark.parametrize("p", [ABOVE_2_52, 2**61 - 1, 2**63, 2**64 - 59, 2**64, 10**30, 2**127 - 1], ids=pid)
+def test_random_machine_dtypes(p, rng):
+    for dt in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(dt)
+        A = rng.integers(info.min, info.max, (4, 9), dtype=dt, endpoint=True)
+        B = rng.integers(info.min, info.max, (9, 5), dtype=dt, endpoint=True)
+        assert_mod_exact(modlin.matmul(A, B, p), A, B, p, oracle=flint_mod_matmul)
+        assert_mod_exact(modlin.matmul(A.astype(A.dtype.newbyteorder(">")), B, p), A, B, p)
+    Ab = rng.integers(0, 2, (4, 9)).astype(bool)
+    assert_mod_exact(modlin.matmul(Ab, Ab.T, p), Ab, Ab.T, p)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**64 + 1, 2**127 - 1, P256], ids=pid)
+def test_integral_floats(p):
+    # floats are converted exactly (2.0**80 is exactly 2**80), whatever their size
+    A = np.array([[2.0**80, -3.0, 1e300, -0.0], [2.0**64, 2.0**63, -(2.0**63), 7.0]])
+    B = np.array([[1.0, 2.0**70], [-(2.0**100), 5.0], [-7.0, 1.0], [2.0**53 + 2, -1.0]])
+    assert_mod_exact(modlin.matmul(A, B, p), A, B, p, oracle=flint_mod_matmul)
+    A32 = A[:, :2].astype(np.float32)
+    assert_mod_exact(modlin.matmul(A32, B[:2], p), A32, B[:2], p)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**127 - 1], ids=pid)
+def test_input_errors(p):
+    one = np.ones((1, 1), dtype=np.int64)
+    for bad, exc in ((np.array([[1.5]]), ValueError), (np.array([[np.nan]]), ValueError),
+                     (np.array([[np.inf]]), ValueError), (np.array([[1 + 1j]]), TypeError),
+                     (np.array([[1.0]], dtype=object), TypeError), (np.array([["7"]]), TypeError)):
+        with pytest.raises(exc):
+            modlin.matmul(bad, one, p)
+        with pytest.raises(exc):
+            modlin.matmul(one, bad, p)
+    with pytest.raises(ValueError, match="not aligned"):
+        modlin.matmul(np.ones((2, 3), dtype=np.int64), np.ones((2, 3), dtype=np.int64), p)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        modlin.matmul(np.int64(3), one, p)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**63, 2**64, 2**127 - 1], ids=pid)
+def test_inputs_not_modified(p):
+    A = np.array([[-2**63, 2**63 - 1], [5, -7]], dtype=np.int64)
+    B = np.array([[2**200, -(2**300)], [p, -p]], dtype=object)
+    A0, B0 = A.copy(), B.copy()
+    modlin.matmul(A, B, p)
+    assert np.array_equal(A, A0) and (B == B0).all()
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**63, 2**64 - 59, 2**127 - 1], ids=pid)
+def test_more_entries_than_a_kernel_chunk(p, rng):
+    # 60 x 70 = 4200 result entries and 4800 + 5600 input entries: several chunks of the kernels
+    A = rand_ints(rng, (60, 80), -p, p)
+    B = rng.integers(-2**63, 2**63 - 1, (80, 70), endpoint=True)
+    assert_mod_exact(modlin.matmul(A, B, p), A, B, p, oracle=flint_mod_matmul)
+
+
+def test_reconstruct_many_entries(rng):
+    basis = RECON_BASES[0]
+    vals = _signed_values(basis, rng, count=5000)
+    res = _canonical(vals, basis)
+    assert [int(v) for v in reconstruct(res, basis, as_object=True)] == vals
+    for p in (2**61 - 1, 2**63, 2**127 - 1):
+        assert [int(v) for v in reconstruct(res, basis, p=p)] == [v % p for v in vals]
+
+
+# ===================================================================== thin products
+
+@pytest.mark.parametrize("engine", [None, "int8"])
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1], ids=pid)
+def test_thin_worst_case_k_100000(p, engine):
+    k = 100_000
+    A = np.full((3, k), p - 1, dtype=object)
+    B = np.full((k, 2), p - 1, dtype=object)
+    C = modlin.matmul(A, B, p, plan=modlin.plan(p, 3, k, 2, engine=engine))
+    assert C.dtype == result_dtype(p) and C.shape == (3, 2)
+    assert set(C.astype(object).ravel()) == {(k * (p - 1) ** 2) % p}
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59], ids=pid)
+def test_thin_random_k_100000(p, rng):
+    k = 100_000
+    A = rng.integers(-2**63, 2**63 - 1, (3, k), endpoint=True)
+    B = rng.integers(0, 2**64 - 1, (k, 2), dtype=np.uint64, endpoint=True)
+    assert_mod_exact(modlin.matmul(A, B, p), A, B, p, oracle=flint_mod_matmul)
+
+
+def test_thin_big_modulus_random_k_20000(rng):
+    p, k = 2**127 - 1, 20_000
+    A = rand_ints(rng, (2, k), -(p - 1), p - 1)
+    B = rand_ints(rng, (k, 2), 0, p - 1)
+    assert_mod_exact(modlin.matmul(A, B, p), A, B, p)
+
+
+# ===================================================================== shapes
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64, 2**127 - 1], ids=pid)
+@pytest.mark.parametrize("sa, sb", [((0, 5), (5, 4)), ((3, 5), (5, 0)), ((0, 5), (5, 0)), ((2, 0, 5), (5, 3)),
+                                    ((3, 5), (0, 5, 2))])
+def test_empty_outputs(sa, sb, p):
+    A = np.ones(sa, dtype=np.int64)
+    B = np.ones(sb, dtype=np.int64)
+    C = modlin.matmul(A, B, p)
+    assert C.shape == np.matmul(A, B).shape and C.dtype == result_dtype(p)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64, 2**127 - 1], ids=pid)
+@pytest.mark.parametrize("sa, sb", [((3, 0), (0, 4)), ((0,), (0,)), ((0,), (0, 3)), ((2, 4, 0), (0, 1))])
+def test_k_zero(sa, sb, p):
+    A = np.zeros(sa, dtype=np.int64)
+    B = np.zeros(sb, dtype=np.int64)
+    C = modlin.matmul(A, B, p)
+    R = np.matmul(A, B)
+    assert np.shape(C) == R.shape and np.all(np.asarray(C) == 0)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1], ids=pid)
+def test_one_dimensional_operands(p, rng):
+    a = rand_ints(rng, (7,), -p, p)
+    b = rand_ints(rng, (7,), 0, 2 * p)
+    M = rand_ints(rng, (7, 3), -p, p)
+    assert_mod_exact(modlin.matmul(a, b, p), a, b, p)
+    assert_mod_exact(modlin.matmul(a, M, p), a, M, p)
+    assert_mod_exact(modlin.matmul(M.T, b, p), M.T, b, p)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**63, 2**64 + 1, 2**127 - 1], ids=pid)
+def test_batches_and_broadcasting(p, rng):
+    A = rng.integers(-2**63, 2**63 - 1, (3, 1, 2, 5), endpoint=True)
+    B = rand_ints(rng, (4, 5, 3), -p, p)
+    assert_mod_exact(modlin.matmul(A, B, p), A, B, p)
+    assert_mod_exact(modlin.matmul(A[0, 0], B, p), A[0, 0], B, p)
+    assert_mod_exact(modlin.matmul(A, B[0], p), A, B[0], p)
+    with pytest.raises(ValueError, match="broadcast"):
+        modlin.matmul(np.ones((2, 2, 5), dtype=np.int64), np.ones((3, 5, 2), dtype=np.int64), p)
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**63, 2**64, 2**127 - 1], ids=pid)
+def test_out_parameter(p, rng):
+    A = rng.integers(-2**63, 2**63 - 1, (2, 3, 6), endpoint=True)
+    B = rand_ints(rng, (6, 4), -p, p)
+    R = ref_matmul(A, B, p)
+    out = np.empty((2, 3, 4), dtype=result_dtype(p))
+    assert modlin.matmul(A, B, p, out=out) is out
+    assert (out.astype(object) == R).all()
+    strided = np.empty((2, 4, 3), dtype=result_dtype(p)).swapaxes(-1, -2)
+    assert modlin.matmul(A, B, p, out=strided) is strided
+    assert (strided.astype(object) == R).all()
+    wrong = np.empty((2, 3, 4), dtype=object if p <= 2**63 else np.int64)
+    with pytest.raises(TypeError, match="dtype"):
+        modlin.matmul(A, B, p, out=wrong)
+    with pytest.raises(ValueError, match="shape"):
+        modlin.matmul(A, B, p, out=np.empty((3, 4), dtype=result_dtype(p)))
+
+
+# ===================================================================== galois
+
+@pytest.mark.parametrize("p", [2**61 - 1, int(galois.prev_prime(2**64)), 2**127 - 1, P256, P1024], ids=pid)
+def test_galois_big_prime_fields(p, rng):
+    GF = gf(p)
+    A = GF(rand_ints(rng, (3, 5), 0, p - 1))
+    B = GF(rand_ints(rng, (5, 2), 0, p - 1))
+    A[0, :] = p - 1
+    B[:, 0] = p - 1
+    for C in (modlin.matmul(A, B), modlin.matmul(A, B, p)):
+        assert type(C) is GF
+        R = flint_mod_matmul(A.view(np.ndarray), B.view(np.ndarray), p)
+        assert all(int(c) == int(r) for c, r in zip(np.asarray(C).ravel(), R.ravel()))
+    with pytest.raises(ValueError, match="does not match"):
+        modlin.matmul(A, B, p + 2)
+    out = GF.Zeros((3, 2))
+    assert modlin.matmul(A, B, out=out) is out
+    assert np.array_equal(out, modlin.matmul(A, B))
+
+
+# ===================================================================== p without limit
+
+@pytest.mark.parametrize("bits", [4000, 6000])
+def test_huge_modulus_fp64(bits):
+    p = 2**bits + 1
+    A = np.array([[p - 1, 2], [3, -(p // 2)]], dtype=object)
+    C = modlin.matmul(A, A, p, plan=modlin.plan(p, 2, 2, 2, engine="fp64"))
+    assert_mod_exact(C, A, A, p)
+
+
+def test_huge_modulus_automatic():
+    p = 2**6000 + 1
+    A = np.array([[p - 1, 2], [3, -(p // 2)]], dtype=object)
+    assert_mod_exact(modlin.matmul(A, A, p), A, A, p)
+
+
+# ===================================================================== properties
+
+SPECIAL = st.sampled_from(BIG_MODULI + [BELOW_2_52, 2**52 - 1, 2, 3])
+BIG_P = st.one_of(SPECIAL, st.integers(2**52, 2**66), st.integers(2, 2**300),
+                  st.integers(1, 1100).map(lambda b: 2**b + 1))
+
+
+@st.composite
+def products(draw):
+    p = draw(BIG_P)
+    m, k, n = draw(st.integers(1, 4)), draw(st.integers(1, 12)), draw(st.integers(1, 4))
+    entry = st.one_of(st.integers(-3 * p, 3 * p), st.sampled_from([p - 1, -(p - 1), p // 2, -(p // 2), 0, p]))
+    A = np.array(draw(st.lists(entry, min_size=m * k, max_size=m * k)), dtype=object).reshape(m, k)
+    B = np.array(draw(st.lists(entry, min_size=k * n, max_size=k * n)), dtype=object).reshape(k, n)
+    return p, A, B
+
+
+@given(products(), st.sampled_from(["auto", "rns", "int8"]))
+def test_property_matmul_big_p(prod, how):
+    p, A, B = prod
+    m, k = A.shape
+    n = B.shape[1]
+    if how == "int8":
+        if 2 * (k * (p // 2) ** 2) + 2 > math.prod(int8_moduli()):
+            return
+        pl = modlin.plan(p, m, k, n, engine="int8", algorithm="rns")
+    else:
+        pl = modlin.plan(p, m, k, n, algorithm=how)
+    C = modlin.matmul(A, B, p, plan=pl)
+    assert_mod_exact(C, A, B, p)
+
+
+@given(p=st.integers(2**52, 2**64 + 2), data=st.data())
+def test_property_machine_integers_against_flint(p, data):
+    m, k, n = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 30)), data.draw(st.integers(1, 5))
+    A = np.array(data.draw(st.lists(st.integers(-2**63, 2**63 - 1), min_size=m * k, max_size=m * k)),
+                 dtype=np.int64).reshape(m, k)
+    B = np.array(data.draw(st.lists(st.integers(0, 2**64 - 1), min_size=k * n, max_size=k * n)),
+                 dtype=np.uint64).reshape(k, n)
+    assert_mod_exact(modlin.matmul(A, B, p), A, B, p, oracle=flint_mod_matmul)
