@@ -32,6 +32,28 @@ def _operands(n, p, seed=0):
     return a, b
 
 
+def ratio_to_dgemm(fn, n: int, repeats: int = 3) -> float:
+    """Median over ``repeats`` runs of ``fn``'s time over that of an ``n x n`` float64 matmul.
+
+    Each run of ``fn`` is followed at once by the dgemm, so that load from
+    elsewhere on a shared machine hits both sides of a ratio alike.
+    """
+    rng = np.random.default_rng(1)
+    x = rng.random((n, n))
+    y = rng.random((n, n))
+    fn()  # warm-up
+    np.matmul(x, y)
+    ratios = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        np.matmul(x, y)
+        t2 = time.perf_counter()
+        ratios.append((t1 - t0) / (t2 - t1))
+    return _median(ratios)
+
+
 def _median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2]
@@ -64,26 +86,8 @@ class MatmulModP:
         modlin.matmul(self.a, self.b, self.p)
 
     def track_ratio_to_dgemm(self, bits, n):
-        """modlin time over the time of a float64 numpy.matmul of the same size.
-
-        Each modlin product is followed at once by a dgemm, and the median of
-        three per-pair ratios is returned, so that load from elsewhere on a
-        shared machine hits both sides of a ratio alike.
-        """
-        rng = np.random.default_rng(1)
-        x = rng.random((n, n))
-        y = rng.random((n, n))
-        modlin.matmul(self.a, self.b, self.p)  # warm-up
-        np.matmul(x, y)
-        ratios = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            modlin.matmul(self.a, self.b, self.p)
-            t1 = time.perf_counter()
-            np.matmul(x, y)
-            t2 = time.perf_counter()
-            ratios.append((t1 - t0) / (t2 - t1))
-        return _median(ratios)
+        """modlin time over the time of a float64 numpy.matmul of the same size."""
+        return ratio_to_dgemm(lambda: modlin.matmul(self.a, self.b, self.p), n)
 
     track_ratio_to_dgemm.unit = "ratio"
 

@@ -2,16 +2,18 @@
 
 The same cases as ``python -m modlin bench --table rns``: products modulo
 ``2**61 - 1``, ``2**64 - 59`` and the largest primes below ``2**128`` and
-``2**256`` (random residues: int64 below ``2**63``, object arrays of Python
-ints above), and exact integer products of random signed 64-bit (int64) and
+``2**256`` (random residues: int64 below ``2**63``, uint64 up to ``2**64``,
+object arrays of Python ints above), and exact integer products of random signed 64-bit (int64) and
 256-bit (object array) entries.
 """
-
-import time
 
 import numpy as np
 
 import modlin
+# the operands of `modlin bench --table rns`, so that both measure the same cases
+from modlin._bench import _random_residues as _residues, _random_signed as _signed
+
+from .bench_matmul import ratio_to_dgemm
 
 #: Moduli by label. The 128- and 256-bit ones are galois.prev_prime(2**128) and
 #: galois.prev_prime(2**256), hard-coded so that setup does not import galois.
@@ -22,35 +24,6 @@ PRIMES = {
     "256": 115792089237316195423570985008687907853269984665640564039457584007913129639747,
 }
 SIZES = [1024, 2048]
-
-
-def _random_words(rng, bits, shape):
-    """Uniform integers in [0, 2**bits) as an object array, from 62-bit int64 draws."""
-    words = -(-bits // 62)
-    acc = np.zeros(shape, dtype=object)
-    for _ in range(words):
-        acc = (acc << 62) | rng.integers(0, 2**62, shape, dtype=np.int64).astype(object)
-    return acc >> (62 * words - bits)
-
-
-def _residues(rng, p, shape):
-    """Random residues in [0, p): int64 for p <= 2**63, object arrays of Python ints above."""
-    if p <= 2**63:
-        return rng.integers(0, p, shape, dtype=np.int64)
-    return _random_words(rng, p.bit_length() + 62, shape) % p
-
-
-def _signed(rng, bits, shape):
-    """Uniform integers in [-2**(bits-1), 2**(bits-1)): int64 for 64 bits, object arrays above."""
-    if bits <= 64:
-        lo = -(2 ** (bits - 1))
-        return rng.integers(lo, -lo - 1, shape, dtype=np.int64, endpoint=True)
-    return _random_words(rng, bits, shape) - 2 ** (bits - 1)
-
-
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
 
 
 class MatmulLargeP:
@@ -78,24 +51,8 @@ class MatmulLargeP:
         modlin.matmul(self.a, self.b, self.p)
 
     def track_ratio_to_dgemm(self, p, n):
-        """modlin time over the time of a float64 numpy.matmul of the same size.
-
-        Each modlin product is followed at once by a dgemm, and the median of
-        three per-pair ratios is returned.
-        """
-        rng = np.random.default_rng(1)
-        x = rng.random((n, n))
-        y = rng.random((n, n))
-        np.matmul(x, y)
-        ratios = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            modlin.matmul(self.a, self.b, self.p)
-            t1 = time.perf_counter()
-            np.matmul(x, y)
-            t2 = time.perf_counter()
-            ratios.append((t1 - t0) / (t2 - t1))
-        return _median(ratios)
+        """modlin time over the time of a float64 numpy.matmul of the same size."""
+        return ratio_to_dgemm(lambda: modlin.matmul(self.a, self.b, self.p), n)
 
     track_ratio_to_dgemm.unit = "ratio"
     track_ratio_to_dgemm.timeout = 3600

@@ -402,6 +402,20 @@ def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galoi
     return rows
 
 
+def _flint_cell(r, marks, used) -> str:
+    """The flint/modlin cell of a row, with its footnote marks (recorded in ``used``)."""
+    if r["flint_s"] is None:
+        return "-"
+    fl = _fmt_ratio(r["flint_modlin"])
+    if r["flint_single_run"]:
+        fl += marks["single"]
+        used.add("single")
+    if not r["flint_exact"]:
+        fl += " " + marks["inexact"]
+        used.add("inexact")
+    return fl
+
+
 def _print_table(rows, out, started, flint_mod, use_galois, repeats, galois_timeout, notes, args):
     pr = lambda s="": print(s, file=out)  # noqa: E731
     _print_header(pr, started, f"run_table({args})", flint_mod, use_galois,
@@ -413,15 +427,7 @@ def _print_table(rows, out, started, flint_mod, use_galois, repeats, galois_time
     used = set()
     for r in rows:
         desc = f"{r['plan']}, {r['gemms']}"
-        fl = "-"
-        if r["flint_s"] is not None:
-            fl = _fmt_ratio(r["flint_modlin"])
-            if r["flint_single_run"]:
-                fl += marks["single"]
-                used.add("single")
-            if not r["flint_exact"]:
-                fl += " " + marks["inexact"]
-                used.add("inexact")
+        fl = _flint_cell(r, marks, used)
         ga = "-"
         if r["galois_status"] == "timeout":
             ga = f"> {galois_timeout:g} s ({'>' + _fmt_ratio(galois_timeout / r['modlin_s'])}){marks['timeout']}"
@@ -666,15 +672,7 @@ def _print_rns_table(rows, out, started, flint_mod, repeats, notes, args):
     used = set()
     for r in rows:
         desc = f"{r['plan']}, {r['gemms']}"
-        fl = "-"
-        if r["flint_s"] is not None:
-            fl = _fmt_ratio(r["flint_modlin"])
-            if r["flint_single_run"]:
-                fl += marks["single"]
-                used.add("single")
-            if not r["flint_exact"]:
-                fl += " " + marks["inexact"]
-                used.add("inexact")
+        fl = _flint_cell(r, marks, used)
         pr(f"| {r['n']} | {r['case']} | {desc} | {_fmt_s(r['modlin_s'])} | {_fmt_ratio(r['modlin_dgemm'])} "
            f"| {fl} | {r['flint_type'] or '-'} |")
     pr()
