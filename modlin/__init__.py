@@ -5,6 +5,7 @@ The main entry points are :func:`matmul` (``A @ B mod p`` for any ``p``),
 be computed, and why it is exact).
 """
 
+from . import gaussian
 from ._engines import ENGINES
 from ._intmul import intmul
 from ._matmul import matmul
@@ -13,4 +14,4 @@ from ._rnsplan import RNSPlan
 
 __version__ = "0.2.0.dev0"
 
-__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "__version__"]
+__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "__version__"]

@@ -691,3 +691,72 @@ def _print_rns_table(rows, out, started, flint_mod, repeats, notes, args):
         pr("² modlin's product DIFFERS from python-flint's.")
     for note in notes:
         pr(f"- {note}")
+
+
+# --------------------------------------------------------------------------- Gaussian table
+
+#: Moduli of the Gaussian table: primes 1 (mod 4), so that 2M applies, near 2**20 and 2**40.
+GAUSSIAN_MODULI = {20: 1048573, 40: 1099511627689}
+
+
+def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=sys.stderr, seed=0):
+    """Time :mod:`modlin.gaussian` against dgemm and NumPy's complex128 matmul; print a table.
+
+    Rows, for each ``n``: ``gaussian.matmul`` with 2M, 3M and 4M modulo primes
+    near ``2**20`` and ``2**40``; ``gaussian.herk`` beside the 2M product of
+    ``A`` and ``A^H``; ``gaussian.intmul`` of 20-bit entries. Columns: modlin
+    time, its ratio to one float64 GEMM of the same size (each run followed at
+    once by the dgemm, median of per-pair ratios), and NumPy complex128
+    ``matmul`` time over modlin's (exact only for small entries).
+    """
+    from . import gaussian
+
+    started = datetime.datetime.now().astimezone()
+    rng = np.random.default_rng(seed)
+    rows = []
+
+    def say(msg):
+        if progress is not None:
+            print(msg, file=progress, flush=True)
+
+    for n in sizes:
+        x, y = rng.random((n, n)), rng.random((n, n))
+        zc = (rng.random((n, n)) + 1j * rng.random((n, n)), rng.random((n, n)) + 1j * rng.random((n, n)))
+        t_c = _median([_timed(lambda: np.matmul(*zc)) for _ in range(repeats)])
+        cases = []
+        for bits, m in GAUSSIAN_MODULI.items():
+            A = tuple(rng.integers(0, m, (n, n)) for _ in range(2))
+            B = tuple(rng.integers(0, m, (n, n)) for _ in range(2))
+            for alg in ("2m", "3m", "4m"):
+                cases.append((f"matmul {alg} m~2^{bits}", lambda A=A, B=B, m=m, alg=alg: gaussian.matmul(A, B, m, algorithm=alg)))
+            AH = (A[0].T, (m - A[1].T) % m)
+            cases.append((f"herk m~2^{bits}", lambda A=A, m=m: gaussian.herk(A, m)))
+            cases.append((f"matmul 2m A A^H m~2^{bits}", lambda A=A, AH=AH, m=m: gaussian.matmul(A, AH, m, algorithm="2m")))
+        A20 = tuple(rng.integers(-2**19, 2**19, (n, n)) for _ in range(2))
+        B20 = tuple(rng.integers(-2**19, 2**19, (n, n)) for _ in range(2))
+        cases.append(("intmul 20-bit entries", lambda: gaussian.intmul(A20, B20)))
+        for name, fn in cases:
+            say(f"n={n}: {name} ...")
+            fn()  # warm-up
+            t_mod, ratios = [], []
+            for _ in range(repeats):
+                tm = _timed(fn)
+                td = _timed(lambda: np.matmul(x, y))
+                t_mod.append(tm)
+                ratios.append(tm / td)
+            rows.append({"n": n, "case": name, "modlin_s": _median(t_mod), "modlin_dgemm": _median(ratios),
+                         "complex_modlin": t_c / _median(t_mod)})
+    pr = lambda s="": print(s, file=out)  # noqa: E731
+    _print_header(pr, started, f"run_gaussian_table(sizes={list(sizes)}, repeats={repeats}, seed={seed})",
+                  None, False, f"median of {repeats} run(s) in this one process; random residues "
+                  "(real, imag) pairs of int64")
+    pr("| n | case | modlin s | modlin/dgemm | complex128 matmul / modlin |")
+    pr("|---:|:---|---:|---:|---:|")
+    for r in rows:
+        pr(f"| {r['n']} | {r['case']} | {_fmt_s(r['modlin_s'])} | {_fmt_ratio(r['modlin_dgemm'])} "
+           f"| {_fmt_ratio(r['complex_modlin'])} |")
+    pr()
+    pr("modlin/dgemm: median of (modlin time / float64 numpy.matmul time of the same size run right after). "
+       "complex128 matmul / modlin: above 1 means modlin is faster than NumPy's complex GEMM (ZGEMM), which "
+       "is exact only for small entries.")
+    return rows

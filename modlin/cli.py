@@ -89,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     p_plan.add_argument("--algorithm", choices=["auto", "multiword", "rns"], default="auto")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
-    p_bench.add_argument("--table", choices=["multiword", "rns", "all"], default="all",
+    p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "all"], default="all",
                          help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
-                              "61- to 256-bit primes and intmul against flint; all (default): both")
+                              "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
+                              "Z[i] intmul against dgemm and complex128 matmul; all (default): the three")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
     p_bench.add_argument("--bits", type=int, nargs="+", default=[8, 20, 26, 31, 40, 50],
                          help="bit sizes of the moduli of the multiword table")
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
-        from ._bench import run_rns_table, run_table
+        from ._bench import run_gaussian_table, run_rns_table, run_table
 
         if args.table in ("multiword", "all"):
             run_table(sizes=args.sizes, bits=args.bits, repeats=args.repeats, galois_timeout=args.galois_timeout,
@@ -118,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             print()
         if args.table in ("rns", "all"):
             run_rns_table(sizes=args.sizes, repeats=args.repeats, flint=not args.no_flint)
+        if args.table == "all":
+            print()
+        if args.table in ("gaussian", "all"):
+            run_gaussian_table(sizes=args.sizes, repeats=args.repeats)
         return 0
     except (ValueError, TypeError) as exc:
         print(f"modlin: error: {exc}", file=sys.stderr)

@@ -1,0 +1,535 @@
+"""Gaussian-integer matrix products: complex products mod m with 2M, 3M or 4M, exact
+products over Z[i], and HERK / SYRK / HER2K / SYR2K with the corollaries of seed 000.
+
+**2M.** When every prime factor of an odd ``m`` is ``1 (mod 4)`` there is ``s``
+with ``s**2 = -1 (mod m)``, and the maps ``a + ib -> a +- s b`` are ring
+homomorphisms ``Z[i] -> Z/mZ``. With ``A+- = A_r +- s A_i`` (and the same for
+``B``), ``X = A+ B+`` and ``Y = A- B-`` are ``C_r + s C_i`` and ``C_r - s C_i``,
+so ``C_r = (X + Y)/2`` and ``C_i = (X - Y)/(2s)``: two real products instead of
+three (3M) or four (4M). Every real product goes through :func:`modlin.matmul`,
+so a large ``m`` costs the multiword words of its plan.
+
+Gaussian matrices are given either as complex arrays whose parts are integers
+or as ``(real, imag)`` pairs of integer arrays; results are ``(real, imag)``
+pairs of int64 arrays with entries in ``[0, m)``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from functools import lru_cache
+
+import numpy as np
+
+from . import _rns
+from ._convert import integers, residues_int64
+from ._intmul import max_abs
+from ._matmul import matmul as _matmul
+from ._modular import mulmod
+from ._plan import MAX_MODULUS, _check_modulus
+from .typing import ArrayLike
+
+__all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
+           "herk", "syrk", "her2k", "syr2k"]
+
+ALGORITHMS = ("auto", "2m", "3m", "4m")
+
+
+# --------------------------------------------------------------------- number theory
+
+def _factors(m: int) -> dict[int, int]:
+    import galois
+
+    primes, exps = galois.factors(m)
+    return {int(q): int(e) for q, e in zip(primes, exps)}
+
+
+def _why_not_twom(m: int) -> str | None:
+    """None if ``m`` admits 2M, else the reason (naming the offending factor)."""
+    if m % 2 == 0:
+        return f"m = {m} is even (2M divides by 2)"
+    for q in sorted(_factors(m)):
+        if q % 4 == 3:
+            return f"m = {m} has the prime factor {q} = 3 (mod 4), so -1 has no square root mod m"
+    return None
+
+
+def is_twom_modulus(m: int) -> bool:
+    """True when 2M works modulo ``m``: ``m`` odd, every prime factor ``1 (mod 4)``.
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> gaussian.is_twom_modulus(221), gaussian.is_twom_modulus(231)
+    (True, False)
+    """
+    m = _check_modulus(m)
+    return m > 2 and _why_not_twom(m) is None
+
+
+@lru_cache(maxsize=256)
+def sqrt_minus_one(m: int) -> int:
+    """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
+    prime factors are all ``1 (mod 4)``.
+
+    Square roots modulo each prime factor come from galois; they are lifted to
+    prime powers by Hensel's step and combined by CRT (galois.crt), and the
+    smaller of ``s`` and ``m - s`` is returned.
+
+    Raises
+    ------
+    ValueError
+        If no square root of -1 exists modulo ``m`` (the message names why).
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> s = gaussian.sqrt_minus_one(221)
+    >>> s, (s * s + 1) % 221
+    (47, 0)
+    """
+    import galois
+
+    m = _check_modulus(m)
+    if m == 1 or m < 5:
+        raise ValueError(f"m = {m} has no square root of -1 usable by 2M; use algorithm='3m'")
+    why = _why_not_twom(m)
+    if why:
+        raise ValueError(f"{why}; use algorithm='3m' or 'auto'")
+    roots, mods = [], []
+    for q, e in _factors(m).items():
+        GF = galois.GF(q)
+        s = int(np.sqrt(GF([q - 1]))[0])
+        qe = q
+        for _ in range(1, e):  # Hensel: s <- s - (s^2 + 1) / (2 s)  mod q^(j+1)
+            qe *= q
+            s = (s - (s * s + 1) * pow(2 * s, -1, qe)) % qe
+        roots.append(s)
+        mods.append(qe)
+    s = int(galois.crt(roots, mods)) % m if len(mods) > 1 else roots[0] % m
+    assert (s * s + 1) % m == 0
+    return min(s, m - s)
+
+
+def twom_moduli(limit: int = 255, count: int | None = None) -> tuple[int, ...]:
+    """Pairwise-coprime 2M moduli up to ``limit``, greedily from the top.
+
+    With the default ``limit = 255`` these are the int8-compatible 2M moduli:
+    241, 233, 229, 221, 205, 197, 193, 181, 173, 157, 149, 137, 113, 109, 101,
+    97, 89, 73, 61, 53, 37, 29.
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> gaussian.twom_moduli()[:5]
+    (241, 233, 229, 221, 205)
+    """
+    chosen: list[int] = []
+    for q in range(int(limit), 4, -1):
+        if count is not None and len(chosen) >= count:
+            break
+        if q % 2 and all(math.gcd(q, c) == 1 for c in chosen) and _why_not_twom(q) is None:
+            chosen.append(q)
+    return tuple(chosen)
+
+
+# --------------------------------------------------------------------- operands
+
+def _parts(X, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` as ``(real, imag)`` arrays: a complex array or a pair of real ones."""
+    if isinstance(X, tuple):
+        if len(X) != 2:
+            raise ValueError(f"{name}: a Gaussian matrix given as a tuple must be a (real, imag) pair")
+        re, im = np.asarray(X[0]), np.asarray(X[1])
+        if re.shape != im.shape:
+            raise ValueError(f"{name}: real and imaginary parts have shapes {re.shape} and {im.shape}")
+        if re.dtype.kind == "c" or im.dtype.kind == "c":
+            raise TypeError(f"{name}: the parts of a (real, imag) pair must be real arrays")
+        return re, im
+    x = np.asarray(X)
+    if x.dtype.kind == "c":
+        re, im = x.real, x.imag
+        for part, what in ((re, "real"), (im, "imaginary")):
+            if not np.all(np.isfinite(part)) or not np.array_equal(part, np.trunc(part)):
+                raise ValueError(f"{name}: the {what} parts must be finite integers")
+        return re, im
+    if x.dtype.kind in "iubfO":
+        return x, np.zeros_like(x, dtype=np.int64 if x.dtype.kind != "O" else object)
+    raise TypeError(f"{name} must be a complex array or a (real, imag) pair of integer arrays, not {x.dtype}")
+
+
+def _residues(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    re, im = _parts(X, name)
+    return (np.remainder(residues_int64(re, m, name), m), np.remainder(residues_int64(im, m, name), m))
+
+
+def _check_m(m) -> int:
+    m = _check_modulus(m)
+    if m >= MAX_MODULUS:
+        raise ValueError(f"gaussian products take moduli below 2**52, got a {m.bit_length()}-bit m")
+    return m
+
+
+def _choose(algorithm: str, m: int) -> str:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm == "auto":
+        return "2m" if m > 2 and _why_not_twom(m) is None else "3m"
+    if algorithm == "2m":
+        sqrt_minus_one(m)  # raises, naming the factor, when m has no square root of -1
+    return algorithm
+
+
+def _twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(re + s im, re - s im) mod m`` for entries in ``[0, m)``."""
+    t = mulmod(im, s, m)
+    plus = re + t
+    plus -= m * (plus >= m)
+    minus = re - t
+    minus += m * (minus < 0)
+    return plus, minus
+
+
+def _twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``((X + Y)/2, (X - Y)/(2s)) mod m``: the parts whose images are ``X`` and ``Y``."""
+    add = X + Y
+    add -= m * (add >= m)
+    sub = X - Y
+    sub += m * (sub < 0)
+    return mulmod(add, (m + 1) // 2, m), mulmod(sub, pow(2 * s, -1, m), m)
+
+
+def _sub_mod(x, y, m):
+    d = x - y
+    d += m * (d < 0)
+    return d
+
+
+def _add_mod(x, y, m):
+    d = x + y
+    d -= m * (d >= m)
+    return d
+
+
+# --------------------------------------------------------------------- products mod m
+
+def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """Product of Gaussian-integer matrices modulo ``m``.
+
+    Follows :func:`numpy.matmul` shape rules.
+
+    Parameters
+    ----------
+    A, B : complex array_like, or (real, imag) pairs of integer array_like
+        The operands; complex arrays must have integral parts.
+    m : int
+        The modulus, ``2 <= m < 2**52``.
+    algorithm : {"auto", "2m", "3m", "4m"}
+        ``"2m"``: two real products (``m`` odd with every prime factor
+        ``1 (mod 4)``); ``"3m"``: three (Karatsuba); ``"4m"``: four (the
+        definition). ``"auto"`` takes 2M when ``m`` admits it, else 3M. All
+        three give identical results.
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Real and imaginary parts of ``A @ B mod m``, int64 in ``[0, m)``.
+
+    Raises
+    ------
+    ValueError
+        ``algorithm="2m"`` with an even ``m`` or one with a prime factor
+        ``3 (mod 4)`` (the message names it); non-integral parts; mismatched
+        shapes or pairs; ``m`` out of range.
+    TypeError
+        Operands that are neither complex nor integer pairs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import gaussian
+    >>> A = np.array([[1 + 2j, 3j], [4, 5 - 1j]])
+    >>> re, im = gaussian.matmul(A, A, 13)
+    >>> re + 1j * im
+    array([[10.+3.j, 10.+5.j],
+           [11.+4.j, 11.+2.j]])
+    """
+    m = _check_m(m)
+    alg = _choose(algorithm, m)
+    ar, ai = _residues(A, m, "A")
+    br, bi = _residues(B, m, "B")
+    if alg == "2m":
+        s = sqrt_minus_one(m)
+        ap, am = _twom_split(ar, ai, s, m)
+        bp, bm = _twom_split(br, bi, s, m)
+        return _twom_combine(_matmul(ap, bp, m), _matmul(am, bm, m), s, m)
+    rr = _matmul(ar, br, m)
+    ii = _matmul(ai, bi, m)
+    if alg == "4m":
+        return _sub_mod(rr, ii, m), _add_mod(_matmul(ar, bi, m), _matmul(ai, br, m), m)
+    t = _matmul(_add_mod(ar, ai, m), _add_mod(br, bi, m), m)
+    return _sub_mod(rr, ii, m), _sub_mod(_sub_mod(t, rr, m), ii, m)
+
+
+def _T(x: np.ndarray) -> np.ndarray:
+    return np.swapaxes(x, -1, -2)
+
+
+def _hermitian_from(X: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of ``C`` from ``X = phi+(C)`` when ``phi-(C) = X^T`` (Hermitian ``C``)."""
+    return _twom_combine(X, np.ascontiguousarray(_T(X)), s, m)
+
+
+def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """``A @ A^H mod m`` with one real GEMM (seed 000, HERK corollary).
+
+    With ``X = A+ (A-)^T`` (a full, unmasked GEMM), ``phi+(C) = X`` and
+    ``phi-(C) = X^T``, so ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)``: the
+    result is exactly Hermitian. Moduli without a square root of -1 fall back
+    to ``matmul(A, A^H)`` with 3M (``algorithm="auto"``).
+
+    Parameters
+    ----------
+    A : complex array_like or (real, imag) pair
+        ``n x k`` (or stacked).
+    m : int
+        Modulus, ``2 <= m < 2**52``.
+    algorithm : {"auto", "2m", "3m", "4m"}
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Real and imaginary parts of ``A A^H mod m`` (int64 in ``[0, m)``).
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> re, im = gaussian.herk([[1 + 2j, 3]], 13)
+    >>> int(re[0, 0]), int(im[0, 0])
+    (1, 0)
+    """
+    m = _check_m(m)
+    alg = _choose(algorithm, m)
+    ar, ai = _residues(A, m, "A")
+    if alg != "2m":
+        return matmul((ar, ai), (_T(ar), _T((m - ai) % m)), m, algorithm=alg)
+    s = sqrt_minus_one(m)
+    ap, am = _twom_split(ar, ai, s, m)
+    return _hermitian_from(_matmul(ap, _T(am), m), s, m)
+
+
+def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """``A @ B^H + B @ A^H mod m`` with two real GEMMs.
+
+    With ``X = A+ (B-)^T`` and ``Y = A- (B+)^T``, ``Z = X + Y^T`` is ``phi+(C)``
+    and ``Z^T`` is ``phi-(C)``.
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> re, im = gaussian.her2k([[1j]], [[2]], 13)
+    >>> int(re[0, 0]), int(im[0, 0])
+    (0, 0)
+    """
+    m = _check_m(m)
+    alg = _choose(algorithm, m)
+    ar, ai = _residues(A, m, "A")
+    br, bi = _residues(B, m, "B")
+    if alg != "2m":
+        p_r, p_i = matmul((ar, ai), (_T(br), _T((m - bi) % m)), m, algorithm=alg)
+        return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _sub_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
+    s = sqrt_minus_one(m)
+    ap, am = _twom_split(ar, ai, s, m)
+    bp, bm = _twom_split(br, bi, s, m)
+    Z = _add_mod(_matmul(ap, _T(bm), m), _T(_matmul(am, _T(bp), m)), m)
+    return _hermitian_from(Z, s, m)
+
+
+def syrk(A, m: int, *, algorithm: str = "auto"):
+    """``A @ A^T mod m``.
+
+    For a complex (Gaussian) ``A`` this is two real GEMMs with 2M
+    (``phi+-(C) = A+- (A+-)^T``) and returns ``(real, imag)``. For a **real**
+    integer ``A`` (a plain integer array) it is the seed's reformulation: with
+    ``Z = A[:, :k/2] + i A[:, k/2:]``, ``Re(Z Z^H) = A A^T``, so one real GEMM of
+    half the inner dimension gives the result (an int64 array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import gaussian
+    >>> A = np.array([[1, 2, 3], [4, 5, 6]])
+    >>> gaussian.syrk(A, 13)
+    array([[ 1,  6],
+           [ 6, 12]])
+    """
+    m = _check_m(m)
+    alg = _choose(algorithm, m)
+    real = not isinstance(A, tuple) and np.asarray(A).dtype.kind in "iubfO"
+    if real:
+        a = np.remainder(residues_int64(A, m, "A"), m)
+        if alg != "2m":
+            return _matmul(a, _T(a), m)
+        k = a.shape[-1]
+        h = (k + 1) // 2
+        pad = np.zeros(a.shape[:-1] + (2 * h - k,), dtype=np.int64)
+        a = np.concatenate([a, pad], axis=-1)
+        s = sqrt_minus_one(m)
+        zp, zm = _twom_split(a[..., :h], a[..., h:], s, m)
+        X = _matmul(zp, _T(zm), m)
+        return _hermitian_from(X, s, m)[0]
+    ar, ai = _residues(A, m, "A")
+    if alg != "2m":
+        return matmul((ar, ai), (_T(ar), _T(ai)), m, algorithm=alg)
+    s = sqrt_minus_one(m)
+    ap, am = _twom_split(ar, ai, s, m)
+    return _twom_combine(_matmul(ap, _T(ap), m), _matmul(am, _T(am), m), s, m)
+
+
+def syr2k(A, B, m: int, *, algorithm: str = "auto"):
+    """``A @ B^T + B @ A^T mod m``.
+
+    Complex operands: two real GEMMs with 2M (``phi+-(C) = X+- + X+-^T`` with
+    ``X+- = A+- (B+-)^T``), returning ``(real, imag)``. Real integer operands:
+    ``Re(Z W^H + W Z^H)`` with ``Z, W`` the half-width complex reformulations,
+    two GEMMs of half the inner dimension, returning an int64 array.
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> gaussian.syr2k([[1, 2]], [[3, 4]], 13)
+    array([[9]])
+    """
+    m = _check_m(m)
+    alg = _choose(algorithm, m)
+    real = all(not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO" for X in (A, B))
+    if real:
+        a = np.remainder(residues_int64(A, m, "A"), m)
+        b = np.remainder(residues_int64(B, m, "B"), m)
+        if alg != "2m":
+            P = _matmul(a, _T(b), m)
+            return _add_mod(P, np.ascontiguousarray(_T(P)), m)
+        k = a.shape[-1]
+        h = (k + 1) // 2
+        padding = [(0, 0)] * (a.ndim - 1) + [(0, 2 * h - k)]
+        a, b = np.pad(a, padding), np.pad(b, padding)
+        return her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, algorithm="2m")[0]
+    ar, ai = _residues(A, m, "A")
+    br, bi = _residues(B, m, "B")
+    if alg != "2m":
+        p_r, p_i = matmul((ar, ai), (_T(br), _T(bi)), m, algorithm=alg)
+        return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _add_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
+    s = sqrt_minus_one(m)
+    ap, am = _twom_split(ar, ai, s, m)
+    bp, bm = _twom_split(br, bi, s, m)
+    X = _matmul(ap, _T(bp), m)
+    Y = _matmul(am, _T(bm), m)
+    return _twom_combine(_add_mod(X, np.ascontiguousarray(_T(X)), m),
+                         _add_mod(Y, np.ascontiguousarray(_T(Y)), m), s, m)
+
+
+# --------------------------------------------------------------------- exact products
+
+@lru_cache(maxsize=64)
+def _twom_primes(bits: int, count: int) -> tuple[int, ...]:
+    """The ``count`` largest primes ``1 (mod 4)`` below ``2**bits``."""
+    import galois
+
+    out: list[int] = []
+    q = 2**bits
+    while len(out) < count:
+        q = int(galois.prev_prime(q - 1))
+        if q % 4 == 1:
+            out.append(q)
+    return tuple(out)
+
+
+def _intmul_moduli(bound: int, k: int, engine: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Moduli covering ``bound`` and the algorithm for each: 2M where it applies."""
+    need = 2 * bound + 2
+    if engine == "int8":
+        twom = twom_moduli(255)
+        rest = tuple(q for q in _rns.int8_moduli() if all(math.gcd(q, t) == 1 for t in twom))
+        pool = [(q, "2m") for q in twom] + [(q, "3m") for q in rest]
+    else:
+        # the largest single-GEMM modulus for this k: k * (q/2)**2 <= 2**53
+        bits = max(8, min(25, int(math.log2(2 * math.sqrt(2**53 / max(k, 1))))))
+        pool = [(q, "2m") for q in _twom_primes(bits, max(8, 2 * need.bit_length() // (bits - 1) + 2))]
+    chosen, prod = [], 1
+    for q, alg in pool:
+        chosen.append((q, alg))
+        prod *= q
+        if prod >= need:
+            return tuple(q for q, _ in chosen), tuple(a for _, a in chosen)
+    raise ValueError(f"a {bound.bit_length()}-bit bound needs more {engine} moduli than are available; "
+                     "use engine='fp64'")
+
+
+def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
+    """Exact product of Gaussian-integer matrices, by RNS over 2M moduli.
+
+    Each modulus is a prime ``1 (mod 4)`` (fp64 engine) with a 2M product, or
+    for the int8 engine the 2M moduli up to 255 followed, when the bound needs
+    more bits than they supply, by 3M on further int8 moduli (hybrid). The
+    parts are rebuilt by CRT.
+
+    Parameters
+    ----------
+    A, B : complex array_like or (real, imag) pairs of integer arrays
+        Any integer entries (object arrays of Python ints for large ones).
+    engine : {"fp64", "int8"}
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Real and imaginary parts: int64 when the bound
+        ``k * (max|A_r| + max|A_i|) * (max|B_r| + max|B_i|)`` is below ``2**63``,
+        object arrays of Python ints otherwise.
+
+    Examples
+    --------
+    >>> from modlin import gaussian
+    >>> re, im = gaussian.intmul([[2**40 + 1j]], [[2**40 - 1j]])
+    >>> int(re[0, 0]), int(im[0, 0])
+    (1208925819614629174706177, 0)
+    """
+    from ._matmul import _as_matrix, _matmul_shapes
+    from ._plan import plan
+
+    if engine not in ("fp64", "int8"):
+        raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
+    parts = []
+    for X, name in ((A, "A"), (B, "B")):
+        re, im = _parts(X, name)
+        if re.dtype.kind == "f":
+            re, im = (np.frompyfunc(int, 1, 1)(x) if x.size else x.astype(np.int64) for x in (re, im))
+        parts.append((integers(re, name), integers(im, name)))
+    (ar, ai), (br, bi) = parts
+    (mm, k, n), full, shape = _matmul_shapes(ar.shape, br.shape)
+    bound = k * (max_abs(ar) + max_abs(ai)) * (max_abs(br) + max_abs(bi))
+    moduli, algs = _intmul_moduli(bound, k, engine)
+    basis = _rns.Basis(moduli)
+    halves = [_rns._Halves(_as_matrix(x, side)) for x, side in ((ar, 0), (ai, 0), (br, 1), (bi, 1))]
+    rc = np.empty((2, len(moduli)) + full, dtype=np.int64)
+    for idx, (q, alg) in enumerate(zip(moduli, algs)):
+        ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
+        pl = plan(q, mm, k, n, engine=engine if engine == "int8" else None)
+        rc[0, idx], rc[1, idx] = _gauss_product(ops, q, alg, pl)
+    as_object = bound >= 2**63
+    out = tuple(_rns.reconstruct(rc[j], basis, as_object=as_object).reshape(shape) for j in range(2))
+    return out
+
+
+def _gauss_product(ops, q: int, alg: str, pl) -> tuple[np.ndarray, np.ndarray]:
+    """One modulus' product with a pinned plan (so the int8 engine is honoured)."""
+    ar, ai, br, bi = ops
+    mul = lambda x, y: _matmul(x, y, q, plan=pl)  # noqa: E731
+    if alg == "2m":
+        s = sqrt_minus_one(q)
+        ap, am = _twom_split(ar, ai, s, q)
+        bp, bm = _twom_split(br, bi, s, q)
+        return _twom_combine(mul(ap, bp), mul(am, bm), s, q)
+    rr, ii = mul(ar, br), mul(ai, bi)
+    t = mul(_add_mod(ar, ai, q), _add_mod(br, bi, q))
+    return _sub_mod(rr, ii, q), _sub_mod(_sub_mod(t, rr, q), ii, q)
