@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "mulmod", "word_bounds", "step", "finalize"]
+__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "mulmod", "twom_split", "twom_combine",
+           "word_bounds", "step", "finalize"]
 
 
 #: Precision of the kernels' arithmetic: they compute in float64 whatever the
@@ -178,6 +179,74 @@ def _mulmod_kernel(x, c, m, out):  # pragma: no cover - compiled
         while r >= m:
             r -= m
         out[i] = r
+
+
+@numba.njit(cache=True, inline="always")
+def _mulmod1(x, c, m):  # pragma: no cover - compiled
+    """``x * c mod m`` for ``0 <= x, c < m < 2**52`` (see :func:`_mulmod_kernel`)."""
+    q = np.int64(np.float64(x) * np.float64(c) / np.float64(m))
+    r = x * c - q * m
+    while r < 0:
+        r += m
+    while r >= m:
+        r -= m
+    return r
+
+
+@numba.njit(cache=True, inline="always")
+def _reduce1(x, m):  # pragma: no cover - compiled
+    """``x mod m`` in ``[0, m)``, without a division when ``x`` already is."""
+    if 0 <= x < m:
+        return x
+    return x % m
+
+
+@numba.njit(cache=True)
+def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compiled
+    """``plus = re + s*im``, ``minus = re - s*im`` (mod m, in ``[0, m)``) in one pass."""
+    for i in range(re.shape[0]):
+        r = _reduce1(re[i], m)
+        t = _mulmod1(_reduce1(im[i], m), s, m)
+        a = r + t
+        plus[i] = a - m if a >= m else a
+        b = r - t
+        minus[i] = b + m if b < 0 else b
+
+
+@numba.njit(cache=True)
+def _twom_combine_kernel(X, Y, inv2, inv2s, m, re, im):  # pragma: no cover - compiled
+    """``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` (mod m) in one pass; ``X, Y`` in ``[0, m)``."""
+    for i in range(X.shape[0]):
+        a = X[i] + Y[i]
+        a = a - m if a >= m else a
+        b = X[i] - Y[i]
+        b = b + m if b < 0 else b
+        re[i] = _mulmod1(a, inv2, m)
+        im[i] = _mulmod1(b, inv2s, m)
+
+
+def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(re + s*im, re - s*im) mod m`` as int64 arrays in ``[0, m)``, for int64 parts of any
+    values and ``0 <= s < m < 2**52``: the images of a Gaussian matrix under 2M's two maps."""
+    re, im = np.broadcast_arrays(re, im)
+    shape = re.shape
+    re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
+    im = np.ascontiguousarray(im, dtype=np.int64).reshape(-1)
+    plus, minus = np.empty_like(re), np.empty_like(re)
+    if re.size:
+        _twom_split_kernel(re, im, np.int64(s), np.int64(m), plus, minus)
+    return plus.reshape(shape), minus.reshape(shape)
+
+
+def twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``((X + Y)/2, (X - Y)/(2s)) mod m`` for ``X, Y`` in ``[0, m)``, odd ``m < 2**52``."""
+    shape = np.broadcast_shapes(np.shape(X), np.shape(Y))
+    X = np.ascontiguousarray(np.broadcast_to(X, shape), dtype=np.int64).reshape(-1)
+    Y = np.ascontiguousarray(np.broadcast_to(Y, shape), dtype=np.int64).reshape(-1)
+    re, im = np.empty_like(X), np.empty_like(X)
+    if X.size:
+        _twom_combine_kernel(X, Y, np.int64((m + 1) // 2), np.int64(pow(2 * s, -1, m)), np.int64(m), re, im)
+    return re.reshape(shape), im.reshape(shape)
 
 
 def mulmod(x: np.ndarray, c: int, m: int) -> np.ndarray:

@@ -16,6 +16,7 @@ pairs of int64 arrays with entries in ``[0, m)``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from functools import lru_cache
@@ -26,7 +27,7 @@ from . import _rns
 from ._convert import integers, residues_int64
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
-from ._modular import mulmod
+from ._modular import twom_combine, twom_split
 from ._plan import MAX_MODULUS, _check_modulus
 from .typing import ArrayLike
 
@@ -73,9 +74,12 @@ def sqrt_minus_one(m: int) -> int:
     """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
     prime factors are all ``1 (mod 4)``.
 
-    Square roots modulo each prime factor come from galois; they are lifted to
-    prime powers by Hensel's step and combined by CRT (galois.crt), and the
-    smaller of ``s`` and ``m - s`` is returned.
+    ``m`` is factored by galois; modulo each prime factor ``q`` the root is
+    ``c**((q-1)/4)`` for the least quadratic non-residue ``c`` (Euler's
+    criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
+    second per prime, this a few modular powers). Roots are lifted to prime
+    powers by Hensel's step and combined by CRT (galois.crt); the least of the
+    ``2**r`` combinations (``r`` distinct prime factors) is returned.
 
     Raises
     ------
@@ -87,7 +91,7 @@ def sqrt_minus_one(m: int) -> int:
     >>> from modlin import gaussian
     >>> s = gaussian.sqrt_minus_one(221)
     >>> s, (s * s + 1) % 221
-    (47, 0)
+    (21, 0)
     """
     import galois
 
@@ -99,17 +103,21 @@ def sqrt_minus_one(m: int) -> int:
         raise ValueError(f"{why}; use algorithm='3m' or 'auto'")
     roots, mods = [], []
     for q, e in _factors(m).items():
-        GF = galois.GF(q)
-        s = int(np.sqrt(GF([q - 1]))[0])
+        c = 2
+        while pow(c, (q - 1) // 2, q) != q - 1:
+            c += 1
+        s = pow(c, (q - 1) // 4, q)
         qe = q
         for _ in range(1, e):  # Hensel: s <- s - (s^2 + 1) / (2 s)  mod q^(j+1)
             qe *= q
             s = (s - (s * s + 1) * pow(2 * s, -1, qe)) % qe
         roots.append(s)
         mods.append(qe)
-    s = int(galois.crt(roots, mods)) % m if len(mods) > 1 else roots[0] % m
-    assert (s * s + 1) % m == 0
-    return min(s, m - s)
+    # each prime power has two roots (s and -s); the least root of m is among their CRT combinations
+    best = min(int(galois.crt(list(combo), mods)) % m if len(mods) > 1 else combo[0] % m
+               for combo in itertools.product(*[(r, q - r) for r, q in zip(roots, mods)]))
+    assert (best * best + 1) % m == 0
+    return best
 
 
 def twom_moduli(limit: int = 255, count: int | None = None) -> tuple[int, ...]:
@@ -159,9 +167,15 @@ def _parts(X, name: str) -> tuple[np.ndarray, np.ndarray]:
     raise TypeError(f"{name} must be a complex array or a (real, imag) pair of integer arrays, not {x.dtype}")
 
 
-def _residues(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _congruent(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of ``X`` as int64 arrays congruent to them mod ``m`` (2M's split reduces them)."""
     re, im = _parts(X, name)
-    return (np.remainder(residues_int64(re, m, name), m), np.remainder(residues_int64(im, m, name), m))
+    return residues_int64(re, m, name), residues_int64(im, m, name)
+
+
+def _residues(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of ``X`` reduced into ``[0, m)``, as int64."""
+    return tuple(np.remainder(x, m) for x in _congruent(X, m, name))
 
 
 def _check_m(m) -> int:
@@ -181,23 +195,13 @@ def _choose(algorithm: str, m: int) -> str:
     return algorithm
 
 
-def _twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(re + s im, re - s im) mod m`` for entries in ``[0, m)``."""
-    t = mulmod(im, s, m)
-    plus = re + t
-    plus -= m * (plus >= m)
-    minus = re - t
-    minus += m * (minus < 0)
-    return plus, minus
+_twom_split = twom_split
 
 
-def _twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """``((X + Y)/2, (X - Y)/(2s)) mod m``: the parts whose images are ``X`` and ``Y``."""
-    add = X + Y
-    add -= m * (add >= m)
-    sub = X - Y
-    sub += m * (sub < 0)
-    return mulmod(add, (m + 1) // 2, m), mulmod(sub, pow(2 * s, -1, m), m)
+def _twom_combine(X, Y, s: int, m: int):
+    re, im = twom_combine(X, Y, s, m)
+    # a 1-D @ 1-D product is a scalar, as in numpy.matmul
+    return (re[()], im[()]) if re.ndim == 0 else (re, im)
 
 
 def _sub_mod(x, y, m):
@@ -257,13 +261,13 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     """
     m = _check_m(m)
     alg = _choose(algorithm, m)
-    ar, ai = _residues(A, m, "A")
-    br, bi = _residues(B, m, "B")
     if alg == "2m":
         s = sqrt_minus_one(m)
-        ap, am = _twom_split(ar, ai, s, m)
-        bp, bm = _twom_split(br, bi, s, m)
+        ap, am = _twom_split(*_congruent(A, m, "A"), s, m)
+        bp, bm = _twom_split(*_congruent(B, m, "B"), s, m)
         return _twom_combine(_matmul(ap, bp, m), _matmul(am, bm, m), s, m)
+    ar, ai = _residues(A, m, "A")
+    br, bi = _residues(B, m, "B")
     rr = _matmul(ar, br, m)
     ii = _matmul(ai, bi, m)
     if alg == "4m":
@@ -273,6 +277,8 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
 
 
 def _T(x: np.ndarray) -> np.ndarray:
+    if np.ndim(x) < 2:
+        raise ValueError("rank-k updates (herk, syrk, her2k, syr2k) need matrices (at least 2-D operands)")
     return np.swapaxes(x, -1, -2)
 
 
@@ -311,8 +317,9 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
     """
     m = _check_m(m)
     alg = _choose(algorithm, m)
-    ar, ai = _residues(A, m, "A")
+    ar, ai = _congruent(A, m, "A")
     if alg != "2m":
+        ar, ai = np.remainder(ar, m), np.remainder(ai, m)
         return matmul((ar, ai), (_T(ar), _T((m - ai) % m)), m, algorithm=alg)
     s = sqrt_minus_one(m)
     ap, am = _twom_split(ar, ai, s, m)
@@ -324,6 +331,19 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
 
     With ``X = A+ (B-)^T`` and ``Y = A- (B+)^T``, ``Z = X + Y^T`` is ``phi+(C)``
     and ``Z^T`` is ``phi-(C)``.
+
+    Parameters
+    ----------
+    A, B : complex array_like or (real, imag) pairs
+        Matrices of one shape ``n x k`` (or stacked).
+    m : int
+        Modulus, ``2 <= m < 2**52``.
+    algorithm : {"auto", "2m", "3m", "4m"}
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Real and imaginary parts of the Hermitian result (int64 in ``[0, m)``).
 
     Examples
     --------
@@ -354,6 +374,20 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
     integer ``A`` (a plain integer array) it is the seed's reformulation: with
     ``Z = A[:, :k/2] + i A[:, k/2:]``, ``Re(Z Z^H) = A A^T``, so one real GEMM of
     half the inner dimension gives the result (an int64 array).
+
+    Parameters
+    ----------
+    A : array_like
+        An ``n x k`` matrix: complex or a (real, imag) pair, or a real integer array.
+    m : int
+        Modulus, ``2 <= m < 2**52``.
+    algorithm : {"auto", "2m", "3m", "4m"}
+
+    Returns
+    -------
+    (ndarray, ndarray) or ndarray
+        ``(real, imag)`` for Gaussian ``A``, one int64 array for a real ``A``;
+        entries in ``[0, m)``, exactly symmetric.
 
     Examples
     --------
@@ -395,6 +429,20 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     ``Re(Z W^H + W Z^H)`` with ``Z, W`` the half-width complex reformulations,
     two GEMMs of half the inner dimension, returning an int64 array.
 
+    Parameters
+    ----------
+    A, B : array_like
+        Matrices of one shape ``n x k``: both Gaussian or both real integer arrays.
+    m : int
+        Modulus, ``2 <= m < 2**52``.
+    algorithm : {"auto", "2m", "3m", "4m"}
+
+    Returns
+    -------
+    (ndarray, ndarray) or ndarray
+        ``(real, imag)`` for Gaussian operands, one int64 array for real ones;
+        entries in ``[0, m)``, exactly symmetric.
+
     Examples
     --------
     >>> from modlin import gaussian
@@ -407,6 +455,8 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     if real:
         a = np.remainder(residues_int64(A, m, "A"), m)
         b = np.remainder(residues_int64(B, m, "B"), m)
+        if a.shape != b.shape:
+            raise ValueError(f"syr2k: A and B must have one shape, got {a.shape} and {b.shape}")
         if alg != "2m":
             P = _matmul(a, _T(b), m)
             return _add_mod(P, np.ascontiguousarray(_T(P)), m)
@@ -502,8 +552,10 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     parts = []
     for X, name in ((A, "A"), (B, "B")):
         re, im = _parts(X, name)
-        if re.dtype.kind == "f":
-            re, im = (np.frompyfunc(int, 1, 1)(x) if x.size else x.astype(np.int64) for x in (re, im))
+        for part in (re, im):
+            if part.dtype.kind == "f" and (not np.all(np.isfinite(part)) or not np.array_equal(part, np.trunc(part))):
+                raise ValueError(f"{name}: parts must be finite integers")
+        re, im = (np.frompyfunc(int, 1, 1)(x) if x.dtype.kind == "f" and x.size else x for x in (re, im))
         parts.append((integers(re, name), integers(im, name)))
     (ar, ai), (br, bi) = parts
     (mm, k, n), full, shape = _matmul_shapes(ar.shape, br.shape)
