@@ -59,15 +59,18 @@ def unwrap_fields(p, *arrays):
     return p, field, plain
 
 
-def _object_residue(p: int):
-    def residue(e):
-        if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)):
-            raise TypeError(
-                f"object arrays must hold Python or NumPy integers; found {type(e).__name__} {e!r}"
-            )
-        return int(e) % p
+def _object_ints(x: np.ndarray) -> np.ndarray:
+    """An object array of Python ints equal to ``x``; TypeError for anything else.
 
-    return np.frompyfunc(residue, 1, 1)
+    The check looks at the set of entry types (one fast pass); entries are
+    converted only when some are NumPy integer scalars.
+    """
+    types = set(map(type, x.flat))
+    for t in types:
+        if issubclass(t, (bool, np.bool_)) or not issubclass(t, (int, np.integer)):
+            bad = next(e for e in x.flat if type(e) is t)
+            raise TypeError(f"object arrays must hold Python or NumPy integers; found {t.__name__} {bad!r}")
+    return x if types <= {int} else np.frompyfunc(int, 1, 1)(x)
 
 
 def _native(x: np.ndarray) -> np.ndarray:
@@ -101,7 +104,7 @@ def residues_int64(x, p: int, name: str) -> np.ndarray:
     if kind == "O":
         if x.size == 0:
             return x.astype(np.int64)
-        return _object_residue(p)(x).astype(np.int64)
+        return (_object_ints(x) % p).astype(np.int64)
     if kind == "c":
         raise TypeError(
             f"{name} is complex; matmul multiplies real integer matrices "
@@ -119,8 +122,7 @@ def integers(x, name: str) -> np.ndarray:
     if kind == "O":
         if x.size == 0:
             return x.astype(np.int64)
-        out = _object_ints(x)
-        return out
+        return _object_ints(x)
     if kind == "f":
         raise TypeError(
             f"{name} holds floats; intmul multiplies integers exactly: convert first "
@@ -129,15 +131,6 @@ def integers(x, name: str) -> np.ndarray:
     if kind == "c":
         raise TypeError(f"{name} is complex; intmul multiplies real integer matrices")
     raise TypeError(f"{name} has dtype {x.dtype}, which is not an integer type")
-
-
-def _check_int(e):
-    if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)):
-        raise TypeError(f"object arrays must hold Python or NumPy integers; found {type(e).__name__} {e!r}")
-    return int(e)
-
-
-_object_ints = np.frompyfunc(_check_int, 1, 1)
 
 
 def balanced_lift(x, p: int, name: str) -> np.ndarray:
