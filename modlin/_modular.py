@@ -137,14 +137,20 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     for idx in range(x.shape[0]):
         r = x[idx]
         outside += (r < -h) | (r >= p)
-        r -= p * (r > (p - 1) // 2)
-        for i in range(u - 1, 0, -1):
-            shift = s * i
-            d = (r + (np.int64(1) << (shift - 1))) >> shift
-            words[i, idx] = d
-            r -= d << shift
-        words[0, idx] = r
+        _split_into(r, p, s, u, words, idx)
     return outside
+
+
+@numba.njit(cache=True, inline="always")
+def _split_into(r, p, s, u, words, idx):  # pragma: no cover - compiled
+    """Write the ``u`` balanced base-``2**s`` words of ``r`` (in ``[-p//2, p)``) to ``words[:, idx]``."""
+    r -= p * (r > (p - 1) // 2)
+    for i in range(u - 1, 0, -1):
+        shift = s * i
+        d = (r + (np.int64(1) << (shift - 1))) >> shift
+        words[i, idx] = d
+        r -= d << shift
+    words[0, idx] = r
 
 
 @numba.njit(cache=True)
@@ -182,9 +188,9 @@ def _mulmod_kernel(x, c, m, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _mulmod1(x, c, m):  # pragma: no cover - compiled
-    """``x * c mod m`` for ``0 <= x, c < m < 2**52`` (see :func:`_mulmod_kernel`)."""
-    q = np.int64(np.float64(x) * np.float64(c) / np.float64(m))
+def _mulmod1(x, c, m, minv):  # pragma: no cover - compiled
+    """``x * c mod m`` for ``0 <= x, c < m < 2**52``, ``minv = fl(1/m)`` (see :func:`_mulmod_kernel`)."""
+    q = np.int64(np.float64(x) * np.float64(c) * minv)
     r = x * c - q * m
     while r < 0:
         r += m
@@ -204,9 +210,10 @@ def _reduce1(x, m):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compiled
     """``plus = re + s*im``, ``minus = re - s*im`` (mod m, in ``[0, m)``) in one pass."""
+    minv = 1.0 / np.float64(m)
     for i in range(re.shape[0]):
         r = _reduce1(re[i], m)
-        t = _mulmod1(_reduce1(im[i], m), s, m)
+        t = _mulmod1(_reduce1(im[i], m), s, m, minv)
         a = r + t
         plus[i] = a - m if a >= m else a
         b = r - t
@@ -216,13 +223,41 @@ def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compile
 @numba.njit(cache=True)
 def _twom_combine_kernel(X, Y, inv2, inv2s, m, re, im):  # pragma: no cover - compiled
     """``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` (mod m) in one pass; ``X, Y`` in ``[0, m)``."""
+    minv = 1.0 / np.float64(m)
     for i in range(X.shape[0]):
         a = X[i] + Y[i]
         a = a - m if a >= m else a
         b = X[i] - Y[i]
         b = b + m if b < 0 else b
-        re[i] = _mulmod1(a, inv2, m)
-        im[i] = _mulmod1(b, inv2s, m)
+        re[i] = _mulmod1(a, inv2, m, minv)
+        im[i] = _mulmod1(b, inv2s, m, minv)
+
+
+@numba.njit(cache=True)
+def _twom_words_kernel(re, im, s, m, shift, u, plus, minus):  # pragma: no cover - compiled
+    """:func:`_twom_split_kernel` writing the images straight as balanced words."""
+    minv = 1.0 / np.float64(m)
+    for i in range(re.shape[0]):
+        r = _reduce1(re[i], m)
+        t = _mulmod1(_reduce1(im[i], m), s, m, minv)
+        a = r + t
+        _split_into(a - m if a >= m else a, m, shift, u, plus, i)
+        b = r - t
+        _split_into(b + m if b < 0 else b, m, shift, u, minus, i)
+
+
+def twom_words(re: np.ndarray, im: np.ndarray, s: int, m: int, shift: int, u: int, dtype):
+    """The images ``re +- s*im mod m`` of 2M as ``u`` balanced words each (base ``2**shift``,
+    shape ``(u, *re.shape)``, in ``dtype``): what :func:`twom_split` then
+    :func:`balanced_words` give, in one pass and without the int64 images."""
+    re, im = np.broadcast_arrays(re, im)
+    shape = re.shape
+    re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
+    im = np.ascontiguousarray(im, dtype=np.int64).reshape(-1)
+    plus, minus = np.empty((u, re.size), dtype=dtype), np.empty((u, re.size), dtype=dtype)
+    if re.size:
+        _twom_words_kernel(re, im, np.int64(s), np.int64(m), np.int64(shift), u, plus, minus)
+    return plus.reshape((u,) + shape), minus.reshape((u,) + shape)
 
 
 def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:

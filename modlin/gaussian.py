@@ -27,7 +27,7 @@ from . import _rns
 from ._convert import integers, residues_int64
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
-from ._modular import twom_combine, twom_split
+from ._modular import twom_combine, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
 from .typing import ArrayLike
 
@@ -262,10 +262,7 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if alg == "2m":
-        s = sqrt_minus_one(m)
-        ap, am = _twom_split(*_congruent(A, m, "A"), s, m)
-        bp, bm = _twom_split(*_congruent(B, m, "B"), s, m)
-        return _twom_combine(_matmul(ap, bp, m), _matmul(am, bm, m), s, m)
+        return _twom_matmul(_congruent(A, m, "A"), _congruent(B, m, "B"), m)
     ar, ai = _residues(A, m, "A")
     br, bi = _residues(B, m, "B")
     rr = _matmul(ar, br, m)
@@ -274,6 +271,37 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
         return _sub_mod(rr, ii, m), _add_mod(_matmul(ar, bi, m), _matmul(ai, br, m), m)
     t = _matmul(_add_mod(ar, ai, m), _add_mod(br, bi, m), m)
     return _sub_mod(rr, ii, m), _sub_mod(_sub_mod(t, rr, m), ii, m)
+
+
+def _twom_matmul(a, b, m: int):
+    """2M on parts congruent mod ``m``: the images go straight into the words of one
+    multiword plan (no int64 images, no second conversion) and both products share it."""
+    from . import _multiword
+    from ._engines import get_engine
+    from ._matmul import _matmul_shapes
+    from ._plan import Plan, plan
+
+    s = sqrt_minus_one(m)
+    (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
+    pl = plan(m, mm, k, n)
+    if not isinstance(pl, Plan):  # a residue number system won: it takes int64 images
+        ap, am = _twom_split(*a, s, m)
+        bp, bm = _twom_split(*b, s, m)
+        return _twom_combine(_matmul(ap, bp, m), _matmul(am, bm, m), s, m)
+    dtype = get_engine(pl.engine).dtype
+    ap, am = twom_words(*a, s, m, pl.a_shift, pl.u, dtype)
+    bp, bm = twom_words(*b, s, m, pl.b_shift, pl.v, dtype)
+    if a[0].ndim == 1:  # numpy.matmul's promotion of 1-D operands
+        ap, am = ap[:, np.newaxis, :], am[:, np.newaxis, :]
+    if b[0].ndim == 1:
+        bp, bm = bp[..., np.newaxis], bm[..., np.newaxis]
+    X, Y = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
+    if X.size:
+        _multiword.multiply_words(pl, ap, bp, X)
+        _multiword.multiply_words(pl, am, bm, Y)
+    re, im = twom_combine(X, Y, s, m)
+    re, im = re.reshape(shape), im.reshape(shape)
+    return (re[()], im[()]) if re.ndim == 0 else (re, im)
 
 
 def _T(x: np.ndarray) -> np.ndarray:
