@@ -505,16 +505,12 @@ def _random_signed(rng, bits: int, shape) -> np.ndarray:
 
 def _intmul_plan(a: np.ndarray, b: np.ndarray, n: int):
     """What :func:`modlin.intmul` does for ``n x n`` operands: ``(summary, #GEMMs, model cost)``."""
-    from . import _contract
-    from ._engines import ENGINES
-    from ._intmul import max_abs
+    from ._intmul import max_abs, single_gemm_exact
     from ._rnsplan import rns_plan
 
-    ma, mb = max_abs(a), max_abs(b)
-    # the single-GEMM fast path of intmul: fixed-width operands whose float64 product is exact
-    if a.dtype != object and b.dtype != object and _contract.is_exact(n, ma, mb, 0, ENGINES["fp64"].L):
+    if single_gemm_exact(a, b, n):
         return "1 dgemm", 1, 1.0
-    pl = rns_plan(None, n * ma * mb, (n, n, n))
+    pl = rns_plan(None, n * max_abs(a) * max_abs(b), (n, n, n))
     return pl.summary, pl.gemm_count(), pl.relative_cost()
 
 

@@ -9,7 +9,7 @@ from ._convert import integers
 from ._engines import ENGINES
 from .typing import ArrayLike
 
-__all__ = ["intmul", "max_abs"]
+__all__ = ["intmul", "max_abs", "single_gemm_exact"]
 
 
 def max_abs(x: np.ndarray) -> int:
@@ -17,6 +17,13 @@ def max_abs(x: np.ndarray) -> int:
     if x.size == 0:
         return 0
     return max(abs(int(x.max())), abs(int(x.min())))
+
+
+def single_gemm_exact(a: np.ndarray, b: np.ndarray, k: int) -> bool:
+    """Whether one float64 GEMM computes ``a @ b`` exactly: fixed-width operands whose
+    partial sums stay within ``2**53`` (the contract with ``c_max = 0``)."""
+    return (a.dtype != object and b.dtype != object
+            and _contract.is_exact(k, max_abs(a), max_abs(b), 0, ENGINES["fp64"].L))
 
 
 def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None) -> np.ndarray:
@@ -71,8 +78,7 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     a2, b2 = _as_matrix(a, 0), _as_matrix(b, 1)
     bound = k * max_abs(a) * max_abs(b)
     as_object = bound >= 2**63
-    if (moduli is None and engine is None and a.dtype != object and b.dtype != object
-            and _contract.is_exact(k, max_abs(a), max_abs(b), 0, ENGINES["fp64"].L)):
+    if moduli is None and engine is None and single_gemm_exact(a, b, k):
         # one float64 GEMM is exact: every partial sum stays within 2**53
         c = np.matmul(a2.astype(np.float64), b2.astype(np.float64)).astype(np.int64)
     else:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "mulmod", "twom_split", "twom_combine",
+__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine",
            "word_bounds", "step", "finalize"]
 
 
@@ -167,29 +167,15 @@ def _lift_kernel(x, p, out):  # pragma: no cover - compiled
         out[i] = r
 
 
-@numba.njit(cache=True)
-def _mulmod_kernel(x, c, m, out):  # pragma: no cover - compiled
-    """``out = x * c mod m`` in ``[0, m)`` for ``0 <= x, c < m < 2**52``.
-
-    The quotient is estimated in float64 (absolute error a few units), the
-    remainder ``x*c - q*m`` computed with wrapping int64 products is exact
-    modulo ``2**64`` and, being below ``2**56`` in magnitude, exactly the
-    integer; a few corrections bring it into ``[0, m)``.
-    """
-    fm = np.float64(m)
-    for i in range(x.shape[0]):
-        q = np.int64(np.float64(x[i]) * np.float64(c) / fm)
-        r = x[i] * c - q * m
-        while r < 0:
-            r += m
-        while r >= m:
-            r -= m
-        out[i] = r
-
-
 @numba.njit(cache=True, inline="always")
 def _mulmod1(x, c, m, minv):  # pragma: no cover - compiled
-    """``x * c mod m`` for ``0 <= x, c < m < 2**52``, ``minv = fl(1/m)`` (see :func:`_mulmod_kernel`)."""
+    """``x * c mod m`` for ``0 <= x, c < m < 2**52``, ``minv = fl(1/m)``.
+
+    The quotient is estimated in float64 (absolute error a few units); the
+    remainder ``x*c - q*m``, computed with wrapping int64 products, is exact
+    modulo ``2**64`` and, being far below ``2**63`` in magnitude, exactly the
+    integer; a few corrections bring it into ``[0, m)``.
+    """
     q = np.int64(np.float64(x) * np.float64(c) * minv)
     r = x * c - q * m
     while r < 0:
@@ -282,15 +268,6 @@ def twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarr
     if X.size:
         _twom_combine_kernel(X, Y, np.int64((m + 1) // 2), np.int64(pow(2 * s, -1, m)), np.int64(m), re, im)
     return re.reshape(shape), im.reshape(shape)
-
-
-def mulmod(x: np.ndarray, c: int, m: int) -> np.ndarray:
-    """``x * c mod m`` for an int64 array ``x`` with entries in ``[0, m)``, ``0 <= c < m < 2**52``."""
-    flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
-    out = np.empty_like(flat)
-    if flat.size:
-        _mulmod_kernel(flat, np.int64(c), np.int64(m), out)
-    return out.reshape(np.shape(x))
 
 
 def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:

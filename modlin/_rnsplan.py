@@ -127,7 +127,7 @@ class RNSPlan:
             f"  moduli    : {', '.join(map(str, self.moduli[:6]))}{', ...' if len(self.moduli) > 6 else ''} "
             f"({min(self.moduli).bit_length()}-{max(self.moduli).bit_length()} bits); "
             f"M has {basis.M.bit_length()} bits >= 2*bound + 2",
-            f"  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
+            "  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
             + f", {self.gemm_count()} GEMM call(s) in all",
             f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
         ]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from functools import lru_cache
 
 import numpy as np
@@ -29,7 +28,6 @@ from ._intmul import max_abs
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
-from .typing import ArrayLike
 
 __all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
            "herk", "syrk", "her2k", "syr2k"]
@@ -195,9 +193,6 @@ def _choose(algorithm: str, m: int) -> str:
     return algorithm
 
 
-_twom_split = twom_split
-
-
 def _twom_combine(X, Y, s: int, m: int):
     re, im = twom_combine(X, Y, s, m)
     # a 1-D @ 1-D product is a scalar, as in numpy.matmul
@@ -263,13 +258,21 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     alg = _choose(algorithm, m)
     if alg == "2m":
         return _twom_matmul(_congruent(A, m, "A"), _congruent(B, m, "B"), m)
-    ar, ai = _residues(A, m, "A")
-    br, bi = _residues(B, m, "B")
-    rr = _matmul(ar, br, m)
-    ii = _matmul(ai, bi, m)
+    return _gauss(*_residues(A, m, "A"), *_residues(B, m, "B"), m, alg, lambda x, y: _matmul(x, y, m))
+
+
+def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarray]:
+    """A Gaussian product mod ``m`` from the real products ``mul(x, y)``: 2M on parts
+    congruent mod ``m``, 3M or 4M on parts in ``[0, m)``."""
+    if alg == "2m":
+        s = sqrt_minus_one(m)
+        ap, am = twom_split(ar, ai, s, m)
+        bp, bm = twom_split(br, bi, s, m)
+        return _twom_combine(mul(ap, bp), mul(am, bm), s, m)
+    rr, ii = mul(ar, br), mul(ai, bi)
     if alg == "4m":
-        return _sub_mod(rr, ii, m), _add_mod(_matmul(ar, bi, m), _matmul(ai, br, m), m)
-    t = _matmul(_add_mod(ar, ai, m), _add_mod(br, bi, m), m)
+        return _sub_mod(rr, ii, m), _add_mod(mul(ar, bi), mul(ai, br), m)
+    t = mul(_add_mod(ar, ai, m), _add_mod(br, bi, m))
     return _sub_mod(rr, ii, m), _sub_mod(_sub_mod(t, rr, m), ii, m)
 
 
@@ -285,9 +288,7 @@ def _twom_matmul(a, b, m: int):
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
     pl = plan(m, mm, k, n)
     if not isinstance(pl, Plan):  # a residue number system won: it takes int64 images
-        ap, am = _twom_split(*a, s, m)
-        bp, bm = _twom_split(*b, s, m)
-        return _twom_combine(_matmul(ap, bp, m), _matmul(am, bm, m), s, m)
+        return _gauss(*a, *b, m, "2m", lambda x, y: _matmul(x, y, m, plan=pl))
     dtype = get_engine(pl.engine).dtype
     ap, am = twom_words(*a, s, m, pl.a_shift, pl.u, dtype)
     bp, bm = twom_words(*b, s, m, pl.b_shift, pl.v, dtype)
@@ -350,7 +351,7 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
         ar, ai = np.remainder(ar, m), np.remainder(ai, m)
         return matmul((ar, ai), (_T(ar), _T((m - ai) % m)), m, algorithm=alg)
     s = sqrt_minus_one(m)
-    ap, am = _twom_split(ar, ai, s, m)
+    ap, am = twom_split(ar, ai, s, m)
     return _hermitian_from(_matmul(ap, _T(am), m), s, m)
 
 
@@ -388,8 +389,8 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
         p_r, p_i = matmul((ar, ai), (_T(br), _T((m - bi) % m)), m, algorithm=alg)
         return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _sub_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
     s = sqrt_minus_one(m)
-    ap, am = _twom_split(ar, ai, s, m)
-    bp, bm = _twom_split(br, bi, s, m)
+    ap, am = twom_split(ar, ai, s, m)
+    bp, bm = twom_split(br, bi, s, m)
     Z = _add_mod(_matmul(ap, _T(bm), m), _T(_matmul(am, _T(bp), m)), m)
     return _hermitian_from(Z, s, m)
 
@@ -438,14 +439,14 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
         pad = np.zeros(a.shape[:-1] + (2 * h - k,), dtype=np.int64)
         a = np.concatenate([a, pad], axis=-1)
         s = sqrt_minus_one(m)
-        zp, zm = _twom_split(a[..., :h], a[..., h:], s, m)
+        zp, zm = twom_split(a[..., :h], a[..., h:], s, m)
         X = _matmul(zp, _T(zm), m)
         return _hermitian_from(X, s, m)[0]
     ar, ai = _residues(A, m, "A")
     if alg != "2m":
         return matmul((ar, ai), (_T(ar), _T(ai)), m, algorithm=alg)
     s = sqrt_minus_one(m)
-    ap, am = _twom_split(ar, ai, s, m)
+    ap, am = twom_split(ar, ai, s, m)
     return _twom_combine(_matmul(ap, _T(ap), m), _matmul(am, _T(am), m), s, m)
 
 
@@ -499,8 +500,8 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
         p_r, p_i = matmul((ar, ai), (_T(br), _T(bi)), m, algorithm=alg)
         return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _add_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
     s = sqrt_minus_one(m)
-    ap, am = _twom_split(ar, ai, s, m)
-    bp, bm = _twom_split(br, bi, s, m)
+    ap, am = twom_split(ar, ai, s, m)
+    bp, bm = twom_split(br, bi, s, m)
     X = _matmul(ap, _T(bp), m)
     Y = _matmul(am, _T(bm), m)
     return _twom_combine(_add_mod(X, np.ascontiguousarray(_T(X)), m),
@@ -594,22 +595,9 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     rc = np.empty((2, len(moduli)) + full, dtype=np.int64)
     for idx, (q, alg) in enumerate(zip(moduli, algs)):
         ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
+        # the plan is pinned so that the int8 engine is honoured
         pl = plan(q, mm, k, n, engine=engine if engine == "int8" else None)
-        rc[0, idx], rc[1, idx] = _gauss_product(ops, q, alg, pl)
+        rc[0, idx], rc[1, idx] = _gauss(*ops, q, alg, lambda x, y, q=q, pl=pl: _matmul(x, y, q, plan=pl))
     as_object = bound >= 2**63
     out = tuple(_rns.reconstruct(rc[j], basis, as_object=as_object).reshape(shape) for j in range(2))
     return out
-
-
-def _gauss_product(ops, q: int, alg: str, pl) -> tuple[np.ndarray, np.ndarray]:
-    """One modulus' product with a pinned plan (so the int8 engine is honoured)."""
-    ar, ai, br, bi = ops
-    mul = lambda x, y: _matmul(x, y, q, plan=pl)  # noqa: E731
-    if alg == "2m":
-        s = sqrt_minus_one(q)
-        ap, am = _twom_split(ar, ai, s, q)
-        bp, bm = _twom_split(br, bi, s, q)
-        return _twom_combine(mul(ap, bp), mul(am, bm), s, q)
-    rr, ii = mul(ar, br), mul(ai, bi)
-    t = mul(_add_mod(ar, ai, q), _add_mod(br, bi, q))
-    return _sub_mod(rr, ii, q), _sub_mod(_sub_mod(t, rr, q), ii, q)
