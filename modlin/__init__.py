@@ -2,10 +2,11 @@
 
 The main entry points are :func:`matmul` (``A @ B mod p`` for any ``p``),
 :func:`intmul` (exact integer products) and :func:`plan` (how a product will
-be computed, and why it is exact).
+be computed, and why it is exact). :mod:`modlin.gaussian` holds Gaussian-integer
+products (2M) and :mod:`modlin.ozaki` float GEMMs emulated on exact integer ones.
 """
 
-from . import gaussian
+from . import gaussian, ozaki
 from ._engines import ENGINES
 from ._intmul import intmul
 from ._matmul import matmul
@@ -14,4 +15,4 @@ from ._rnsplan import RNSPlan
 
 __version__ = "0.2.0.dev0"
 
-__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "__version__"]
+__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "ozaki", "__version__"]

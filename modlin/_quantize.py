@@ -1,0 +1,154 @@
+"""Ozaki-II quantisation: float matrices to integer matrices by power-of-two scales.
+
+Row ``i`` of ``A`` becomes ``A'_i = rint(A_i * 2**sa_i)`` and column ``j`` of
+``B`` becomes ``B'_j = rint(B_j * 2**sb_j)``: integers held exactly in float64.
+The scales are chosen so that ``sum_k |A'_ik| |B'_kj| <= bound`` for every
+``(i, j)``; the integer product ``A'B'`` is then recovered exactly from its
+residues modulo moduli whose product ``M >= 2*bound + 2``, and
+``C_ij = (A'B')_ij * 2**-(sa_i + sb_j)`` carries only the truncation error.
+
+The proof runs through small integer bounds. With ``ex_i`` the exponent of the
+row maximum (``max |A_i| < 2**ex_i``), ``Abar = ceil(|A| * 2**(T_BITS - ex_i))``
+is an integer in ``[0, 2**T_BITS]`` (per part, for complex input: the parts'
+bounds are added). Writing ``sa_i = g_i - ex_i`` with ``g_i >= T_BITS``,
+``|A'_ik| <= ceil(2**(g_i - T_BITS) * 2**(T_BITS - ex_i) |A_ik|) <= 2**(g_i - T_BITS) Abar_ik``,
+so ``sum_k |A'_ik||B'_kj| <= 2**(g_i + h_j - 2 T_BITS) (Abar Bbar)_ij``. "Fast" scaling
+bounds ``(Abar Bbar)_ij`` by ``||Abar_i|| ||Bbar_j||`` (Cauchy-Schwarz; exact
+integer sums of squares); "accurate" scaling computes ``Abar Bbar`` exactly
+with one GEMM of small integers. Either way every bound is an integer
+inequality, checked in integer exponents, never in rounded floats.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ._rns import _fmod
+
+__all__ = ["T_BITS", "G_MAX", "part_bounds", "fast_exponents", "accurate_exponents",
+           "quantize", "residues", "twom_residues"]
+
+#: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
+#: float64 (and in int32 for ``k <= 2**19`` on an int8 engine).
+T_BITS = 5
+#: Most bits kept for the largest entry of a row or column: scaled integers stay
+#: below ``2**85``, so the residue kernel's split at ``2**32`` leaves a high part
+#: below ``2**53``.
+G_MAX = 84
+
+
+def _ceil_log2(x: np.ndarray) -> np.ndarray:
+    """``ceil(log2 x)`` for non-negative integer-valued float64 ``x`` (0 for ``x <= 1``)."""
+    return np.frexp(np.maximum(x - 1.0, 0.0))[1]
+
+
+def part_bounds(parts: list[np.ndarray], axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ex, bar)``: the exponent of each row (``axis=1``) or column (``axis=0``)
+    maximum over all ``parts``, and the integer bounds ``bar`` (float64, the sum
+    over parts of ``ceil(|part| * 2**(T_BITS - ex))``, never 0 where a part is not)."""
+    mx = np.max([np.max(np.abs(x), axis=axis, initial=0.0) for x in parts], axis=0)
+    ex = np.frexp(mx)[1].astype(np.int64)  # max < 2**ex (and 0 for a zero line)
+    shift = np.expand_dims(T_BITS - ex, axis)
+    bar = np.zeros(parts[0].shape)
+    for x in parts:
+        # ldexp is exact except where it underflows; a nonzero entry never bounds to 0
+        bar += np.maximum(np.ceil(np.ldexp(np.abs(x), shift)), x != 0)
+    return ex, bar
+
+
+def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
+    if g.size and g.min() < T_BITS:
+        raise ValueError(
+            f"the moduli are too few for this product: the scales of {what} would keep fewer than "
+            f"{T_BITS} bits; use more moduli"
+        )
+    return g
+
+
+def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bits ``(g, h)`` for rows of ``A`` and columns of ``B`` from the norms of the bounds,
+    so that ``2**(g_i + h_j - 2 T_BITS) ||abar_i|| ||bbar_j|| <= 2**lb``."""
+    a = _ceil_log2(np.einsum("ik,ik->i", abar, abar))  # sums of small squares: exact
+    b = _ceil_log2(np.einsum("kj,kj->j", bbar, bbar))
+    ha = (lb + 2 * T_BITS) // 2
+    hb = lb + 2 * T_BITS - ha
+    # ||abar_i|| <= 2**(a_i / 2) <= 2**ceil(a_i / 2)
+    g = np.minimum(G_MAX, ha - (a + 1) // 2)
+    h = np.minimum(G_MAX, hb - (b + 1) // 2)
+    return _check_bits(g, "A's rows"), _check_bits(h, "B's columns")
+
+
+def accurate_exponents(w: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bits ``(g, h)`` from ``w = abar @ bbar`` (exact), so that
+    ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``."""
+    room = np.where(w > 0, lb + 2 * T_BITS - _ceil_log2(w), 4 * G_MAX)  # g_i + h_j <= room_ij
+    h = np.minimum(G_MAX, room.min(axis=0, initial=4 * G_MAX) // 2)
+    g = np.minimum(G_MAX, (room - h).min(axis=1, initial=4 * G_MAX))
+    h = np.minimum(G_MAX, (room - g[:, None]).min(axis=0, initial=4 * G_MAX))  # take what g left
+    return _check_bits(g, "A's rows"), _check_bits(h, "B's columns")
+
+
+def quantize(x: np.ndarray, shift: np.ndarray, axis: int) -> tuple[np.ndarray, int]:
+    """``rint(x * 2**shift)`` along rows (``axis=1``) or columns (``axis=0``), and how
+    many nonzero entries it rounded to zero (what the scale could not keep)."""
+    q = np.rint(np.ldexp(x, np.expand_dims(shift, axis)))
+    lost = int(np.count_nonzero(q == 0) - np.count_nonzero(x == 0))
+    return q, lost
+
+
+# --------------------------------------------------------------------------- residues
+
+@numba.njit(cache=True, inline="always")
+def _res(v, m, minv, c32):  # pragma: no cover - compiled
+    """``v mod m`` in ``[0, m)`` for an integer-valued float64 ``|v| < 2**85``, ``m < 2**26``:
+    ``v = hi * 2**32 + lo`` with ``hi < 2**53`` and ``0 <= lo < 2**32`` exactly, and
+    ``(hi mod m) * (2**32 mod m) + lo < 2**53``."""
+    hi = np.floor(v * 2.0**-32)
+    lo = v - hi * 2.0**32
+    return _fmod(_fmod(hi, m, minv) * c32 + lo, m, minv)
+
+
+@numba.njit(cache=True)
+def _residues_kernel(x, m, out):  # pragma: no cover - compiled
+    mf = np.float64(m)
+    minv = 1.0 / mf
+    c32 = np.float64(2**32 % m)
+    half = np.floor((mf - 1.0) / 2.0)
+    for e in range(x.shape[0]):
+        r = _res(x[e], mf, minv, c32)
+        out[e] = r - mf * (r > half)
+
+
+@numba.njit(cache=True)
+def _twom_kernel(xr, xi, m, s, plus, minus):  # pragma: no cover - compiled
+    mf = np.float64(m)
+    minv = 1.0 / mf
+    c32 = np.float64(2**32 % m)
+    half = np.floor((mf - 1.0) / 2.0)
+    sf = np.float64(s)
+    for e in range(xr.shape[0]):
+        r = _res(xr[e], mf, minv, c32)
+        t = _fmod(_res(xi[e], mf, minv, c32) * sf, mf, minv)
+        a = _fmod(r + t, mf, minv)
+        plus[e] = a - mf * (a > half)
+        b = _fmod(r - t, mf, minv)
+        minus[e] = b - mf * (b > half)
+
+
+def residues(x: np.ndarray, m: int, dtype) -> np.ndarray:
+    """Balanced residues (in ``[-(m//2), (m-1)//2]``) of the integer-valued float64 ``x``
+    modulo ``m < 2**26``, in ``dtype`` (an engine's word type)."""
+    out = np.empty(x.shape, dtype=dtype)
+    if x.size:
+        _residues_kernel(np.ascontiguousarray(x).reshape(-1), m, out.reshape(-1))
+    return out
+
+
+def twom_residues(xr: np.ndarray, xi: np.ndarray, m: int, s: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """2M's images ``xr +- s*xi mod m`` (balanced, in ``dtype``) of integer-valued float64 parts."""
+    plus, minus = np.empty(xr.shape, dtype=dtype), np.empty(xr.shape, dtype=dtype)
+    if xr.size:
+        _twom_kernel(np.ascontiguousarray(xr).reshape(-1), np.ascontiguousarray(xi).reshape(-1),
+                     m, s, plus.reshape(-1), minus.reshape(-1))
+    return plus, minus

@@ -1,0 +1,681 @@
+"""Floating-point GEMMs emulated on exact integer GEMMs (Ozaki scheme II).
+
+Each row of ``A`` and each column of ``B`` is scaled by a power of two and
+rounded to integers ``A'``, ``B'`` small enough that the integer product
+``A'B'`` is recovered exactly from its residues modulo a few small moduli
+(a residue number system). Those products are exact integer GEMMs on the
+engine's words: int8 residues with int32 sums on a GPU's tensor cores, or
+float64 words on a CPU's BLAS. The exact ``A'B'`` is rebuilt by CRT, rounded
+once to double and unscaled. The only error is the rounding of the inputs to
+``A'`` and ``B'``, so the accuracy is set by the moduli's product ``M``
+(about ``M**-0.5`` relative to ``|A| |B|``), not by the GEMM.
+
+Complex products use 2M (seed 000): modulo ``m`` with ``s**2 = -1 (mod m)``,
+``(A_r + s A_i)(B_r + s B_i)`` and ``(A_r - s A_i)(B_r - s B_i)`` give the real
+and imaginary parts with two real GEMMs instead of three (3M) or four (4M).
+The choice among 2M, 3M and 4M changes the speed, never the result.
+
+On a CPU the emulation is slower than the native GEMM it replaces (several
+fp64 GEMMs per product); it is here for accuracy control and as the reference
+for the GPU engines, where int8 GEMMs outrun fp64 ones many times over.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from . import _multiword, _quantize
+from ._crtfloat import to_double
+from ._engines import get_engine
+from ._plan import _best_plan
+from ._rns import Basis, int8_moduli
+from .gaussian import _twom_primes, _why_not_twom, sqrt_minus_one, twom_moduli
+
+__all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "AccuracyWarning"]
+
+MODES = ("fast", "accurate")
+ENGINES = ("auto", "int8", "fp64")
+ALGORITHMS = ("auto", "2m", "3m", "4m", "hybrid")
+#: Bits of the fp64 engine's moduli: primes 1 (mod 4) below 2**21, so each has a
+#: square root of -1 (2M) and a k of up to 2**13 needs one GEMM per product.
+FP64_MODULUS_BITS = 21
+#: Default counts: the fewest moduli whose product M exceeds 2**117, the range of
+#: 16 int8 2M moduli, which matches native double accuracy on well-scaled inputs.
+DEFAULT_BITS = 117
+
+
+class AccuracyWarning(RuntimeWarning):
+    """The scaling could not keep some nonzero entries: they were rounded to zero."""
+
+
+# --------------------------------------------------------------------------- moduli
+
+@dataclass(frozen=True)
+class _Moduli:
+    """Moduli with the algorithm each uses (``"real"``, ``"2m"``, ``"3m"`` or ``"4m"``)."""
+
+    engine: str
+    moduli: tuple[int, ...]
+    algorithms: tuple[str, ...]
+
+    @property
+    def basis(self) -> Basis:
+        return Basis(self.moduli)
+
+
+@lru_cache(maxsize=None)
+def _hybrid_pool() -> tuple[tuple[int, str], ...]:
+    """int8 moduli: the 2M ones first, then int8 moduli coprime to them for 3M."""
+    twom = twom_moduli(255)
+    rest = tuple(q for q in int8_moduli() if all(math.gcd(q, t) == 1 for t in twom))
+    return tuple((q, "2m") for q in twom) + tuple((q, "3m") for q in rest)
+
+
+def _pool(engine: str, kind: str, algorithm: str) -> list[tuple[int, str]]:
+    """The default moduli, in order of use, for ``kind`` in {"real", "complex", "syrk"}."""
+    if engine == "fp64":
+        alg = {"real": "real", "syrk": "2m"}.get(kind, "2m" if algorithm in ("auto", "hybrid") else algorithm)
+        return [(q, alg) for q in _twom_primes(FP64_MODULUS_BITS, 64)]
+    if kind == "real":
+        return [(q, "real") for q in int8_moduli()]
+    if algorithm in ("3m", "4m"):
+        return [(q, algorithm) for q in int8_moduli()]
+    pool = list(_hybrid_pool())
+    if algorithm == "2m":
+        pool = [(q, a) for q, a in pool if a == "2m"]
+    if kind == "syrk":  # without a square root of -1, SYRK takes the plain real product
+        pool = [(q, "2m" if a == "2m" else "real") for q, a in pool]
+    return pool
+
+
+def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
+               algorithm: str = "auto") -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The moduli an Ozaki product would use, and the algorithm for each.
+
+    Parameters
+    ----------
+    kind : {"real", "complex", "syrk"}
+        ``dgemm``, ``zgemm``/``zherk``, or ``dsyrk``.
+    engine, moduli, algorithm
+        As for :func:`zgemm`.
+
+    Returns
+    -------
+    moduli : tuple of int
+    algorithms : tuple of str
+        ``"real"`` (one real GEMM), ``"2m"``, ``"3m"`` or ``"4m"`` per modulus.
+
+    Examples
+    --------
+    >>> from modlin import ozaki
+    >>> mods, algs = ozaki.moduli_for("complex", engine="int8")
+    >>> len(mods), mods[:4], set(algs)
+    (16, (241, 233, 229, 221), {'2m'})
+    >>> ozaki.moduli_for("complex", engine="int8", moduli=24)[1][-3:]
+    ('2m', '3m', '3m')
+    """
+    if kind not in ("real", "complex", "syrk"):
+        raise ValueError(f"kind must be 'real', 'complex' or 'syrk', got {kind!r}")
+    mods = _resolve(kind, engine, moduli, algorithm)
+    return mods.moduli, mods.algorithms
+
+
+def _resolve(kind: str, engine: str, moduli, algorithm: str) -> _Moduli:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if engine == "auto":
+        # On the CPU an int8 GEMM is emulated by an fp64 one: fewer, larger moduli win.
+        engine = "fp64"
+    if moduli is None or isinstance(moduli, numbers.Integral):
+        return _counted(kind, engine, algorithm, moduli)
+    return _listed(kind, engine, algorithm, moduli)
+
+
+def _counted(kind: str, engine: str, algorithm: str, count) -> _Moduli:
+    pool = _pool(engine, kind, algorithm)
+    if count is None:
+        prod, count = 1, 0
+        while prod < 2**DEFAULT_BITS:
+            prod *= pool[count][0]
+            count += 1
+    if isinstance(count, bool) or int(count) < 1:
+        raise ValueError(f"moduli must be a positive count or a list of moduli, got {count!r}")
+    count = int(count)
+    if count > len(pool):
+        hint = " (algorithm='hybrid' adds 3M moduli)" if algorithm == "2m" else ""
+        raise ValueError(f"the {engine} engine has {len(pool)} moduli for algorithm={algorithm!r}, "
+                         f"not {count}{hint}")
+    chosen = pool[:count]
+    return _Moduli(engine, tuple(q for q, _ in chosen), tuple(a for _, a in chosen))
+
+
+def _listed(kind: str, engine: str, algorithm: str, moduli) -> _Moduli:
+    try:
+        mods = tuple(int(q) for q in moduli)
+    except TypeError:
+        raise TypeError(f"moduli must be a count or a sequence of integers, got {moduli!r}") from None
+    if any(not isinstance(q, numbers.Integral) or isinstance(q, bool) for q in moduli):
+        raise TypeError(f"moduli must be integers, got {list(moduli)!r}")
+    if not mods:
+        raise ValueError("moduli must not be empty")
+    Basis(mods)  # pairwise coprime, each in [2, 2**26)
+    if engine == "int8" and max(mods) > 256:
+        raise ValueError(f"int8 moduli must be at most 256, got {max(mods)}")
+    if kind == "real":
+        algs = ("real",) * len(mods)
+    elif algorithm in ("3m", "4m"):
+        algs = (algorithm,) * len(mods)
+    else:
+        twom = [q > 2 and _why_not_twom(q) is None for q in mods]
+        if algorithm == "2m" and not all(twom):
+            bad = mods[twom.index(False)]
+            raise ValueError(f"2M needs moduli with a square root of -1 modulo them: {bad} has none "
+                             f"({_why_not_twom(bad) or 'it is too small'}); use algorithm='hybrid' or '3m'")
+        other = "real" if kind == "syrk" else "3m"
+        algs = tuple("2m" if t else other for t in twom)
+    return _Moduli(engine, mods, algs)
+
+
+# --------------------------------------------------------------------------- operands
+
+def _as_float(X, name: str, complex_: bool) -> np.ndarray:
+    x = np.asarray(X)
+    if x.dtype.kind not in "biufc":
+        raise TypeError(f"{name} must be a numeric array, not {x.dtype}")
+    if x.dtype.kind == "c" and not complex_:
+        raise TypeError(f"{name} is complex: use ozaki.zgemm (or zherk) for complex products")
+    return x.astype(np.complex128 if complex_ else np.float64, copy=False)
+
+
+def _parts(x: np.ndarray) -> list[np.ndarray]:
+    return [x.real, x.imag] if x.dtype.kind == "c" else [x]
+
+
+def _nonfinite(x: np.ndarray, axis: int) -> np.ndarray:
+    return ~np.isfinite(x).all(axis=axis)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def _lb(basis: Basis) -> int:
+    """``log2`` of the largest power of two the exact products may reach: ``2**lb <= (M-2)/2``."""
+    return ((basis.M - 2) // 2).bit_length() - 1
+
+
+def _quantize_all(parts, shift, axis, name):
+    out, lost = [], 0
+    for x in parts:
+        q, n = _quantize.quantize(x, shift, axis)
+        out.append(q)
+        lost += n
+    if lost:
+        warnings.warn(
+            f"{lost} nonzero entries of {name} are too small beside the largest of their "
+            f"{'row' if axis == 1 else 'column'} for the moduli's range and were rounded to zero; "
+            "use more moduli or mode='accurate', or scale the inputs",
+            AccuracyWarning, stacklevel=4)
+    return out
+
+
+# --------------------------------------------------------------------------- residue products
+
+def _residue_dtype(mods: _Moduli):
+    return np.uint8 if max(mods.moduli) <= 256 else np.int32
+
+
+def _mod(x, q):
+    return np.mod(x, q, out=x)
+
+
+class _Products:
+    """Exact products of quantised matrices modulo each modulus, on one engine."""
+
+    def __init__(self, mods: _Moduli, shape):
+        self.mods = mods
+        self.shape = shape  # (m, k, n)
+        self.dtype = get_engine(mods.engine).dtype
+
+    def gemm(self, q, a, b):
+        """``a @ b mod q`` (float64 in ``[0, q)``) from balanced residue words."""
+        m, n = a.shape[0], b.shape[1]
+        sub = _best_plan(q, m, a.shape[1], n, self.mods.engine, (1, 1), "horner")
+        out = np.empty((m, n))
+        return _multiword.multiply_words(sub, a[np.newaxis], b[np.newaxis], out)
+
+    def res(self, x, q):
+        return _quantize.residues(x, q, self.dtype)
+
+    def add(self, x, y, q):
+        """Balanced ``x + y mod q`` of balanced words."""
+        z = x.astype(np.float64) + y
+        z -= q * (z > (q - 1) // 2)
+        z += q * (z < -(q // 2))
+        return z.astype(self.dtype)
+
+
+def _gemm_residues(mods: _Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) -> list[np.ndarray]:
+    """Residues of the exact ``A'B'`` (one array per part, shape ``(N, m, n)``)."""
+    m, n = ap[0].shape[0], bp[0].shape[1]
+    P = _Products(mods, (m, ap[0].shape[1], n))
+    rc = [np.empty((len(mods.moduli), m, n), dtype=_residue_dtype(mods)) for _ in ap]
+    for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
+        if alg == "real":
+            rc[0][i] = P.gemm(q, P.res(ap[0], q), P.res(bp[0], q))
+            continue
+        if alg == "2m":
+            s = sqrt_minus_one(q)
+            a_plus, a_minus = _quantize.twom_residues(ap[0], ap[1], q, s, P.dtype)
+            b_plus, b_minus = _quantize.twom_residues(bp[0], bp[1], q, s, P.dtype)
+            re, im = _twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s)
+        else:
+            ar, ai, br, bi = (P.res(x, q) for x in (ap[0], ap[1], bp[0], bp[1]))
+            rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
+            if alg == "3m":
+                t = P.gemm(q, P.add(ar, ai, q), P.add(br, bi, q))
+                re, im = _mod(rr - ii, q), _mod(t - rr - ii, q)
+            else:
+                re, im = _mod(rr - ii, q), _mod(P.gemm(q, ar, bi) + P.gemm(q, ai, br), q)
+        rc[0][i], rc[1][i] = re, im
+    return rc
+
+
+def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
+    """Residues of the exact ``A'A'^T`` (real) or ``A'A'^H`` (complex), one GEMM per 2M modulus.
+
+    Real SYRK halves ``k``: with ``Z = A_1 + i A_2`` (the two halves of the columns),
+    ``A A^T = Re(Z Z^H)``, and modulo ``q`` with ``s**2 = -1`` the matrix
+    ``X = (A_1 + s A_2)(A_1 - s A_2)^T`` is ``Re + s Im`` with ``Im`` antisymmetric, so
+    ``A A^T = (X + X^T)/2``. HERK is the same with ``Z = A``: ``C_i = (X - X^T)/(2s)``.
+    """
+    n = ap[0].shape[0]
+    P = _Products(mods, (n, ap[0].shape[1], n))
+    rc = [np.empty((len(mods.moduli), n, n), dtype=_residue_dtype(mods)) for _ in ap]
+    real = len(ap) == 1
+    if real:
+        k = ap[0].shape[1]
+        h = (k + 1) // 2
+        z1 = ap[0][:, :h]
+        z2 = np.zeros_like(z1)
+        z2[:, : k - h] = ap[0][:, h:]
+    for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
+        if alg == "2m":
+            s = sqrt_minus_one(q)
+            plus, minus = _quantize.twom_residues(*((z1, z2) if real else ap), q, s, P.dtype)
+            X = P.gemm(q, plus, minus.T)
+            re, im = _twom_combine(X, X.T, q, s)
+            rc[0][i] = re
+            if not real:
+                rc[1][i] = im
+        elif alg == "real":
+            r = P.res(ap[0], q)
+            rc[0][i] = P.gemm(q, r, r.T)
+        else:  # 3M/4M moduli of a HERK: C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
+            ar, ai = P.res(ap[0], q), P.res(ap[1], q)
+            ir = P.gemm(q, ai, ar.T)
+            rc[0][i] = _mod(P.gemm(q, ar, ar.T) + P.gemm(q, ai, ai.T), q)
+            rc[1][i] = _mod(ir - ir.T, q)
+    return rc
+
+
+def _twom_combine(X, Y, q, s):
+    """2M's ``((X + Y)/2, (X - Y)/(2s)) mod q``; every intermediate stays below ``2**53``."""
+    re = _mod((X + Y) * ((q + 1) // 2), q)
+    im = _mod((X - Y) * pow(2 * s, -1, q), q)
+    return re, im
+
+
+# --------------------------------------------------------------------------- the products
+
+def _scales(pa, pb, mods: _Moduli, mode: str, symmetric: bool):
+    """Shifts ``(sa, sb)``: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by columns."""
+    ex_a, abar = _quantize.part_bounds(pa, axis=1)
+    if symmetric:
+        ex_b, bbar = ex_a, abar.T
+    else:
+        ex_b, bbar = _quantize.part_bounds(pb, axis=0)
+    lb = _lb(mods.basis)
+    if mode == "fast":
+        g, h = _quantize.fast_exponents(abar, bbar, lb)
+    else:
+        g, h = _quantize.accurate_exponents(abar @ bbar, lb)
+    if symmetric:  # both sides take the smaller share: the result stays symmetric
+        g = h = np.minimum(g, h)
+    return g - ex_a, h - ex_b
+
+
+def _zero_lines(x: np.ndarray, bad: np.ndarray, axis: int) -> np.ndarray:
+    if not bad.any():
+        return x
+    return np.where(np.expand_dims(bad, axis), 0, x)
+
+
+def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str) -> np.ndarray:
+    """The emulated ``a @ b`` of two 2-D matrices (both float64 or both complex128)."""
+    bad_r, bad_c = _nonfinite(a, 1), _nonfinite(b, 0)
+    pa, pb = _parts(_zero_lines(a, bad_r, 1)), _parts(_zero_lines(b, bad_c, 0))
+    sa, sb = _scales(pa, pb, mods, mode, symmetric=False)
+    rc = _gemm_residues(mods, _quantize_all(pa, sa, 1, "A"), _quantize_all(pb, sb, 0, "B"))
+    c = _assemble([to_double(r, mods.basis, sa, sb) for r in rc])
+    # where Inf or NaN enter, IEEE semantics: exactly what the native GEMM gives there
+    if bad_r.any():
+        c[bad_r, :] = a[bad_r] @ b
+    if bad_c.any():
+        c[:, bad_c] = a @ b[:, bad_c]
+    return c
+
+
+def _assemble(parts: list[np.ndarray]) -> np.ndarray:
+    if len(parts) == 1:
+        return parts[0]
+    c = np.empty(parts[0].shape, dtype=np.complex128)
+    c.real, c.imag = parts
+    return c
+
+
+def _herk2d(a: np.ndarray, mods: _Moduli, mode: str) -> np.ndarray:
+    """The emulated ``a @ a^T`` (real) or ``a @ a^H`` (complex) of a 2-D matrix."""
+    bad = _nonfinite(a, 1)
+    pa = _parts(_zero_lines(a, bad, 1))
+    sa, _ = _scales(pa, None, mods, mode, symmetric=True)
+    rc = _syrk_residues(mods, _quantize_all(pa, sa, 1, "A"))
+    c = _assemble([to_double(r, mods.basis, sa, sa) for r in rc])
+    if bad.any():
+        native = a[bad] @ a.conj().T
+        c[bad, :] = native
+        c[:, bad] = native.conj().T
+    return c
+
+
+# --------------------------------------------------------------------------- public API
+
+def _scalar(x, name: str, complex_: bool):
+    if isinstance(x, bool) or not isinstance(x, numbers.Number):
+        raise TypeError(f"{name} must be a number, got {type(x).__name__}")
+    if not complex_ and isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
+        if x.imag != 0:
+            raise TypeError(f"{name} must be real here, got {x!r}")
+        x = x.real
+    return complex(x) if complex_ else float(x)
+
+
+def _blas(compute, shape, dtype, alpha, beta, C, complex_scalars: bool):
+    """``alpha * compute() + beta * C`` with BLAS's conventions: ``compute`` is not called
+    when ``alpha == 0`` and ``C`` is not read when ``beta == 0`` (NaN there is ignored)."""
+    alpha = _scalar(alpha, "alpha", complex_scalars)
+    beta = _scalar(beta, "beta", complex_scalars)
+    if beta != 0:
+        if C is None:
+            raise ValueError("beta is nonzero but C is missing: pass C= (or beta=0)")
+        c = np.asarray(C)
+        if c.dtype.kind not in "biufc" or (c.dtype.kind == "c" and dtype != np.complex128):
+            raise TypeError(f"C must be a {np.dtype(dtype).name} array, not {c.dtype}")
+        try:
+            np.broadcast_to(c, shape)
+        except ValueError:
+            raise ValueError(f"C has shape {c.shape}, but the product has shape {shape}") from None
+    out = compute() if alpha != 0 else np.zeros(shape, dtype=dtype)
+    if alpha not in (0, 1):
+        out = alpha * out
+    if beta != 0:
+        out = out + beta * c.astype(dtype, copy=False)
+    return out
+
+
+def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype):
+    from ._matmul import _matmul_shapes
+
+    (m, k, n), full, shape = _matmul_shapes(A.shape, B.shape)
+    a = A[np.newaxis, :] if A.ndim == 1 else A
+    b = B[:, np.newaxis] if B.ndim == 1 else B
+    batch = full[:-2]
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.zeros(full, dtype=dtype)
+    if out.size and k:
+        for idx in np.ndindex(*batch):
+            out[idx] = _gemm2d(a[idx], b[idx], mods, mode)
+    elif out.size:
+        out[...] = a @ b  # k = 0: zeros, or NaN... nothing to emulate
+    out = out.reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
+def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
+          C=None) -> np.ndarray:
+    """``alpha * A @ B + beta * C`` in float64, the product emulated on exact integer GEMMs.
+
+    Ozaki scheme II: rows of ``A`` and columns of ``B`` are scaled by powers
+    of two and rounded to integers; their product is computed exactly modulo
+    each modulus and rebuilt by CRT, then rounded once to double. The error
+    comes from rounding the inputs only, and falls as moduli are added.
+
+    Parameters
+    ----------
+    A, B : array_like
+        Real matrices with :func:`numpy.matmul`'s shape rules (stacks
+        broadcast, 1-D operands promoted). Integer, boolean and other float
+        dtypes are converted to float64 as NumPy would; complex input is
+        refused (use :func:`zgemm`).
+    moduli : int or sequence of int, optional
+        How many moduli of the engine to use, or the moduli themselves
+        (pairwise coprime, below ``2**26``; at most 256 for int8). The default
+        is the fewest whose product exceeds ``2**117``: 15 int8 moduli
+        (256, 255, 253, ...) or 6 fp64 ones (primes below ``2**21``), about
+        native double accuracy on well-scaled inputs.
+    mode : {"fast", "accurate"}
+        How the scales are chosen. "fast" bounds ``sum_k |A'_ik||B'_kj|`` by
+        the norms of row ``i`` and column ``j`` (Cauchy-Schwarz); "accurate"
+        computes the bound with one extra GEMM of small integers, which keeps
+        more bits where large entries of ``A`` and ``B`` do not meet.
+    engine : {"auto", "int8", "fp64"}
+        The integer GEMM: int8 residues with int32 sums (a GPU's tensor
+        cores; emulated exactly on the CPU) or float64 words. "auto" is fp64
+        on NumPy arrays.
+    alpha, beta : float
+        BLAS scalars. ``A @ B`` is not computed when ``alpha == 0`` and ``C``
+        is not read when ``beta == 0``.
+    C : array_like, optional
+        Added as ``beta * C``; needed when ``beta != 0``. Never modified.
+
+    Returns
+    -------
+    ndarray
+        float64, of :func:`numpy.matmul`'s result shape.
+
+    Warns
+    -----
+    AccuracyWarning
+        When nonzero entries are too small beside the largest of their row
+        (of ``A``) or column (of ``B``) for the moduli's range, so that the
+        scaling rounds them to zero.
+
+    Notes
+    -----
+    The product is ``fl(A'B' * 2**-(sa_i + sb_j))``, correctly rounded from
+    the exact integer product, so its only error is the rounding of
+    ``A * 2**sa`` and ``B * 2**sb`` to integers. Rows of ``A`` or columns of
+    ``B`` holding Inf or NaN are left out of the emulation and their part of
+    the result is computed by :func:`numpy.matmul`, so Inf and NaN
+    propagate as in a native GEMM. Subnormal inputs and results are handled
+    exactly (a result is rounded once, at its own precision); results beyond
+    the float64 range are infinite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import ozaki
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> ozaki.dgemm(A, A)
+    array([[ 7., 10.],
+           [15., 22.]])
+    >>> x = np.array([[1e16, 1.0, -1e16]]); y = np.array([[1.0], [1.0], [1.0]])
+    >>> ozaki.dgemm(x, y), x @ y   # exact before its one rounding; numpy sums in order
+    (array([[1.]]), array([[0.]]))
+    """
+    _check_mode(mode)
+    mods = _resolve("real", engine, moduli, "auto")
+    a, b = _as_float(A, "A", False), _as_float(B, "B", False)
+    from ._matmul import _matmul_shapes
+
+    shape = _matmul_shapes(a.shape, b.shape)[2]
+    return _blas(lambda: _batched_gemm(a, b, mods, mode, np.float64), shape, np.float64, alpha, beta, C, False)
+
+
+def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
+          alpha=1.0, beta=0.0, C=None) -> np.ndarray:
+    """``alpha * A @ B + beta * C`` in complex128, the product emulated on exact integer GEMMs.
+
+    As :func:`dgemm`, with real and imaginary parts sharing each row's and
+    column's scale, and each modulus' complex product computed with 2M (two
+    real GEMMs: modulo ``q`` with ``s**2 = -1``, ``(A_r + s A_i)(B_r + s B_i)``
+    and ``(A_r - s A_i)(B_r - s B_i)``), 3M or 4M. The algorithm changes the
+    speed, not the result: on the same moduli all three give the same bits.
+
+    Parameters
+    ----------
+    A, B : array_like
+        Complex (or real, converted) matrices with :func:`numpy.matmul`'s
+        shape rules.
+    moduli : int or sequence of int, optional
+        A count of the engine's moduli or the moduli themselves. The default
+        is the fewest whose product exceeds ``2**117``: 16 int8 2M moduli
+        (241, 233, 229, ...) or 6 fp64 primes ``1 (mod 4)`` below ``2**21``.
+    mode : {"fast", "accurate"}
+        As for :func:`dgemm`.
+    algorithm : {"auto", "2m", "3m", "4m", "hybrid"}
+        "2m" needs moduli with a square root of -1 (odd, every prime factor
+        ``1 (mod 4)``): 22 int8 moduli have one. "hybrid" uses 2M on those
+        and 3M on the rest. "auto" is 2M while 2M moduli suffice, hybrid
+        beyond. "3m" and "4m" take the int8 moduli 256, 255, 253, ... by
+        default.
+    engine : {"auto", "int8", "fp64"}
+        As for :func:`dgemm`.
+    alpha, beta : complex
+        BLAS scalars, as for :func:`dgemm`.
+    C : array_like, optional
+        Added as ``beta * C``. Never modified.
+
+    Returns
+    -------
+    ndarray
+        complex128, of :func:`numpy.matmul`'s result shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import ozaki
+    >>> A = np.array([[1 + 2j, 3 - 1j]])
+    >>> ozaki.zgemm(A, A.T)
+    array([[5.-2.j]])
+    >>> B = np.array([[2j], [1.0]])
+    >>> ozaki.zgemm(A, B, algorithm="3m", engine="int8"), A @ B
+    (array([[-1.+1.j]]), array([[-1.+1.j]]))
+    """
+    _check_mode(mode)
+    mods = _resolve("complex", engine, moduli, algorithm)
+    a, b = _as_float(A, "A", True), _as_float(B, "B", True)
+    from ._matmul import _matmul_shapes
+
+    shape = _matmul_shapes(a.shape, b.shape)[2]
+    return _blas(lambda: _batched_gemm(a, b, mods, mode, np.complex128), shape, np.complex128,
+                 alpha, beta, C, True)
+
+
+def _rank_k(A, mods, mode, complex_):
+    a = _as_float(A, "A", complex_)
+    if a.ndim != 2:
+        raise ValueError(f"A must be a matrix (2-D), got {a.ndim} dimensions")
+    n, k = a.shape
+    shape = (n, n)
+    dtype = np.complex128 if complex_ else np.float64
+    if a.size == 0:
+        return shape, lambda: np.zeros(shape, dtype=dtype)
+    return shape, lambda: _herk2d(a, mods, mode)
+
+
+def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
+          C=None) -> np.ndarray:
+    """``alpha * A @ A.T + beta * C`` in float64, emulated with half of a GEMM's work.
+
+    Rows of ``A`` are scaled alike on both sides, so the result is exactly
+    symmetric. The halves of ``A``'s columns form a complex matrix
+    ``Z = A_1 + i A_2`` with ``A A^T = Re(Z Z^H)``; modulo each 2M modulus that
+    is one real GEMM of ``n x k/2`` by ``k/2 x n`` (seed 000's SYRK corollary).
+    Moduli without a square root of -1 take the plain ``A' A'^T``.
+
+    Parameters
+    ----------
+    A : array_like
+        A real ``n x k`` matrix.
+    moduli, mode, engine, alpha, beta, C
+        As for :func:`dgemm`; the default moduli are :func:`zgemm`'s (2M).
+
+    Returns
+    -------
+    ndarray
+        The symmetric ``n x n`` float64 result (both triangles).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import ozaki
+    >>> A = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]])
+    >>> ozaki.dsyrk(A)
+    array([[14.  , 10.5 ],
+           [10.5 , 17.25]])
+    """
+    _check_mode(mode)
+    mods = _resolve("syrk", engine, moduli, "auto")
+    shape, compute = _rank_k(A, mods, mode, False)
+    return _blas(compute, shape, np.float64, alpha, beta, C, False)
+
+
+def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
+          alpha=1.0, beta=0.0, C=None) -> np.ndarray:
+    """``alpha * A @ A^H + beta * C`` in complex128, emulated with one real GEMM per 2M modulus.
+
+    Modulo ``q`` with ``s**2 = -1``, ``X = (A_r + s A_i)(A_r - s A_i)^T`` is
+    ``C_r + s C_i``; since ``C_r`` is symmetric and ``C_i`` antisymmetric,
+    ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)`` (seed 000's HERK
+    corollary). The result is exactly Hermitian, with a real diagonal.
+
+    Parameters
+    ----------
+    A : array_like
+        A complex ``n x k`` matrix.
+    moduli, mode, algorithm, engine
+        As for :func:`zgemm` (3M/4M moduli take three real GEMMs).
+    alpha, beta : float
+        Real BLAS scalars (complex ones would break the symmetry).
+    C : array_like, optional
+        Added as ``beta * C``. Never modified.
+
+    Returns
+    -------
+    ndarray
+        The Hermitian ``n x n`` complex128 result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import ozaki
+    >>> A = np.array([[1 + 1j, 2.0], [0.0, 1j]])
+    >>> ozaki.zherk(A)
+    array([[6.+0.j, 0.-2.j],
+           [0.+2.j, 1.+0.j]])
+    """
+    _check_mode(mode)
+    mods = _resolve("complex", engine, moduli, algorithm)
+    shape, compute = _rank_k(A, mods, mode, True)
+    return _blas(compute, shape, np.complex128, alpha, beta, C, False)
