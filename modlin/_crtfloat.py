@@ -17,7 +17,7 @@ import math
 import numba
 import numpy as np
 
-from ._rns import CHUNK, Basis, _garner_step, _negative
+from ._rns import CHUNK, Basis, _garner_step
 
 __all__ = ["to_double"]
 
@@ -163,7 +163,9 @@ def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cov
             flag = sgn[e]
             ng = flag == 1.0 or flag == 3.0
             v = math.ldexp(hi[e], -S)
-            if flag >= 2.0 or (v < 2.2250738585072014e-308 and hi[e] != 0.0):  # unsure, or subnormal
+            # unsure, or at most 2**-1022: hi was rounded to 53 bits and ldexp would round a
+            # subnormal again (even up to exactly 2**-1022), so those are rounded once, exactly
+            if flag >= 2.0 or (v <= 2.2250738585072014e-308 and hi[e] != 0.0):
                 v = _exact_entry(buf, e, ng, moduli, limb, S)
             out[e0 + e] = -v if ng else v
             col += 1

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Engine", "ENGINES", "get_engine"]
+from ._backend import is_cupy
+
+__all__ = ["Engine", "ENGINES", "DEVICES", "get_engine", "engines_on", "relative_cost"]
+
+#: Where a product runs: NumPy arrays on the CPU, CuPy arrays on a CUDA GPU.
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,16 @@ class Engine:
         return str(self.L)
 
     def gemm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``a @ b`` exactly (within the contract), into ``out`` if given."""
-        if self.name != "int8":
+        """``a @ b`` exactly (within the contract), into ``out`` if given.
+
+        On CuPy arrays: cuBLAS DGEMM/SGEMM, or ``gemmEx`` with int8 inputs and
+        int32 sums (tensor cores) for the int8 engine.
+        """
+        if self.name == "int8" and is_cupy(a):
+            from . import _cuda
+
+            return _cuda.gemm_i8(a, b, out)
+        if self.name != "int8" or is_cupy(a):
             return np.matmul(a, b, out=out)
         # The int8 engine is the GPU's (int8 tensor cores, int32 sums). Here it is
         # emulated exactly: every int32 sum the contract admits is below 2**31 < 2**53,
@@ -94,3 +107,34 @@ def get_engine(name: str) -> Engine:
         raise ValueError(
             f"unknown engine {name!r}; choose one of {sorted(ENGINES)}"
         ) from None
+
+
+#: GEMM time per multiply-add relative to DGEMM on a GPU (H100/H200 class: about
+#: 67 TFLOP/s fp64 against about 2000 TOP/s dense int8, discounted for the
+#: smaller shapes and the int32 outputs). fp32 is absent: without tensor cores it
+#: is no faster than fp64 there, and TF32 tensor cores are not exact.
+GPU_RELATIVE_COST = {"fp64": 1.0, "int8": 1.0 / 16}
+
+
+def _check_device(device: str) -> str:
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    return device
+
+
+def engines_on(device: str) -> tuple[str, ...]:
+    """The engines the planner weighs by itself on ``device``."""
+    if _check_device(device) == "cuda":
+        return tuple(GPU_RELATIVE_COST)
+    return tuple(e.name for e in ENGINES.values() if e.automatic)
+
+
+def relative_cost(engine: str, device: str = "cpu") -> float:
+    """Time of one multiply-add of ``engine`` on ``device``, relative to an fp64 GEMM there."""
+    if _check_device(device) == "cuda":
+        try:
+            return GPU_RELATIVE_COST[engine]
+        except KeyError:
+            raise ValueError(f"the {engine} engine does not run on the GPU; use one of "
+                             f"{sorted(GPU_RELATIVE_COST)}") from None
+    return get_engine(engine).relative_cost

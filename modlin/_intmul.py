@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _contract, _rns
+from ._backend import cpu_only
 from ._convert import integers
 from ._engines import ENGINES
 from .typing import ArrayLike
@@ -69,6 +70,7 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     array([[1208925819614629174706161, -3298534883349],
            [5497558138915, 34]], dtype=object)
     """
+    cpu_only("modlin.intmul", A, B)
     from ._matmul import _as_matrix, _matmul_shapes
     from ._rnsplan import as_moduli, rns_plan
 

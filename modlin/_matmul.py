@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _multiword, _rns
+from ._backend import namespace
 from ._convert import balanced_lift, residues_int64, unwrap_fields
 from ._plan import Plan, _check_modulus, plan as make_plan
 from ._rnsplan import RNSPlan
@@ -28,7 +29,9 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         Integer matrices: any NumPy integer or boolean dtype (negative and
         unreduced entries included, ``uint64`` up to ``2**64 - 1``), float
         arrays holding integers, object arrays of Python ints, or galois
-        ``FieldArray`` s of one prime field.
+        ``FieldArray`` s of one prime field. Or CuPy integer arrays (both
+        operands): the product then runs on their GPU, planned for its
+        engines (``modlin.plan(..., device="cuda")``), for ``p < 2**63``.
     p : int, optional
         The modulus, any integer ``p >= 2``, prime or composite. May be omitted
         when an operand is a ``FieldArray``; if given, it must equal the field's
@@ -46,7 +49,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     ndarray
         ``A @ B mod p`` with entries in ``[0, p)``: int64 for ``p <= 2**63``,
         an object array of Python ints above, or a ``FieldArray`` of the
-        operands' field.
+        operands' field. CuPy operands give a CuPy result on their device.
 
     Raises
     ------
@@ -56,7 +59,8 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         too few for this ``k``, an extension field, or operands from different
         fields.
     TypeError
-        Non-numeric or complex operands, a non-integer modulus, a bad ``out``.
+        Non-numeric or complex operands, a non-integer modulus, a bad ``out``,
+        NumPy and CuPy operands mixed.
 
     Notes
     -----
@@ -80,6 +84,8 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     >>> modlin.matmul([[p - 1, 1]], [[p - 1], [2]], p)
     array([[3]])
     """
+    if namespace(A, B, out) is not np:
+        return _gpu_matmul(A, B, p, out, plan)
     p, field, (A, B) = unwrap_fields(p, A, B)
     p = _check_modulus(p)
     (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
@@ -123,6 +129,50 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if field is not None:
         return field(result)
     return result[()] if result.ndim == 0 else result
+
+
+def _gpu_residues(x, p: int, name: str):
+    """A CuPy integer array reduced into ``[0, p)`` as int64, on the device."""
+    if x.dtype.kind not in "biu":
+        raise TypeError(f"{name}: on the GPU, matmul takes integer or boolean CuPy arrays, not {x.dtype}; "
+                        "convert integral floats with .astype(cupy.int64) after checking them")
+    if x.dtype == np.uint64:
+        return (x % np.uint64(p)).astype(np.int64)
+    return x.astype(np.int64) % p
+
+
+def _gpu_matmul(A, B, p, out, plan):
+    """:func:`matmul` on CuPy arrays: the plan is made for the GPU's engines and every
+    pass runs on the device."""
+    from . import _rns_gpu
+
+    xp = namespace(A, B, out)
+    if p is None:
+        raise TypeError("matmul on CuPy arrays needs the modulus p")
+    p = _check_modulus(p)
+    if p >= 2**63:
+        raise ValueError(f"on the GPU, p must be below 2**63 (int64 results); got a {p.bit_length()}-bit p")
+    a, b = _gpu_residues(A, p, "A"), _gpu_residues(B, p, "B")
+    (m, k, n), full, shape = _matmul_shapes(a.shape, b.shape)
+    if plan is None:
+        plan = make_plan(p, m, k, n, device="cuda")
+    elif not isinstance(plan, (Plan, RNSPlan)) or plan.p != p or plan.device != "cuda":
+        raise ValueError("plan must be a modlin.plan(..., device='cuda') plan for this p")
+    a, b = _as_matrix(a, 0), _as_matrix(b, 1)
+    if isinstance(plan, Plan):
+        result = xp.empty(full, dtype=np.int64)
+        if result.size:
+            _multiword.multiply(plan, a, b, result)
+    else:
+        half = (p - 1) // 2
+        result = _rns_gpu.multiply(plan, a - p * (a > half), b - p * (b > half))
+    result = result.reshape(shape)
+    if out is not None:
+        if out.shape != shape or out.dtype != np.int64:
+            raise ValueError(f"out must be an int64 CuPy array of shape {shape}")
+        out[...] = result
+        return out
+    return result
 
 
 def _matmul_shapes(sa: tuple[int, ...], sb: tuple[int, ...]):

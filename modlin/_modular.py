@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._backend import is_cupy
+
 __all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine",
            "word_bounds", "step", "finalize"]
 
@@ -342,6 +344,8 @@ def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype) -> np
 
     ``x`` is an int64 array (any values); the words are written as ``dtype``.
     """
+    if is_cupy(x):
+        return _gpu_words(x, p, s, u, dtype)
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
     words = np.empty((u, flat.size), dtype=dtype)
     if flat.size and _residues_to_words(flat, np.int64(p), np.int64(s), u, words):
@@ -363,6 +367,8 @@ def step(
     """
     q1 = reduce.constants() if reduce is not None else _NO_REDUCTION
     q2 = scaled.constants() if scaled is not None else _NO_REDUCTION
+    if is_cupy(x):
+        return _gpu_step(x, t, reduce, scale_exp, scaled, q1, q2)
     if x.size:
         for xs, ts in _slices(x, t):
             _step(xs, ts, t is not None, *q1, float(2**scale_exp), *q2)
@@ -370,6 +376,79 @@ def step(
 
 def finalize(x: np.ndarray, out: np.ndarray, reduce: Reduction, t: np.ndarray | None = None) -> None:
     """``out <- (x + t) mod p`` with entries in ``[0, p)``; ``reduce`` bounds ``|x + t|``."""
+    if is_cupy(x):
+        return _gpu_finalize(x, out, reduce, t)
     if x.size:
         for xs, ts, outs in _slices(x, t, out):
             _finalize(xs, ts, t is not None, *reduce.constants(), np.int64(reduce.p), outs)
+
+
+# --------------------------------------------------------------------------- GPU
+
+def _gpu_words(x, p: int, s: int, u: int, dtype):
+    """:func:`balanced_words` on CuPy arrays: the ``balanced_words_f64`` kernel, or for
+    the int8 engine (``p <= 256``, one word) the balanced residue itself."""
+    from . import _cuda
+
+    cp = _cuda._cupy()
+
+    flat = cp.ascontiguousarray(x, dtype=cp.int64).reshape(-1)
+    if np.dtype(dtype) == np.int8:
+        r = flat % p
+        r -= p * (r > (p - 1) // 2)
+        return r.astype(cp.int8).reshape((1,) + x.shape)
+    if np.dtype(dtype) != np.float64:
+        raise ValueError(f"GPU words are float64 or int8, not {np.dtype(dtype)}")
+    words = cp.empty((u, flat.size), dtype=cp.float64)
+    _cuda.launch("balanced_words_f64", flat.size, flat, np.int64(flat.size), np.int64(p), np.int32(s),
+                 np.int32(u), words)
+    return words.reshape((u,) + x.shape)
+
+
+def _gpu_operands(x, t):
+    from . import _cuda
+
+    cp = _cuda._cupy()
+    xc = cp.ascontiguousarray(x)
+    tc = np.uint64(0) if t is None else cp.ascontiguousarray(cp.broadcast_to(t, x.shape), dtype=cp.float64)
+    return xc, tc
+
+
+def _gpu_step(x, t, reduce, scale_exp, scaled, q1, q2) -> None:
+    from . import _cuda
+
+    cp = _cuda._cupy()
+
+    if x.dtype != np.float64:
+        # int32 sums of the int8 engine: exact integers, reduced with integer arithmetic
+        y = x.astype(cp.int64) if t is None else x.astype(cp.int64) + t
+        for red, g in ((reduce, 0), (scaled, scale_exp)):
+            if g:
+                y <<= g
+            if red is not None:
+                y %= red.p
+                y -= red.p * (y > (red.p - 1) // 2)
+        x[...] = y
+        return
+    xc, tc = _gpu_operands(x, t)
+    _cuda.launch("mw_step", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1), np.float64(2.0**scale_exp),
+                 *map(np.float64, q2))
+    if xc is not x:
+        x[...] = xc
+
+
+def _gpu_finalize(x, out, reduce: Reduction, t) -> None:
+    from . import _cuda
+
+    cp = _cuda._cupy()
+
+    if x.dtype != np.float64:
+        y = x.astype(cp.int64) if t is None else x.astype(cp.int64) + t
+        out[...] = y % reduce.p
+        return
+    xc, tc = _gpu_operands(x, t)
+    res = out if out.flags.c_contiguous and out.dtype == np.int64 else cp.empty(out.shape, dtype=cp.int64)
+    _cuda.launch("mw_finalize", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, reduce.constants()),
+                 np.int64(reduce.p), res)
+    if res is not out:
+        out[...] = res

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _modular
+from ._backend import namespace
 from ._engines import get_engine
 from ._plan import Plan
 
@@ -41,22 +42,23 @@ def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray) ->
 def _horner(pl: Plan, aw, bw, out, eng) -> None:
     acc, scaled = pl.reductions
     k = aw.shape[-1]
+    xp = namespace(out)
     if out.flags.c_contiguous and eng.acc_dtype.itemsize == out.dtype.itemsize:
         # accumulate in the output's own memory: finalize reads and writes each
         # entry in place, so the accumulator costs no allocation
         C = out.view(eng.acc_dtype)
     else:
-        C = np.empty(out.shape, dtype=eng.acc_dtype)
+        C = xp.empty(out.shape, dtype=eng.acc_dtype)
     T = None
     for op in pl.schedule(k):
         kind = op[0]
         if kind == "gemm":
             _, i, j, k0, k1, dst = op
             if dst == "T" and T is None:
-                T = np.empty_like(C)
+                T = xp.empty_like(C)
             eng.gemm(aw[i][..., k0:k1], bw[j][..., k0:k1, :], out=C if dst == "C" else T)
         elif kind == "add":
-            np.add(C, T, out=C)
+            C += T
         elif kind == "step":
             _, src, reduce, g = op
             _modular.step(C, T if src == "T" else None, acc if reduce else None, g, scaled.get(g))
@@ -72,8 +74,9 @@ def _concat(pl: Plan, aw, bw, out, eng) -> None:
     acc, scaled = pl.reductions
     k = aw.shape[-1]
     v, n = bw.shape[0], bw.shape[-1]
-    bcat = np.concatenate(list(bw), axis=-1)  # (..., k, v*n): B_0 | B_1 | ...
-    C = np.zeros(out.shape, dtype=eng.acc_dtype)
+    xp = namespace(out)
+    bcat = xp.concatenate(list(bw), axis=-1)  # (..., k, v*n): B_0 | B_1 | ...
+    C = xp.zeros(out.shape, dtype=eng.acc_dtype)
     tcat = None
     for op in pl.schedule(k):
         kind = op[0]

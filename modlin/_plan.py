@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Iterator, Literal
 
 from . import _contract
-from ._engines import ENGINES, get_engine
+from ._engines import ENGINES, engines_on, get_engine, relative_cost
 from ._modular import Reduction, word_bounds
 
 if TYPE_CHECKING:
@@ -70,6 +70,9 @@ class Plan:
     shape : tuple of int
         ``(m, k, n)`` the plan was chosen for; it informs the cost model only,
         and the plan runs on any shape.
+    device : {"cpu", "cuda"}
+        Where the plan runs (NumPy or CuPy arrays): the cost model's engine
+        throughputs differ.
 
     Examples
     --------
@@ -90,6 +93,7 @@ class Plan:
     block: int
     variant: Variant
     shape: tuple[int, int, int]
+    device: str = "cpu"
 
     # ------------------------------------------------------------ derived data
     @property
@@ -202,7 +206,7 @@ class Plan:
     def cost(self, shape: tuple[int, int, int] | None = None) -> float:
         """Modelled time, in multiply-adds of a large fp64 GEMM."""
         m, k, n = self.shape if shape is None else shape
-        rel = get_engine(self.engine).relative_cost
+        rel = relative_cost(self.engine, self.device)
         total = WORD_PASS * (self.u * m * k + self.v * k * n)
         gemms, passes = self.counts(k)
         for calls, inner, wide in gemms:
@@ -223,7 +227,8 @@ class Plan:
         a, b = self.a_bounds, self.b_bounds
         lines = [
             f"A @ B mod p for p = {self.p} ({self.p.bit_length()} bits), shape {m}x{k} @ {k}x{n}",
-            f"  engine    : {eng.name} GEMM, exact while every partial sum stays within {eng.L_text}",
+            f"  engine    : {eng.name} GEMM{' on the GPU' if self.device == 'cuda' else ''}, "
+            f"exact while every partial sum stays within {eng.L_text}",
             f"  words     : ({self.u},{self.v})-product: A as {self.u} word(s) in base 2**{self.a_shift} "
             f"(|a_i| <= {', '.join(map(str, a))}), B as {self.v} word(s) in base 2**{self.b_shift} "
             f"(|b_j| <= {', '.join(map(str, b))})",
@@ -364,11 +369,12 @@ def _best_shift(h: int, u: int) -> int:
     return min(range(1, 60 // (u - 1) + 1), key=lambda s: (max(word_bounds(h, s, u)), s))
 
 
-def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | None = None) -> list[Plan]:
+def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | None = None,
+               device: str = "cpu") -> list[Plan]:
     """Every exact plan for ``p`` that the planner considers, unsorted."""
     out = []
     h = p // 2
-    engines = tuple(e.name for e in ENGINES.values() if e.automatic) if engines is None else engines
+    engines = engines_on(device) if engines is None else engines
     for name in engines:
         eng = ENGINES[name]
         if p > eng.max_modulus:
@@ -381,7 +387,7 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
             if u > 1:
                 variants.append("concat-a")
             for var in variants:
-                pl = Plan(p, name, u, v, sa, sb, 1, var, shape)
+                pl = Plan(p, name, u, v, sa, sb, 1, var, shape, device)
                 try:
                     c_bound = pl.c_bound
                 except ValueError:
@@ -404,6 +410,7 @@ def plan(
     words: tuple[int, int] | None = None,
     variant: Variant | None = None,
     moduli=None,
+    device: str = "cpu",
 ) -> "Plan | RNSPlan":
     """Choose how to compute an ``m x k`` by ``k x n`` product modulo ``p``.
 
@@ -432,6 +439,10 @@ def plan(
     moduli : sequence of int, optional
         Use a residue number system with these pairwise-coprime moduli
         (each below ``2**26``).
+    device : {"cpu", "cuda"}
+        Where the product will run. On ``"cuda"`` (CuPy arrays) the planner
+        weighs the GPU's engines, fp64 (DGEMM) and int8 (tensor cores, many
+        times the fp64 throughput), and residue number systems use int8 moduli.
 
     Returns
     -------
@@ -452,12 +463,17 @@ def plan(
     ('fp64', 1, 1)
     >>> type(modlin.plan(2**61 - 1, 512, 512, 512)).__name__
     'RNSPlan'
+    >>> modlin.plan(2**31 - 1, 8192, 8192, 8192, device="cuda").engine  # tensor cores win
+    'int8'
     """
     p = _check_modulus(p)
     for name, val in (("m", m), ("k", k), ("n", n)):
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be a non-negative int, got {val!r}")
     m, k, n = int(m), int(k), int(n)
+    if engine is not None:
+        get_engine(engine)
+        relative_cost(engine, device)  # refuses a device without this engine
     if algorithm not in ("auto", "multiword", "rns"):
         raise ValueError(f"algorithm must be 'auto', 'multiword' or 'rns', got {algorithm!r}")
     multiword_only = words is not None or variant is not None
@@ -472,27 +488,29 @@ def plan(
                 f"multiword products take moduli below 2**52; p = {p} has {p.bit_length()} bits: "
                 "use algorithm='rns' (or 'auto')"
             )
-        return _best_plan(p, m, k, n, engine, None if words is None else tuple(words), variant)
-    from ._rnsplan import rns_plan
+        return _best_plan(p, m, k, n, engine, None if words is None else tuple(words), variant, device)
+    from ._rnsplan import as_moduli, rns_plan
 
-    from ._rnsplan import as_moduli
-
+    if device == "cuda" and engine not in (None, "int8") and algorithm == "auto" and moduli is None \
+            and p < MAX_MODULUS:
+        return _best_plan(p, m, k, n, engine, None, None, device)  # GPU RNS plans are int8 ones
     rns = rns_plan(p, k * (p // 2) ** 2, (m, k, n), engine=engine,
-                   moduli=None if moduli is None else as_moduli(moduli))
+                   moduli=None if moduli is None else as_moduli(moduli), device=device)
     if algorithm == "rns" or moduli is not None or p >= MAX_MODULUS:
         return rns
     try:
-        multi = _best_plan(p, m, k, n, engine, None, None)
+        multi = _best_plan(p, m, k, n, engine, None, None, device)
     except ValueError:
         return rns
     return multi if multi.cost() <= rns.cost() else rns
 
 
 @lru_cache(maxsize=512)
-def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant) -> Plan:
+def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: str = "cpu") -> Plan:
     if engine is not None:
         get_engine(engine)
-    cands = candidates(p, (m, k, n), None if engine is None else (engine,))
+        relative_cost(engine, device)  # refuses an engine the device lacks
+    cands = candidates(p, (m, k, n), None if engine is None else (engine,), device)
     if words is not None:
         cands = [c for c in cands if (c.u, c.v) == words]
     if variant is not None:

@@ -21,9 +21,12 @@ inequality, checked in integer exponents, never in rounded floats.
 
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 
+from ._backend import namespace
 from ._rns import _fmod
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "fast_exponents", "accurate_exponents",
@@ -40,25 +43,30 @@ G_MAX = 84
 
 def _ceil_log2(x: np.ndarray) -> np.ndarray:
     """``ceil(log2 x)`` for non-negative integer-valued float64 ``x`` (0 for ``x <= 1``)."""
-    return np.frexp(np.maximum(x - 1.0, 0.0))[1]
+    xp = namespace(x)
+    return xp.frexp(xp.maximum(x - 1.0, 0.0))[1].astype(np.int64)
 
 
 def part_bounds(parts: list[np.ndarray], axis: int) -> tuple[np.ndarray, np.ndarray]:
     """``(ex, bar)``: the exponent of each row (``axis=1``) or column (``axis=0``)
     maximum over all ``parts``, and the integer bounds ``bar`` (float64, the sum
     over parts of ``ceil(|part| * 2**(T_BITS - ex))``, never 0 where a part is not)."""
-    mx = np.max([np.max(np.abs(x), axis=axis, initial=0.0) for x in parts], axis=0)
-    ex = np.frexp(mx)[1].astype(np.int64)  # max < 2**ex (and 0 for a zero line)
-    shift = np.expand_dims(T_BITS - ex, axis)
-    bar = np.zeros(parts[0].shape)
+    xp = namespace(parts[0])
+    if parts[0].shape[axis] == 0:  # empty lines: nothing to bound
+        mx = xp.zeros(parts[0].shape[1 - axis])
+    else:
+        mx = functools.reduce(xp.maximum, [xp.abs(x).max(axis=axis) for x in parts])
+    ex = xp.frexp(mx)[1].astype(np.int64)  # max < 2**ex (and 0 for a zero line)
+    shift = xp.expand_dims(T_BITS - ex, axis)
+    bar = xp.zeros(parts[0].shape)
     for x in parts:
         # ldexp is exact except where it underflows; a nonzero entry never bounds to 0
-        bar += np.maximum(np.ceil(np.ldexp(np.abs(x), shift)), x != 0)
+        bar += xp.maximum(xp.ceil(xp.ldexp(xp.abs(x), shift)), x != 0)
     return ex, bar
 
 
 def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
-    if g.size and g.min() < T_BITS:
+    if g.size and int(g.min()) < T_BITS:
         raise ValueError(
             f"the moduli are too few for this product: the scales of {what} would keep fewer than "
             f"{T_BITS} bits; use more moduli"
@@ -69,8 +77,8 @@ def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
 def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
     """Bits ``(g, h)`` for rows of ``A`` and columns of ``B`` from the norms of the bounds,
     so that ``2**(g_i + h_j - 2 T_BITS) ||abar_i|| ||bbar_j|| <= 2**lb``."""
-    a = _ceil_log2(np.einsum("ik,ik->i", abar, abar))  # sums of small squares: exact
-    b = _ceil_log2(np.einsum("kj,kj->j", bbar, bbar))
+    a = _ceil_log2((abar * abar).sum(axis=1))  # sums of small squares: exact
+    b = _ceil_log2((bbar * bbar).sum(axis=0))
     ha = (lb + 2 * T_BITS) // 2
     hb = lb + 2 * T_BITS - ha
     # ||abar_i|| <= 2**(a_i / 2) <= 2**ceil(a_i / 2)
@@ -79,21 +87,30 @@ def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int) -> tuple[np.ndar
     return _check_bits(g, "A's rows"), _check_bits(h, "B's columns")
 
 
-def accurate_exponents(w: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
+def accurate_exponents(abar: np.ndarray, bbar: np.ndarray, w: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
     """Bits ``(g, h)`` from ``w = abar @ bbar`` (exact), so that
-    ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``."""
-    room = np.where(w > 0, lb + 2 * T_BITS - _ceil_log2(w), 4 * G_MAX)  # g_i + h_j <= room_ij
-    h = np.minimum(G_MAX, room.min(axis=0, initial=4 * G_MAX) // 2)
-    g = np.minimum(G_MAX, (room - h).min(axis=1, initial=4 * G_MAX))
-    h = np.minimum(G_MAX, (room - g[:, None]).min(axis=0, initial=4 * G_MAX))  # take what g left
-    return _check_bits(g, "A's rows"), _check_bits(h, "B's columns")
+    ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``.
+
+    Starts from the fast exponents (feasible here too, since ``w_ij`` is at most
+    the product of the norms) and raises each row's, then each column's, as far
+    as ``w`` allows: never fewer bits than "fast" keeps.
+    """
+    xp = namespace(w)
+    g, h = fast_exponents(abar, bbar, lb)
+    if 0 in w.shape:
+        return g, h
+    room = xp.where(w > 0, lb + 2 * T_BITS - _ceil_log2(w), 4 * G_MAX)  # g_i + h_j <= room_ij
+    g = xp.minimum(G_MAX, (room - h).min(axis=1))
+    h = xp.minimum(G_MAX, (room - g[:, None]).min(axis=0))
+    return g, h
 
 
 def quantize(x: np.ndarray, shift: np.ndarray, axis: int) -> tuple[np.ndarray, int]:
     """``rint(x * 2**shift)`` along rows (``axis=1``) or columns (``axis=0``), and how
     many nonzero entries it rounded to zero (what the scale could not keep)."""
-    q = np.rint(np.ldexp(x, np.expand_dims(shift, axis)))
-    lost = int(np.count_nonzero(q == 0) - np.count_nonzero(x == 0))
+    xp = namespace(x)
+    q = xp.rint(xp.ldexp(x, xp.expand_dims(shift, axis)))
+    lost = int(xp.count_nonzero(q == 0)) - int(xp.count_nonzero(x == 0))
     return q, lost
 
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._engines import ENGINES, get_engine
+from ._engines import engines_on, get_engine
 from ._plan import Plan, _best_plan, _gemm_cost
 from ._rns import MAX_RNS_MODULUS, Basis, int8_moduli, primes_below
 
@@ -30,6 +30,10 @@ LIFT = 60.0
 RESIDUE = 150.0
 GARNER_PAIR = 50.0
 RECONSTRUCT = 250.0
+#: On a GPU those passes are fused kernels over data already on the device (one
+#: residue kernel for all moduli, one CRT kernel): an estimate of their share of
+#: the CPU's cost, to be calibrated by benchmarks/gpu_report.py.
+GPU_PASS_FACTOR = 0.25
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class RNSPlan:
         Engine of the products modulo each modulus.
     shape : tuple of int
         ``(m, k, n)`` the plan was chosen for (cost model only).
+    device : {"cpu", "cuda"}
+        Where the plan runs (NumPy or CuPy arrays).
 
     Examples
     --------
@@ -62,6 +68,7 @@ class RNSPlan:
     moduli: tuple[int, ...]
     engine: str
     shape: tuple[int, int, int]
+    device: str = "cpu"
 
     @property
     def basis(self) -> Basis:
@@ -72,7 +79,7 @@ class RNSPlan:
     def subplans(self) -> tuple[Plan, ...]:
         """The multiword plan of the product modulo each modulus."""
         m, k, n = self.shape
-        return tuple(_best_plan(q, m, k, n, self.engine, (1, 1), "horner") for q in self.moduli)
+        return tuple(_best_plan(q, m, k, n, self.engine, (1, 1), "horner", self.device) for q in self.moduli)
 
     def check(self) -> None:
         """Raise ValueError unless the moduli recover every ``|C| <= bound`` exactly."""
@@ -101,10 +108,10 @@ class RNSPlan:
         m, k, n = self.shape if shape is None else shape
         N = len(self.moduli)
         # the largest modulus has the smallest block: its plan bounds every other's cost
-        total = N * _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner").cost((m, k, n))
-        total += (LIFT + RESIDUE * N) * (m * k + k * n)
-        total += (GARNER_PAIR * N * (N - 1) / 2 + RECONSTRUCT * N) * m * n
-        return total
+        total = N * _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner",
+                               self.device).cost((m, k, n))
+        passes = (LIFT + RESIDUE * N) * (m * k + k * n) + (GARNER_PAIR * N * (N - 1) / 2 + RECONSTRUCT * N) * m * n
+        return total + passes * (GPU_PASS_FACTOR if self.device == "cuda" else 1.0)
 
     def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
         """Modelled time relative to one float64 GEMM of the same shape."""
@@ -128,6 +135,7 @@ class RNSPlan:
             f"({min(self.moduli).bit_length()}-{max(self.moduli).bit_length()} bits); "
             f"M has {basis.M.bit_length()} bits >= 2*bound + 2",
             "  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
+            + (" on the GPU" if self.device == "cuda" else "")
             + f", {self.gemm_count()} GEMM call(s) in all",
             f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
         ]
@@ -151,7 +159,7 @@ def _cover(moduli: tuple[int, ...], bound: int) -> tuple[int, ...] | None:
     return None
 
 
-def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str) -> tuple[int, ...]:
+def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: str = "cpu") -> tuple[int, ...]:
     """The cheapest moduli (by the cost model) for products bounded by ``bound``."""
     eng = get_engine(engine)
     if engine == "int8":
@@ -170,7 +178,7 @@ def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str) -> tuple
         if moduli is None:
             continue
         try:
-            cost = RNSPlan(None, bound, moduli, engine, shape).cost()
+            cost = RNSPlan(None, bound, moduli, engine, shape, device).cost()
         except ValueError:  # the engine has no exact single-word product for these moduli
             continue
         if best is None or cost < best[0]:
@@ -182,18 +190,26 @@ def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str) -> tuple
 
 @lru_cache(maxsize=256)
 def rns_plan(p: int | None, bound: int, shape: tuple[int, int, int], *, engine: str | None = None,
-             moduli: tuple[int, ...] | None = None) -> RNSPlan:
-    """The RNS plan for a product bounded by ``bound`` (see :func:`modlin.plan`)."""
+             moduli: tuple[int, ...] | None = None, device: str = "cpu") -> RNSPlan:
+    """The RNS plan for a product bounded by ``bound`` (see :func:`modlin.plan`).
+
+    On the GPU residue number systems run on int8 moduli only: that is where
+    its throughput is.
+    """
+    if device == "cuda" and engine not in (None, "int8"):
+        raise ValueError("on the GPU residue number systems use the int8 engine")
+    if device == "cuda":
+        engine = "int8"
     if moduli is not None:
-        pl = RNSPlan(p, bound, as_moduli(moduli), engine or "fp64", shape)
+        pl = RNSPlan(p, bound, as_moduli(moduli), engine or "fp64", shape, device)
         pl.check()
         return pl
     if engine:
-        return RNSPlan(p, bound, choose_moduli(bound, shape, engine), engine, shape)
+        return RNSPlan(p, bound, choose_moduli(bound, shape, engine, device), engine, shape, device)
     plans = []
-    for e in (e.name for e in ENGINES.values() if e.automatic):
+    for e in engines_on(device):
         try:
-            plans.append(RNSPlan(p, bound, choose_moduli(bound, shape, e), e, shape))
+            plans.append(RNSPlan(p, bound, choose_moduli(bound, shape, e, device), e, shape, device))
         except ValueError:  # this engine's moduli cannot cover the bound; another can
             continue
     if not plans:

@@ -23,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _rns
+from ._backend import cpu_only
 from ._convert import integers, residues_int64
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
@@ -254,6 +255,7 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     array([[10.+3.j, 10.+5.j],
            [11.+4.j, 11.+2.j]])
     """
+    cpu_only("modlin.gaussian.matmul", A, B)
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if alg == "2m":
@@ -344,6 +346,7 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
     >>> int(re[0, 0]), int(im[0, 0])
     (1, 0)
     """
+    cpu_only("modlin.gaussian.herk", A)
     m = _check_m(m)
     alg = _choose(algorithm, m)
     ar, ai = _congruent(A, m, "A")
@@ -381,6 +384,7 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     >>> int(re[0, 0]), int(im[0, 0])
     (0, 0)
     """
+    cpu_only("modlin.gaussian.her2k", A, B)
     m = _check_m(m)
     alg = _choose(algorithm, m)
     ar, ai = _residues(A, m, "A")
@@ -427,6 +431,7 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
     array([[ 1,  6],
            [ 6, 12]])
     """
+    cpu_only("modlin.gaussian.syrk", A)
     m = _check_m(m)
     alg = _choose(algorithm, m)
     real = not isinstance(A, tuple) and np.asarray(A).dtype.kind in "iubfO"
@@ -478,6 +483,7 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     >>> gaussian.syr2k([[1, 2]], [[3, 4]], 13)
     array([[9]])
     """
+    cpu_only("modlin.gaussian.syr2k", A, B)
     m = _check_m(m)
     alg = _choose(algorithm, m)
     real = all(not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO" for X in (A, B))
@@ -573,6 +579,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     >>> int(re[0, 0]), int(im[0, 0])
     (1208925819614629174706177, 0)
     """
+    cpu_only("modlin.gaussian.intmul", A, B)
     from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import plan
 

@@ -12,7 +12,11 @@ Helpers are imported by the test modules with ``from conftest import ...``.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import pathlib
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -113,3 +117,52 @@ def assert_exact(C, A, B, p: int, oracle=ref_matmul) -> None:
 @pytest.fixture
 def rng():
     return np.random.default_rng(20240601)
+
+
+# ----------------------------------------------------------------- CUDA kernels on the host
+# The kernels' per-entry functions (kernels/modlin_elem.cuh), compiled by nvcc for
+# the host into one shared library with the kernels' names and arguments: the
+# kernel tests compare it with numba, and the GPU-path tests run CuPy code paths
+# on it (tests/test_gpu_paths.py).
+
+NVCC = shutil.which("nvcc")
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "kernels"
+# Contraction off on both sides: --fmad=false for device code, -ffp-contract=off
+# for the host compiler (gcc contracts by default where the target has FMA, e.g.
+# aarch64), so that the harness rounds exactly as numba and the kernels do.
+NVCC_FLAGS = ("--fmad=false", f"-I{KERNELS}")
+HOST_FLAGS = ("-Xcompiler", "-fPIC,-ffp-contract=off", "-O2")
+
+
+def _nvcc(*args: str, timeout: float = 300) -> None:
+    proc = subprocess.run([NVCC, *args], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"nvcc {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+P, I32, I64, U64, F64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_double
+HARNESS_SIGNATURES = {
+    "balanced_words_f64": (P, I64, I64, I32, I32, P),
+    "mw_step": (P, P, I64, F64, F64, F64, F64, F64, F64, F64),
+    "mw_finalize": (P, P, I64, F64, F64, F64, I64, P),
+    "ozaki_residues_i8": (P, I64, P, I32, P),
+    "ozaki_twom_i8": (P, P, I64, P, P, I32, P, P),
+    "int_residues_i8": (P, I64, P, I32, P),
+    "reduce_i32_u8": (P, I64, I32, P),
+    "twom_combine_i32_u8": (P, P, I64, I32, I32, I32, P, P),
+    "crt_to_double_u8": (P, I32, I64, I64, P, P, P, I32, P, P, P),
+    "crt_to_modp_u8": (P, I32, I64, P, P, P, U64, U64, P),
+}
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory):
+    if NVCC is None:
+        pytest.skip("nvcc is not on PATH: the kernels' host harness cannot be built")
+    out = tmp_path_factory.mktemp("kernels") / "libharness.so"
+    _nvcc("-x", "cu", "-shared", *HOST_FLAGS, *NVCC_FLAGS, "-o", str(out), str(ROOT / "tests" / "kernels_harness.cu"))
+    lib = ctypes.CDLL(str(out))
+    for name, args in HARNESS_SIGNATURES.items():
+        getattr(lib, name).argtypes = args
+        getattr(lib, name).restype = None
+    return lib

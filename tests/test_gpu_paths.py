@@ -1,0 +1,259 @@
+"""The CuPy code paths, run on the CPU.
+
+No GPU here, so a stand-in plays CuPy: a NumPy array subclass that modlin takes
+for ``cupy.ndarray`` (it is recognised through ``sys.modules["cupy"]``), a
+module that forwards every ``cupy.*`` call to NumPy, the kernels of
+``kernels/`` run by their host twins (``tests/kernels_harness.cu``, the same
+per-entry code, compiled by nvcc for the host), and cuBLAS's int8 GEMM by an
+int64 product that asserts every int32 sum fits. What runs is modlin's own GPU
+code: dispatch, planning for the device, batching over moduli, k splits, the
+launch arguments and the kernels' arithmetic. What does not run is CUDA itself
+(grids, shared memory, cuBLAS): ``benchmarks/gpu_report.py`` checks that on a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import modlin
+from conftest import HARNESS_SIGNATURES
+from modlin import _cuda, ozaki
+from modlin.gaussian import twom_moduli
+
+
+class FakeCupyArray(np.ndarray):
+    """A host array standing in for a ``cupy.ndarray``."""
+
+    def get(self) -> np.ndarray:
+        return np.array(self.view(np.ndarray))
+
+
+def _wrap(x):
+    if isinstance(x, np.ndarray) and not isinstance(x, FakeCupyArray):
+        return x.view(FakeCupyArray)
+    if isinstance(x, tuple):
+        return tuple(_wrap(v) for v in x)
+    return x
+
+
+def _fake_cupy() -> types.ModuleType:
+    mod = types.ModuleType("cupy")
+    mod.ndarray = FakeCupyArray
+
+    def __getattr__(name):
+        obj = getattr(np, name)
+        if callable(obj) and not isinstance(obj, type):
+            return lambda *a, **k: _wrap(obj(*a, **k))
+        return obj
+
+    mod.__getattr__ = __getattr__
+    return mod
+
+
+def _arg(a, ctype):
+    if ctype is ctypes.c_void_p:
+        if isinstance(a, np.uint64) and a == 0:
+            return None  # the NULL pointer of an absent operand
+        assert isinstance(a, np.ndarray) and a.flags.c_contiguous, "kernels take C-contiguous arrays"
+        return a.ctypes.data
+    assert isinstance(a, np.generic), f"scalar kernel arguments must be NumPy scalars (sized), got {a!r}"
+    return a.item()
+
+
+def _fake_gemm_i8(a, b, out=None):
+    assert a.dtype == np.int8 and b.dtype == np.int8
+    c = np.matmul(a.astype(np.int64), b.astype(np.int64))
+    assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
+    c = c.astype(np.int32).view(FakeCupyArray)
+    if out is None:
+        return c
+    out[...] = c
+    return out
+
+
+@pytest.fixture
+def gpu(monkeypatch, harness):
+    """Run modlin's CuPy paths on the host; yields ``to_gpu``."""
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    launched = []
+
+    def launch(name, n, *args):
+        launched.append(name)
+        if n:
+            assert len(args) == len(HARNESS_SIGNATURES[name]), name
+            getattr(harness, name)(*[_arg(a, t) for a, t in zip(args, HARNESS_SIGNATURES[name])])
+
+    monkeypatch.setattr(_cuda, "launch", launch)
+    monkeypatch.setattr(_cuda, "gemm_i8", _fake_gemm_i8)
+
+    def to_gpu(x):
+        return np.array(x).view(FakeCupyArray)
+
+    to_gpu.launched = launched
+    return to_gpu
+
+
+PRIMES = [2, 251, 1048573, 2**31 - 1, 2**50 - 27, 2**61 - 1, 2**63 - 25]
+
+
+@pytest.mark.parametrize("p", PRIMES)
+@pytest.mark.parametrize("algorithm", ["multiword", "rns"])
+def test_matmul_on_the_gpu_path(gpu, rng, p, algorithm):
+    if algorithm == "multiword" and p >= 2**52:
+        pytest.skip("multiword plans stop at 2**52")
+    m, k, n = 9, 37, 7
+    A = rng.integers(-(2**62), 2**62, (m, k))
+    B = rng.integers(0, 2**63 - 1, (k, n))
+    pl = modlin.plan(p, m, k, n, device="cuda", algorithm=algorithm)
+    assert pl.device == "cuda"
+    got = modlin.matmul(gpu(A), gpu(B), p, plan=pl)
+    assert isinstance(got, FakeCupyArray) and got.dtype == np.int64
+    np.testing.assert_array_equal(got.get(), modlin.matmul(A, B, p))
+    if not (isinstance(pl, modlin.Plan) and pl.engine == "int8"):  # int8 words need no kernel
+        assert gpu.launched, "the GPU path ran no kernel"
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, 2**50 - 27, 2**61 - 1])
+def test_matmul_worst_case_and_thin_shapes(gpu, p):
+    A = np.full((3, 700), p - 1)
+    for B in (np.full((700, 2), p - 1), np.full((700, 1), p - 1)):
+        for pl in (None, modlin.plan(p, 3, 700, B.shape[1], device="cuda", algorithm="rns")):
+            got = modlin.matmul(gpu(A), gpu(B), p, plan=pl)
+            np.testing.assert_array_equal(got.get(), modlin.matmul(A, B, p))
+
+
+@pytest.mark.parametrize("variant", ["horner", "concat-b", "concat-a"])
+def test_matmul_multiword_variants_on_the_gpu_path(gpu, rng, variant):
+    p = 2**40 - 87
+    A, B = rng.integers(0, p, (6, 300)), rng.integers(0, p, (300, 5))
+    pl = modlin.plan(p, 6, 300, 5, device="cuda", words=(2, 2), variant=variant)
+    np.testing.assert_array_equal(modlin.matmul(gpu(A), gpu(B), p, plan=pl).get(), modlin.matmul(A, B, p))
+
+
+def test_matmul_int8_multiword_and_stacks_on_the_gpu_path(gpu, rng):
+    p = 251
+    A, B = rng.integers(-1000, 1000, (2, 4, 50)), rng.integers(0, 10**6, (50, 3)).astype(np.uint64)
+    pl = modlin.plan(p, 4, 50, 3, device="cuda", engine="int8", algorithm="multiword")
+    np.testing.assert_array_equal(modlin.matmul(gpu(A), gpu(B), p, plan=pl).get(), modlin.matmul(A, B, p))
+    np.testing.assert_array_equal(modlin.matmul(gpu(A[0, 0]), gpu(B), p).get(), modlin.matmul(A[0, 0], B, p))
+
+
+def test_gpu_plans_prefer_tensor_cores_for_large_products():
+    pl = modlin.plan(2**31 - 1, 8192, 8192, 8192, device="cuda")
+    assert isinstance(pl, modlin.RNSPlan) and pl.engine == "int8" and pl.device == "cuda"
+    assert "on the GPU" in pl.explain()
+    assert modlin.plan(2**31 - 1, 8192, 8192, 8192).engine == "fp64"  # the CPU's choice
+    with pytest.raises(ValueError, match="does not run on the GPU"):
+        modlin.plan(1000003, 64, 64, 64, device="cuda", engine="fp32")
+    with pytest.raises(ValueError, match="device must be"):
+        modlin.plan(1000003, 64, 64, 64, device="tpu")
+
+
+def _phi_matrix(rng, shape, phi, cplx=False):
+    x = (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    if cplx:
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    return x
+
+
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+@pytest.mark.parametrize("phi", [0.0, 2.0])
+def test_ozaki_dgemm_and_dsyrk_on_the_gpu_path(gpu, rng, mode, phi):
+    A, B = _phi_matrix(rng, (11, 60), phi), _phi_matrix(rng, (60, 9), phi)
+    A[2, 5] = np.inf
+    with np.errstate(invalid="ignore"):
+        got, want = ozaki.dgemm(gpu(A), gpu(B), mode=mode), ozaki.dgemm(A, B, engine="int8", mode=mode)
+    assert isinstance(got, FakeCupyArray)
+    np.testing.assert_array_equal(got.get(), want)
+    A[2, 5] = 1.0
+    for moduli in (None, 25):  # 25: past the 22 2M moduli, the plain real product joins
+        np.testing.assert_array_equal(ozaki.dsyrk(gpu(A), mode=mode, moduli=moduli).get(),
+                                      ozaki.dsyrk(A, engine="int8", mode=mode, moduli=moduli))
+
+
+@pytest.mark.parametrize("algorithm", ["2m", "3m", "4m", "hybrid"])
+def test_ozaki_zgemm_and_zherk_on_the_gpu_path(gpu, rng, algorithm):
+    Z, W = _phi_matrix(rng, (10, 45), 1.0, True), _phi_matrix(rng, (45, 8), 1.0, True)
+    moduli = 24 if algorithm == "hybrid" else None
+    got = ozaki.zgemm(gpu(Z), gpu(W), algorithm=algorithm, moduli=moduli, alpha=2 - 1j, beta=0.5,
+                      C=gpu(np.ones((10, 8), dtype=complex)))
+    want = ozaki.zgemm(Z, W, engine="int8", algorithm=algorithm, moduli=moduli, alpha=2 - 1j, beta=0.5,
+                       C=np.ones((10, 8), dtype=complex))
+    np.testing.assert_array_equal(got.get(), want)
+    np.testing.assert_array_equal(ozaki.zherk(gpu(Z), algorithm=algorithm, moduli=moduli).get(),
+                                  ozaki.zherk(Z, engine="int8", algorithm=algorithm, moduli=moduli))
+
+
+def test_ozaki_splits_k_past_the_int32_limit_on_the_gpu_path(gpu, rng):
+    k = _cuda.KMAX + 5
+    A, B = _phi_matrix(rng, (2, k), 0.5), _phi_matrix(rng, (k, 2), 0.5)
+    np.testing.assert_array_equal(ozaki.dgemm(gpu(A), gpu(B)).get(), ozaki.dgemm(A, B, engine="int8"))
+
+
+def test_ozaki_uses_the_int8_engine_on_the_gpu(gpu):
+    A = gpu(np.eye(3))
+    with pytest.raises(ValueError, match="int8 engine"):
+        ozaki.dgemm(A, A, engine="fp64")
+    assert ozaki.moduli_for("complex", engine="int8")[0] == twom_moduli()[:17]
+
+
+def test_mixing_numpy_and_cupy_is_refused(gpu):
+    A = np.eye(3, dtype=np.int64)
+    for call in (lambda: modlin.matmul(gpu(A), A, 7), lambda: ozaki.dgemm(A, gpu(A * 1.0)),
+                 lambda: ozaki.zgemm(gpu(A * 1j), gpu(A * 1j), beta=1.0, C=np.eye(3))):
+        with pytest.raises(TypeError, match="mix NumPy and CuPy"):
+            call()
+
+
+def test_functions_without_a_gpu_path_say_so(gpu):
+    A = gpu(np.eye(3, dtype=np.int64))
+    for call in (lambda: modlin.intmul(A, A), lambda: modlin.gaussian.matmul(A, A, 5),
+                 lambda: modlin.gaussian.herk((A, A), 5)):
+        with pytest.raises(TypeError, match="does not run on CuPy arrays yet"):
+            call()
+
+
+def test_gpu_matmul_input_errors(gpu):
+    A = gpu(np.eye(3))
+    with pytest.raises(TypeError, match="integer or boolean CuPy arrays"):
+        modlin.matmul(A, A, 7)
+    B = gpu(np.eye(3, dtype=np.int64))
+    with pytest.raises(ValueError, match="below 2\\*\\*63"):
+        modlin.matmul(B, B, 2**64 - 59)
+    with pytest.raises(TypeError, match="needs the modulus"):
+        modlin.matmul(B, B)
+    with pytest.raises(ValueError, match="device='cuda'"):
+        modlin.matmul(B, B, 7, plan=modlin.plan(7, 3, 3, 3))
+
+
+def test_fake_launch_passes_pointers():
+    # the stand-in must hand the harness real addresses, and NULL for an absent operand
+    x = np.arange(4.0)
+    assert _arg(x, ctypes.c_void_p) == x.ctypes.data and _arg(np.uint64(0), ctypes.c_void_p) is None
+    assert _arg(np.int32(3), ctypes.c_int) == 3 and _arg(np.uint64(0), ctypes.c_ulonglong) == 0
+    with pytest.raises(AssertionError):
+        _arg(3, ctypes.c_int)  # a Python int would reach CUDA as 64 bits
+
+
+def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
+    # GPU time is scarce: the report's own checks and table code must work before it gets any
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_report", pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    stream = types.SimpleNamespace(synchronize=lambda: None)
+    sys.modules["cupy"].cuda = types.SimpleNamespace(get_current_stream=lambda: stream)
+    lines: list[str] = []
+    assert report.check(lines), "\n".join(lines)
+    assert len(lines) > 20 and all("| ok |" in line for line in lines)
+    table: list[str] = []
+    report.table(table, [40], 1)
+    assert len(table) >= 18 and not any("nan" in line for line in table), "\n".join(table)

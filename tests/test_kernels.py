@@ -1,0 +1,461 @@
+"""The CUDA kernels of ``kernels/``, checked without a GPU.
+
+Two checks: every kernel compiles for sm_80 and sm_90 (with nvcc, and with
+NVRTC as ``cupy.RawModule`` will compile it, where the library is installed);
+and the per-entry arithmetic the kernels share with ``tests/kernels_harness.cu``
+(the same functions of ``kernels/modlin_elem.cuh``, compiled by nvcc for the
+host) equals the numba kernels it mirrors bit for bit, on random and worst-case
+data. The kernels' exactness rests on the numba kernels' proofs, which hold for
+their exact sequence of roundings: equality of every bit (the sign of a zero
+included) is what carries the proofs over.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import math
+import pathlib
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from modlin import _crtfloat, _modular, _quantize, _rns
+from modlin._modular import Reduction
+from modlin._rns import Basis, int8_moduli
+from modlin.gaussian import sqrt_minus_one, twom_moduli
+
+from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS, _nvcc
+
+if NVCC is None:
+    pytest.skip("nvcc is not on PATH: the CUDA kernels are not compiled here", allow_module_level=True)
+SOURCE = KERNELS / "modlin_kernels.cu"
+ARCHS = ("sm_80", "sm_90")
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+
+# ------------------------------------------------------------------ compilation
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kernels_compile(arch, tmp_path):
+    out = tmp_path / f"modlin_kernels_{arch}.cubin"
+    _nvcc(*NVCC_FLAGS, f"-arch={arch}", "-cubin", "-o", str(out), str(SOURCE))
+    assert out.stat().st_size > 0
+
+
+def test_kernels_have_no_fused_multiply_add(tmp_path):
+    """The PTX holds no fma: contraction is off and no math function brings one in."""
+    out = tmp_path / "modlin_kernels.ptx"
+    _nvcc(*NVCC_FLAGS, "-arch=sm_90", "-ptx", "-o", str(out), str(SOURCE))
+    _check_ptx(out.read_text())
+
+
+def _check_ptx(ptx: str) -> None:
+    """Every kernel of the harness is in the PTX, and no double-precision fused multiply-add."""
+    assert set(re.findall(r"\.visible \.entry (\w+)\(", ptx)) == set(HARNESS_SIGNATURES)
+    assert re.search(r"\b(fma|mad)\.rn\.f64\b", ptx) is None
+
+
+def _find_nvrtc() -> pathlib.Path | None:
+    """libnvrtc from the nvidia-cuda-nvrtc wheel (what CuPy's wheels use) or the CUDA toolkit."""
+    dirs = []
+    spec = importlib.util.find_spec("nvidia")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += [pathlib.Path(d) for d in spec.submodule_search_locations]
+    dirs.append(pathlib.Path(NVCC).resolve().parents[1])
+    for d in dirs:
+        for lib in sorted(d.glob("**/libnvrtc.so*")):
+            if ".alt." not in lib.name:
+                return lib
+    return None
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+def test_kernels_compile_with_nvrtc(arch):
+    """NVRTC (what cupy.RawModule uses) has no host standard headers and its own dialect
+    default: the sources must compile there too, to PTX without fused multiply-adds."""
+    lib_path = _find_nvrtc()
+    if lib_path is None:
+        pytest.skip("libnvrtc not found (pip install nvidia-cuda-nvrtc to run this check)")
+    for builtins in sorted(lib_path.parent.glob("libnvrtc-builtins.so*")):
+        if ".alt." not in builtins.name:  # libnvrtc loads it by name: preload it from the same folder
+            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(str(lib_path))
+    for std in ("c++11", "c++17"):
+        prog = ctypes.c_void_p()
+        assert lib.nvrtcCreateProgram(ctypes.byref(prog), SOURCE.read_bytes(), b"modlin_kernels.cu", 0, None,
+                                      None) == 0
+        try:
+            opts = [b"--fmad=false", f"-I{KERNELS}".encode(), f"-arch={arch}".encode(), f"--std={std}".encode()]
+            rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+            size = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetProgramLog(prog, log)
+            assert rc == 0, log.value.decode()
+            lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
+            ptx = ctypes.create_string_buffer(size.value)
+            assert lib.nvrtcGetPTX(prog, ptx) == 0
+            _check_ptx(ptx.value.decode())
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+# ------------------------------------------------------------------ the host harness
+
+def _ptr(a: np.ndarray | None):
+    """A pointer to ``a``'s data that keeps ``a`` alive (a bare address would not: a
+    temporary array could be freed before the call)."""
+    if a is None:
+        return None
+    assert a.flags.c_contiguous
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal arrays, doubles compared by their bits (so -0.0 differs from 0.0)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
+    if got.dtype.kind == "f":
+        got, want = got.view(np.uint64), want.view(np.uint64)
+    bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
+    assert bad.size == 0, (f"{bad.size} of {got.size} entries differ; first at {bad[0]}: "
+                           f"got {got.reshape(-1)[bad[0]]}, expected {want.reshape(-1)[bad[0]]}")
+
+
+def _i64(values) -> np.ndarray:
+    return np.array([v for v in values if I64_MIN <= v <= I64_MAX], dtype=np.int64)
+
+
+def _edges_mod(p: int) -> list[int]:
+    """Integers at the edges of the residue ranges modulo p, and of int64."""
+    h = p // 2
+    base = [0, 1, -1, 2, -2, p - 1, p, p + 1, -p, -p + 1, -p - 1, h, -h, h + 1, -h - 1, (p - 1) // 2,
+            (p - 1) // 2 + 1, 2 * p - 1, 3 * p + h, -3 * p - h, I64_MIN, I64_MIN + 1, I64_MAX, I64_MAX - 1]
+    big = (I64_MAX // p) * p
+    return base + [big, big - 1, big + (p - 1) // 2, -big, -big - 1, -big - h, I64_MIN + p - 1]
+
+
+def _int64_data(rng, p: int, n: int) -> np.ndarray:
+    edges = _i64(_edges_mod(p))
+    wide = rng.integers(I64_MIN, I64_MAX, size=n, endpoint=True, dtype=np.int64)
+    near = rng.integers(-min(4 * p, 2**62), min(4 * p, 2**62), size=n, dtype=np.int64)
+    return np.concatenate([edges, wide, near])
+
+
+# ------------------------------------------------------------------ word split
+
+@pytest.mark.parametrize("p, s, u", [
+    (2, 1, 1), (3, 2, 1), (4, 1, 2), (5, 1, 3), (256, 8, 1), (256, 4, 2), (255, 7, 2), (257, 8, 2),
+    (65521, 8, 2), (2**31 - 1, 16, 2), (2**31 - 1, 8, 4), (2**40 - 87, 7, 6), (2**51, 26, 2),
+    (2**52 - 1, 26, 2), (2**52 - 1, 18, 3), (2**52 - 1, 7, 8), (2**52 - 47, 13, 4),
+])
+def test_balanced_words(harness, rng, p, s, u):
+    x = _int64_data(rng, p, 3000)
+    want = _modular.balanced_words(x, p, s, u, np.float64)
+    got = np.full((u, x.size), np.nan)
+    harness.balanced_words_f64(_ptr(x), x.size, p, s, u, _ptr(got))
+    _same_bits(got, want)
+
+
+# ------------------------------------------------------------------ multiword reductions
+
+def _below(v: int) -> float:
+    """The largest double <= v."""
+    f = float(v)
+    return float(np.nextafter(f, 0.0)) if int(f) > v else f
+
+
+def _float_data(rng, y_max: int, n: int) -> np.ndarray:
+    """Doubles with |y| <= y_max: edges, random integers, random fractions, signed zeros."""
+    top = _below(y_max)
+    edges = [top, -top, float(np.nextafter(top, 0.0)), -float(np.nextafter(top, 0.0)), 0.0, -0.0, 1.0, -1.0, 0.5,
+             -0.5, 1.5, -2.5]
+    ints = np.rint(rng.uniform(-top, top, n))
+    small = rng.integers(-(2**20), 2**20, n).astype(np.float64)
+    frac = rng.uniform(-top, top, n // 4) / 2.0 ** rng.integers(0, 60, n // 4)
+    return np.concatenate([edges, ints, small, frac])
+
+
+def _step_cases():
+    cases = []
+    for p in (2, 3, 256, 257, 65521, 2**31 - 1, 2**40 - 87, 2**52 - 47, 2**52 - 1, 2**51):
+        for y_max in (p, 2**53, 2**62, 1024 * (p // 2 + 1) ** 2):
+            for scale_exp in (0, 7, 26):
+                try:
+                    red = Reduction.for_bound(p, y_max)
+                    scaled = Reduction.for_bound(p, red.r_max * 2**scale_exp)
+                except ValueError:
+                    continue
+                cases.append((p, y_max, scale_exp, red, scaled))
+    return cases
+
+
+STEP_CASES = _step_cases()
+
+
+@pytest.mark.parametrize("p, y_max, scale_exp, red, scaled", STEP_CASES,
+                         ids=[f"p{c[0]}-y{c[1].bit_length()}b-s{c[2]}" for c in STEP_CASES])
+def test_mw_step(harness, rng, p, y_max, scale_exp, red, scaled):
+    x = _float_data(rng, y_max // 2, 500)
+    t = rng.permutation(x)
+    for add in (False, True):
+        for r1, r2 in ((red, scaled), (red, None), (None, scaled), (None, None)):
+            want = x.copy().reshape(1, -1)
+            _modular.step(want, t.reshape(1, -1) if add else None, r1, scale_exp, r2)
+            got = x.copy()
+            q1 = r1.constants() if r1 is not None else (0.0, 0.0, 0.0)
+            q2 = r2.constants() if r2 is not None else (0.0, 0.0, 0.0)
+            harness.mw_step(_ptr(got), _ptr(t) if add else None, got.size, *q1, float(2**scale_exp), *q2)
+            _same_bits(got, want.reshape(-1))
+
+
+def _finalize_cases():
+    cases = []
+    for p in (2, 3, 256, 257, 2**31 - 1, 2**40 - 87, 2**52 - 47, 2**52 - 1, 2**51):
+        for y_max in (2**53, 2**62, 1024 * (p // 2 + 1) ** 2):
+            try:
+                cases.append((p, Reduction.for_bound(p, y_max)))
+            except ValueError:
+                continue
+    return cases
+
+
+FINALIZE_CASES = _finalize_cases()
+
+
+@pytest.mark.parametrize("p, red", FINALIZE_CASES, ids=[f"p{p}-y{r.y_max.bit_length()}b" for p, r in FINALIZE_CASES])
+def test_mw_finalize(harness, rng, p, red):
+    half = red.y_max // 2
+    multiples = [float(k * p) for k in (1, 2, 3, 1000)] + [float((half // p) * p)]
+    x = np.concatenate([_float_data(rng, half, 2000), multiples, [-v for v in multiples], [v - 1 for v in multiples]])
+    x = np.rint(x)  # finalize's contract: integer values (the remainder is then one)
+    t = np.rint(rng.permutation(x))
+    for add in (False, True):
+        want = np.empty((1, x.size), dtype=np.int64)
+        _modular.finalize(x.reshape(1, -1), want, red, t.reshape(1, -1) if add else None)
+        got = np.empty(x.size, dtype=np.int64)
+        harness.mw_finalize(_ptr(x), _ptr(t) if add else None, x.size, *red.constants(), p, _ptr(got))
+        _same_bits(got, want.reshape(-1))
+        assert got.min() >= 0 and got.max() < p
+
+
+# ------------------------------------------------------------------ Ozaki residues
+
+MODULI_SETS = {"int8x16": int8_moduli()[:16], "twom": twom_moduli(), "int8-all": int8_moduli()}
+
+
+def _ozaki_data(rng, n: int) -> np.ndarray:
+    """Integer-valued doubles below 2**85 in magnitude: every scale, the edges of the 2**32 split."""
+    top = 2.0**85 - 2.0**32  # the largest double below 2**85
+    edges = [0.0, -0.0, 1.0, -1.0, 255.0, 256.0, -256.0, 2.0**32, 2.0**32 - 1, 2.0**32 + 1, -(2.0**32),
+             -(2.0**32) + 1, -(2.0**32) - 1, 2.0**52, 2.0**53 - 1, 2.0**53, -(2.0**53), 2.0**64, 2.0**84,
+             -(2.0**84), top, -top, float(np.nextafter(top, 0)), 2.0**84 + 2.0**32, -(2.0**85) + 2.0**33]
+    x = np.ldexp(rng.uniform(-1.0, 1.0, n), rng.integers(0, 86, n))
+    return np.concatenate([edges, np.rint(x)])
+
+
+@pytest.mark.parametrize("name", list(MODULI_SETS))
+def test_ozaki_residues(harness, rng, name):
+    moduli = MODULI_SETS[name]
+    x = _ozaki_data(rng, 4000)
+    want = np.stack([_quantize.residues(x, m, np.int8) for m in moduli])
+    got = np.zeros((len(moduli), x.size), dtype=np.int8)
+    harness.ozaki_residues_i8(_ptr(x), x.size, _ptr(np.array(moduli, dtype=np.int32)), len(moduli), _ptr(got))
+    _same_bits(got, want)
+
+
+def test_ozaki_twom(harness, rng):
+    moduli = twom_moduli()
+    roots = [sqrt_minus_one(m) for m in moduli]
+    xr = _ozaki_data(rng, 4000)
+    xi = np.concatenate([rng.permutation(xr[:25]), _ozaki_data(rng, 4000)[25:]])
+    want = [_quantize.twom_residues(xr, xi, m, s, np.int8) for m, s in zip(moduli, roots)]
+    plus = np.zeros((len(moduli), xr.size), dtype=np.int8)
+    minus = np.zeros_like(plus)
+    harness.ozaki_twom_i8(_ptr(xr), _ptr(xi), xr.size, _ptr(np.array(moduli, dtype=np.int32)),
+                          _ptr(np.array(roots, dtype=np.int32)), len(moduli), _ptr(plus), _ptr(minus))
+    _same_bits(plus, np.stack([w[0] for w in want]))
+    _same_bits(minus, np.stack([w[1] for w in want]))
+
+
+# ------------------------------------------------------------------ int8 engine pre- and post-processing
+
+@pytest.mark.parametrize("name", list(MODULI_SETS))
+def test_int_residues(harness, rng, name):
+    moduli = MODULI_SETS[name]
+    x = np.concatenate([_int64_data(rng, m, 300) for m in moduli[:4]])
+    got = np.zeros((len(moduli), x.size), dtype=np.int8)
+    harness.int_residues_i8(_ptr(x), x.size, _ptr(np.array(moduli, dtype=np.int32)), len(moduli), _ptr(got))
+    _same_bits(got, np.stack([_modular.balanced_lift_int64(x, m).astype(np.int8) for m in moduli]))
+    _same_bits(got, _rns.residues(x, Basis(moduli), np.int8))  # an independent route: 16-bit limbs
+
+
+def _int32_data(rng, m: int, n: int) -> np.ndarray:
+    edges = [0, 1, -1, m - 1, m, -m, m + 1, -m - 1, I32_MIN, I32_MIN + 1, I32_MAX, I32_MAX - 1,
+             (I32_MAX // m) * m, -(I32_MAX // m) * m]
+    return np.concatenate([np.array(edges, dtype=np.int32),
+                           rng.integers(I32_MIN, I32_MAX, n, endpoint=True, dtype=np.int32)])
+
+
+@pytest.mark.parametrize("m", [2, 3, 128, 241, 251, 255, 256])
+def test_reduce_i32(harness, rng, m):
+    X = _int32_data(rng, m, 5000)
+    got = np.zeros(X.size, dtype=np.uint8)
+    harness.reduce_i32_u8(_ptr(X), X.size, m, _ptr(got))
+    _same_bits(got, np.mod(X.astype(np.int64), m).astype(np.uint8))
+
+
+@pytest.mark.parametrize("m", twom_moduli())
+def test_twom_combine(harness, rng, m):
+    s = sqrt_minus_one(m)
+    X = _int32_data(rng, m, 3000)
+    Y = np.concatenate([X[:14][::-1], _int32_data(rng, m, 3000)[14:]])
+    re_want, im_want = _modular.twom_combine(np.mod(X.astype(np.int64), m), np.mod(Y.astype(np.int64), m), s, m)
+    re, im = np.zeros(X.size, dtype=np.uint8), np.zeros(X.size, dtype=np.uint8)
+    harness.twom_combine_i32_u8(_ptr(X), _ptr(Y), X.size, m, (m + 1) // 2, pow(2 * s, -1, m), _ptr(re), _ptr(im))
+    _same_bits(re, re_want.astype(np.uint8))
+    _same_bits(im, im_want.astype(np.uint8))
+
+
+# ------------------------------------------------------------------ CRT
+
+CRT_BASES = {
+    "one": (251,),
+    "two": (256, 255),
+    "int8x16": int8_moduli()[:16],
+    "twom": twom_moduli(),
+    "int8-all": int8_moduli(),
+}
+
+
+def _crt_args(basis: Basis):
+    moduli = np.array(basis.moduli, dtype=np.int64)
+    return moduli, np.ascontiguousarray(basis.garner_inverses), basis.half_digits.astype(np.float64)
+
+
+def _residues_of(values: list[int], basis: Basis) -> np.ndarray:
+    return np.array([[v % m for v in values] for m in basis.moduli], dtype=np.uint8)
+
+
+def _randbits(rng, b: int) -> int:
+    """A random integer in [0, 2**b)."""
+    return int.from_bytes(rng.bytes(b // 8 + 1), "little") % (1 << b)
+
+
+def _signed(values: list[int], rng) -> list[int]:
+    return [v if rng.random() < 0.5 else -v for v in values]
+
+
+def _crt_double(harness, res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+    moduli, inv, half = _crt_args(basis)
+    N, E = res.shape
+    L = basis.M.bit_length() // 32 + 1
+    out = np.full(E, np.nan)
+    harness.crt_to_double_u8(_ptr(res), N, E, sb.size, _ptr(moduli), _ptr(inv), _ptr(half), L, _ptr(sa), _ptr(sb),
+                             _ptr(out))
+    return out
+
+
+def _exactly_rounded(v: int, S: int) -> float:
+    """``v * 2**-S`` rounded to nearest (ties to even) by Python, infinity past the largest double."""
+    try:
+        return float(Fraction(v) / 2**S) if S >= 0 else float(v * 2**-S)
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+@pytest.mark.parametrize("name", list(CRT_BASES))
+def test_crt_to_double_random(harness, rng, name):
+    """Random residues (any value of the range), rows and columns of scales from overflow to underflow."""
+    basis = Basis(CRT_BASES[name])
+    rows, cols = 40, 50
+    res = np.stack([rng.integers(0, m, rows * cols) for m in basis.moduli]).astype(np.uint8)
+    bits = basis.M.bit_length()
+    sa = rng.integers(-1100 + bits, 1150 + bits, rows, dtype=np.int64)
+    sb = rng.integers(-30, 30, cols, dtype=np.int64)
+    want = _crtfloat.to_double(res.reshape(-1, rows, cols), basis, sa, sb).reshape(-1)
+    _same_bits(_crt_double(harness, res, basis, sa, sb), want)
+
+
+@pytest.mark.parametrize("name", list(CRT_BASES))
+def test_crt_to_double_worst_cases(harness, rng, name):
+    """Values and scales aimed at the hard places: the range's ends, ties and near-ties of the
+    53-bit rounding, and results at the subnormal, underflow and overflow boundaries."""
+    basis = Basis(CRT_BASES[name])
+    hmax = (basis.M - 1) // 2
+    bits = hmax.bit_length()
+    values, scales = [], []
+
+    def add(v, S):
+        if abs(v) <= hmax:
+            values.append(v)
+            scales.append(S)
+
+    for v in [0, 1, -1, hmax, -hmax, hmax - 1, -hmax + 1] + ([basis.M // 2] if basis.M % 2 == 0 else []):
+        for S in (0, 1, -1, 60, -900, 1074, 1075, 1100):
+            add(v, S)
+    for k in range(0, max(1, bits - 53), 3):  # ties and near-ties at 53 bits
+        for core in (2**53 + 1, 2**54 - 1, 2**53 + 3, 3 * 2**51 + 1):
+            for d in (-1, 0, 1):
+                for S in (0, 2 * k, -k):
+                    add((core << k) + d, S)
+                    add(-(core << k) - d, S)
+    # results whose exponent is e: v * 2**-S with 2**e <= |result| < 2**(e+1)
+    for e in (-1080, -1076, -1075, -1074, -1073, -1060, -1023, -1022, -1021, 1021, 1022, 1023, 1024):
+        for _ in range(12):
+            b = int(rng.integers(1, bits + 1))
+            v = (1 << (b - 1)) | _randbits(rng, b - 1)
+            if rng.random() < 0.3 and b > 2:  # exactly a tie at the subnormal precision, or all ones
+                v = (1 << (b - 1)) | (1 << (b - 2)) if rng.random() < 0.5 else (1 << b) - 1
+            add(v if rng.random() < 0.5 else -v, b - 1 - e)
+    res = _residues_of(values, basis)
+    sa = np.array(scales, dtype=np.int64)
+    sb = np.zeros(1, dtype=np.int64)
+    want = _crtfloat.to_double(res.reshape(-1, len(values), 1), basis, sa, sb).reshape(-1)
+    got = _crt_double(harness, res, basis, sa, sb)
+    _same_bits(got, want)
+    exact = np.array([_exactly_rounded(v, S) for v, S in zip(values, scales)])
+    _same_bits(got, exact)
+
+
+def test_crt_to_double_rounds_once_at_the_smallest_normal(harness):
+    # a result just below 2**-1022, rounded to 53 bits and then by ldexp to the subnormal
+    # grid, could tie upwards to exactly 2**-1022: both kernels must round it once
+    basis = Basis(int8_moduli()[:16])
+    # (2**53 - 1) * 2**-1075 is the midpoint between the largest subnormal and 2**-1022;
+    # these values lie just below it, so they round down to the largest subnormal
+    values = [(2**53 - 1) * 2**10 - 1, -((2**53 - 1) * 2**10 - 1), (2**53 - 1) * 2**20 - 2**9 + 1]
+    scales = [1085, 1085, 1095]
+    res = _residues_of(values, basis)
+    sa, sb = np.array(scales, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    exact = np.array([_exactly_rounded(v, S) for v, S in zip(values, scales)])
+    got = _crt_double(harness, res, basis, sa, sb)
+    _same_bits(got, _crtfloat.to_double(res.reshape(-1, len(values), 1), basis, sa, sb).reshape(-1))
+    _same_bits(got, exact)
+
+
+def _crt_modp_cases():
+    return [(name, p) for name in CRT_BASES for p in (2, 3, 101, 251, 2**31 - 1, 2**52 - 47, 2**61 - 1,
+                                                      2**62 + 135, 2**63 - 25, 2**63)]
+
+
+@pytest.mark.parametrize("name, p", _crt_modp_cases())
+def test_crt_to_modp(harness, rng, name, p):
+    basis = Basis(CRT_BASES[name])
+    hmax = (basis.M - 1) // 2
+    values = [0, 1, -1, hmax, -hmax, p, -p, p - 1, 1 - p, 2**63, -(2**63), 2**64 + 1]
+    values = [v for v in values if abs(v) <= hmax]
+    values += _signed([_randbits(rng, int(rng.integers(1, hmax.bit_length() + 1))) % (hmax + 1)
+                       for _ in range(300)], rng)
+    res = np.concatenate([_residues_of(values, basis),
+                          np.stack([rng.integers(0, m, 2000) for m in basis.moduli]).astype(np.uint8)], axis=1)
+    moduli, inv, half = _crt_args(basis)
+    N, E = res.shape
+    got = np.zeros(E, dtype=np.int64)
+    harness.crt_to_modp_u8(_ptr(res), N, E, _ptr(moduli), _ptr(inv), _ptr(half), p, basis.M % p, _ptr(got))
+    _same_bits(got, _rns.reconstruct(res, basis, p=p))
+    _same_bits(got[: len(values)], np.array([v % p for v in values], dtype=np.uint64).view(np.int64))
