@@ -30,7 +30,7 @@ from ._backend import namespace
 from ._rns import _fmod
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "fast_exponents", "accurate_exponents",
-           "quantize", "residues", "twom_residues"]
+           "quantize", "residues", "twom_residues", "twom_combine"]
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
 #: float64 (and in int32 for ``k <= 2**19`` on an int8 engine).
@@ -92,16 +92,18 @@ def accurate_exponents(abar: np.ndarray, bbar: np.ndarray, w: np.ndarray, lb: in
     ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``.
 
     Starts from the fast exponents (feasible here too, since ``w_ij`` is at most
-    the product of the norms) and raises each row's, then each column's, as far
-    as ``w`` allows: never fewer bits than "fast" keeps.
+    the product of the norms), gives each row half of its slack, then each
+    column all that the rows leave, then the rows whatever is left: never
+    fewer bits than "fast" keeps, and shared between both sides.
     """
     xp = namespace(w)
     g, h = fast_exponents(abar, bbar, lb)
     if 0 in w.shape:
         return g, h
     room = xp.where(w > 0, lb + 2 * T_BITS - _ceil_log2(w), 4 * G_MAX)  # g_i + h_j <= room_ij
-    g = xp.minimum(G_MAX, (room - h).min(axis=1))
+    g = xp.minimum(G_MAX, g + (room - g[:, None] - h).min(axis=1) // 2)
     h = xp.minimum(G_MAX, (room - g[:, None]).min(axis=0))
+    g = xp.minimum(G_MAX, (room - h).min(axis=1))
     return g, h
 
 
@@ -169,3 +171,22 @@ def twom_residues(xr: np.ndarray, xi: np.ndarray, m: int, s: int, dtype) -> tupl
         _twom_kernel(np.ascontiguousarray(xr).reshape(-1), np.ascontiguousarray(xi).reshape(-1),
                      m, s, plus.reshape(-1), minus.reshape(-1))
     return plus, minus
+
+
+@numba.njit(cache=True)
+def _twom_combine_kernel(X, Y, m, inv2, inv2s, re, im):  # pragma: no cover - compiled
+    mf = np.float64(m)
+    minv = 1.0 / mf
+    for e in range(X.shape[0]):
+        re[e] = _fmod((X[e] + Y[e]) * inv2, mf, minv)  # below 2m * m < 2**53: exact
+        im[e] = _fmod((X[e] - Y[e]) * inv2s, mf, minv)
+
+
+def twom_combine(X: np.ndarray, Y: np.ndarray, m: int, s: int, re: np.ndarray, im: np.ndarray) -> None:
+    """2M's post-processing in one pass: ``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` modulo
+    ``m < 2**26``, from float64 products ``X, Y`` in ``[0, m)``, into ``re`` and ``im``
+    (contiguous, any dtype holding ``[0, m)``)."""
+    if X.size:
+        _twom_combine_kernel(np.ascontiguousarray(X).reshape(-1), np.ascontiguousarray(Y).reshape(-1), m,
+                             np.float64((m + 1) // 2), np.float64(pow(2 * s, -1, m)),
+                             re.reshape(-1), im.reshape(-1))

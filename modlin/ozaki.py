@@ -47,12 +47,19 @@ ALGORITHMS = ("auto", "2m", "3m", "4m", "hybrid")
 #: Bits of the fp64 engine's moduli: primes 1 (mod 4) below 2**21, so each has a
 #: square root of -1 (2M) and a k of up to 2**13 needs one GEMM per product.
 FP64_MODULUS_BITS = 21
-#: Default counts: the fewest moduli whose product M reaches 2**124: 16 int8
-#: moduli, 17 int8 2M moduli or 6 fp64 ones. 16 2M moduli (M about 2**117) match
-#: native double accuracy on well-scaled inputs, but on inputs spanning wider
-#: exponent ranges (GEMMul8's phi = 1, 2) they lost to numpy.matmul on a few
-#: inputs by up to 2.6x; one more modulus never did (tests/test_ozaki.py).
+#: Default counts: the fewest moduli whose product M reaches 2**124 for k <= 1024,
+#: one bit more per doubling of k beyond (the bound on |A'||B'| sums k terms, so
+#: each doubling costs every entry half a bit on each side): 16 int8 moduli,
+#: 17 int8 2M moduli or 6 fp64 ones at k = 1024. 16 2M moduli (M about 2**117)
+#: match native double accuracy on well-scaled inputs, but on inputs spanning
+#: wider exponent ranges (GEMMul8's phi = 1, 2) they lost to numpy.matmul on a
+#: few inputs by up to 2.6x; one more modulus never did (tests/test_ozaki.py).
 DEFAULT_BITS = 124
+
+
+def default_bits(k: int) -> int:
+    """``log2`` of the smallest ``M`` the default moduli reach for inner dimension ``k``."""
+    return DEFAULT_BITS + max(0, (max(k, 1) - 1).bit_length() - 10)
 
 
 class AccuracyWarning(RuntimeWarning):
@@ -100,7 +107,7 @@ def _pool(engine: str, kind: str, algorithm: str) -> list[tuple[int, str]]:
 
 
 def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
-               algorithm: str = "auto") -> tuple[tuple[int, ...], tuple[str, ...]]:
+               algorithm: str = "auto", k: int = 1024) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The moduli an Ozaki product would use, and the algorithm for each.
 
     Parameters
@@ -109,6 +116,9 @@ def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
         ``dgemm``, ``zgemm``/``zherk``, or ``dsyrk``.
     engine, moduli, algorithm
         As for :func:`zgemm`.
+    k : int
+        The inner dimension: the default count grows by one bit of ``M`` per
+        doubling of ``k`` beyond 1024.
 
     Returns
     -------
@@ -127,11 +137,11 @@ def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
     """
     if kind not in ("real", "complex", "syrk"):
         raise ValueError(f"kind must be 'real', 'complex' or 'syrk', got {kind!r}")
-    mods = _resolve(kind, engine, moduli, algorithm)
+    mods = _resolve(kind, engine, moduli, algorithm, k=k)
     return mods.moduli, mods.algorithms
 
 
-def _resolve(kind: str, engine: str, moduli, algorithm: str, gpu: bool = False) -> _Moduli:
+def _resolve(kind: str, engine: str, moduli, algorithm: str, gpu: bool = False, k: int = 1024) -> _Moduli:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if algorithm not in ALGORITHMS:
@@ -144,15 +154,15 @@ def _resolve(kind: str, engine: str, moduli, algorithm: str, gpu: bool = False) 
         raise ValueError("on CuPy arrays ozaki runs on the int8 engine (tensor cores); "
                          "use engine='int8' or 'auto'")
     if moduli is None or isinstance(moduli, numbers.Integral):
-        return _counted(kind, engine, algorithm, moduli)
+        return _counted(kind, engine, algorithm, moduli, k)
     return _listed(kind, engine, algorithm, moduli)
 
 
-def _counted(kind: str, engine: str, algorithm: str, count) -> _Moduli:
+def _counted(kind: str, engine: str, algorithm: str, count, k: int) -> _Moduli:
     pool = _pool(engine, kind, algorithm)
     if count is None:
         prod, count = 1, 0
-        while prod < 2**DEFAULT_BITS:
+        while prod < 2 ** default_bits(k):
             prod *= pool[count][0]
             count += 1
     if isinstance(count, bool) or int(count) < 1:
@@ -229,12 +239,26 @@ def _quantize_all(parts, shift, axis, name):
         out.append(q)
         lost += n
     if lost:
-        warnings.warn(
-            f"{lost} nonzero entries of {name} are too small beside the largest of their "
-            f"{'row' if axis == 1 else 'column'} for the moduli's range and were rounded to zero; "
-            "use more moduli or mode='accurate', or scale the inputs",
-            AccuracyWarning, stacklevel=4)
+        line = "row" if axis == 1 else "column"
+        _warn_caller(
+            f"{lost} nonzero entries of {name} are too small beside the largest entry of their {line} "
+            f"and were rounded to zero (the scaling keeps at most {_quantize.G_MAX} bits below it, fewer "
+            "when the moduli's range is small): more moduli or mode='accurate' keep more bits up to that "
+            f"limit; beyond it, split the product or rescale that {line}",
+            AccuracyWarning)
     return out
+
+
+def _warn_caller(message: str, category) -> None:
+    """Warn at the first frame outside modlin, wherever inside it the warning arose."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 # --------------------------------------------------------------------------- residue products
@@ -286,16 +310,16 @@ def _gemm_residues(mods: _Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) ->
             s = sqrt_minus_one(q)
             a_plus, a_minus = _quantize.twom_residues(ap[0], ap[1], q, s, P.dtype)
             b_plus, b_minus = _quantize.twom_residues(bp[0], bp[1], q, s, P.dtype)
-            re, im = _twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s)
+            _quantize.twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s,
+                                   rc[0][i], rc[1][i])
+            continue
+        ar, ai, br, bi = (P.res(x, q) for x in (ap[0], ap[1], bp[0], bp[1]))
+        rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
+        rc[0][i] = _mod(rr - ii, q)
+        if alg == "3m":
+            rc[1][i] = _mod(P.gemm(q, P.add(ar, ai, q), P.add(br, bi, q)) - rr - ii, q)
         else:
-            ar, ai, br, bi = (P.res(x, q) for x in (ap[0], ap[1], bp[0], bp[1]))
-            rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
-            if alg == "3m":
-                t = P.gemm(q, P.add(ar, ai, q), P.add(br, bi, q))
-                re, im = _mod(rr - ii, q), _mod(t - rr - ii, q)
-            else:
-                re, im = _mod(rr - ii, q), _mod(P.gemm(q, ar, bi) + P.gemm(q, ai, br), q)
-        rc[0][i], rc[1][i] = re, im
+            rc[1][i] = _mod(P.gemm(q, ar, bi) + P.gemm(q, ai, br), q)
     return rc
 
 
@@ -322,10 +346,8 @@ def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
             s = sqrt_minus_one(q)
             plus, minus = _quantize.twom_residues(*((z1, z2) if real else ap), q, s, P.dtype)
             X = P.gemm(q, plus, minus.T)
-            re, im = _twom_combine(X, X.T, q, s)
-            rc[0][i] = re
-            if not real:
-                rc[1][i] = im
+            im = rc[1][i] if not real else np.empty_like(rc[0][i])
+            _quantize.twom_combine(X, X.T, q, s, rc[0][i], im)
         elif alg == "real":
             r = P.res(ap[0], q)
             rc[0][i] = P.gemm(q, r, r.T)
@@ -335,13 +357,6 @@ def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
             rc[0][i] = _mod(P.gemm(q, ar, ar.T) + P.gemm(q, ai, ai.T), q)
             rc[1][i] = _mod(ir - ir.T, q)
     return rc
-
-
-def _twom_combine(X, Y, q, s):
-    """2M's ``((X + Y)/2, (X - Y)/(2s)) mod q``; every intermediate stays below ``2**53``."""
-    re = _mod((X + Y) * ((q + 1) // 2), q)
-    im = _mod((X - Y) * pow(2 * s, -1, q), q)
-    return re, im
 
 
 # --------------------------------------------------------------------------- the products
@@ -498,9 +513,10 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     moduli : int or sequence of int, optional
         How many moduli of the engine to use, or the moduli themselves
         (pairwise coprime, below ``2**26``; at most 256 for int8). The default
-        is the fewest whose product reaches ``2**124``: 16 int8 moduli
-        (256, 255, 253, ...) or 6 fp64 ones (primes below ``2**21``), no less
-        accurate than native double GEMMs on inputs like GEMMul8's tests.
+        is the fewest whose product reaches ``2**124`` (one bit more per
+        doubling of ``k`` past 1024): 16 int8 moduli (256, 255, 253, ...) or
+        6 fp64 ones (primes below ``2**21``) at ``k = 1024``, no less accurate
+        than native double GEMMs on inputs like GEMMul8's tests.
     mode : {"fast", "accurate"}
         How the scales are chosen. "fast" bounds ``sum_k |A'_ik||B'_kj|`` by
         the norms of row ``i`` and column ``j`` (Cauchy-Schwarz); "accurate"
@@ -554,8 +570,8 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     _check_mode(mode)
     xp = namespace(A, B, C)
     a, b = _as_float(A, "A", False), _as_float(B, "B", False)
-    mods = _resolve("real", engine, moduli, "auto", gpu=xp is not np)
-    shape = _matmul_shapes(a.shape, b.shape)[2]
+    (_, k, _), _, shape = _matmul_shapes(a.shape, b.shape)
+    mods = _resolve("real", engine, moduli, "auto", gpu=xp is not np, k=k)
     return _blas(lambda: _batched_gemm(a, b, mods, mode, np.float64), xp, shape, np.float64,
                  alpha, beta, C, False)
 
@@ -577,8 +593,9 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
         shape rules.
     moduli : int or sequence of int, optional
         A count of the engine's moduli or the moduli themselves. The default
-        is the fewest whose product reaches ``2**124``: 17 int8 2M moduli
-        (241, 233, 229, ...) or 6 fp64 primes ``1 (mod 4)`` below ``2**21``.
+        is the fewest whose product reaches ``2**124`` (one bit more per
+        doubling of ``k`` past 1024): 17 int8 2M moduli (241, 233, 229, ...)
+        or 6 fp64 primes ``1 (mod 4)`` below ``2**21`` at ``k = 1024``.
     mode : {"fast", "accurate"}
         As for :func:`dgemm`.
     algorithm : {"auto", "2m", "3m", "4m", "hybrid"}
@@ -613,17 +630,17 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     _check_mode(mode)
     xp = namespace(A, B, C)
     a, b = _as_float(A, "A", True), _as_float(B, "B", True)
-    mods = _resolve("complex", engine, moduli, algorithm, gpu=xp is not np)
-    shape = _matmul_shapes(a.shape, b.shape)[2]
+    (_, k, _), _, shape = _matmul_shapes(a.shape, b.shape)
+    mods = _resolve("complex", engine, moduli, algorithm, gpu=xp is not np, k=k)
     return _blas(lambda: _batched_gemm(a, b, mods, mode, np.complex128), xp, shape, np.complex128,
                  alpha, beta, C, True)
 
 
 def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_):
     a = _as_float(A, "A", complex_)
-    mods = _resolve(kind, engine, moduli, algorithm, gpu=is_cupy(a))
     if a.ndim != 2:
         raise ValueError(f"A must be a matrix (2-D), got {a.ndim} dimensions")
+    mods = _resolve(kind, engine, moduli, algorithm, gpu=is_cupy(a), k=a.shape[1])
     n, k = a.shape
     shape = (n, n)
     dtype = np.complex128 if complex_ else np.float64

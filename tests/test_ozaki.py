@@ -265,6 +265,23 @@ def test_default_moduli_no_worse_than_numpy(kind, phi, engine, mode):
         f"{engine}/{mode} error / numpy's error = {', '.join(f'{r:.2f}' for r in ratios)} (phi = {phi}, {kind})")
 
 
+def test_default_moduli_grow_with_k():
+    # one more bit of M per doubling of k past 1024: the bound on |A'||B'| sums k terms
+    for kind, engine in [("real", "int8"), ("complex", "int8"), ("real", "fp64"), ("syrk", "int8")]:
+        for k, bits in [(1, 124), (1024, 124), (1025, 125), (16384, 128), (2**17 + 3, 132)]:
+            mods = ozaki.moduli_for(kind, engine=engine, k=k)[0]
+            assert math.prod(mods) >= 2**bits > math.prod(mods[:-1]), (kind, engine, k)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_default_moduli_no_worse_than_numpy_at_large_k(engine):
+    # k = 16384, phi = 2, complex: where M of 2**124 (k = 1024's default) lost to numpy
+    rng = np.random.default_rng([16384, 2])
+    A, B = gemmul8(rng, (4, 16384), 2.0, True), gemmul8(rng, (16384, 4), 2.0, True)
+    P = exact(A, B)
+    assert max_relerr(ozaki.zgemm(A, B, engine=engine), P) <= max_relerr(A @ B, P)
+
+
 def test_default_fp64_moduli_are_well_above_numpy():
     # the CPU default (6 fp64 moduli, M ~ 2**126) is far more accurate than numpy at phi <= 1
     for kind in ("real", "complex"):
