@@ -251,6 +251,9 @@ def twom_words(re: np.ndarray, im: np.ndarray, s: int, m: int, shift: int, u: in
 def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``(re + s*im, re - s*im) mod m`` as int64 arrays in ``[0, m)``, for int64 parts of any
     values and ``0 <= s < m < 2**52``: the images of a Gaussian matrix under 2M's two maps."""
+    if is_cupy(re):
+        r, t = re % m, _gpu_mulmod(im % m, s, m)
+        return (r + t) % m, (r - t) % m
     re, im = np.broadcast_arrays(re, im)
     shape = re.shape
     re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
@@ -263,6 +266,8 @@ def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarr
 
 def twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``((X + Y)/2, (X - Y)/(2s)) mod m`` for ``X, Y`` in ``[0, m)``, odd ``m < 2**52``."""
+    if is_cupy(X):
+        return _gpu_mulmod((X + Y) % m, (m + 1) // 2, m), _gpu_mulmod((X - Y) % m, pow(2 * s, -1, m), m)
     shape = np.broadcast_shapes(np.shape(X), np.shape(Y))
     X = np.ascontiguousarray(np.broadcast_to(X, shape), dtype=np.int64).reshape(-1)
     Y = np.ascontiguousarray(np.broadcast_to(Y, shape), dtype=np.int64).reshape(-1)
@@ -452,3 +457,11 @@ def _gpu_finalize(x, out, reduce: Reduction, t) -> None:
                  np.int64(reduce.p), res)
     if res is not out:
         out[...] = res
+
+
+def _gpu_mulmod(x, c: int, m: int):
+    """``x * c mod m`` in ``[0, m)`` for CuPy int64 ``0 <= x < m < 2**52`` and ``0 <= c < m``:
+    :func:`_mulmod1`'s float quotient (a few units off), the remainder exact modulo
+    ``2**64`` (wrapping int64 products) and so, being small, exactly the integer."""
+    q = (x.astype(np.float64) * float(c) * (1.0 / m)).astype(np.int64)
+    return (x * c - q * m) % m

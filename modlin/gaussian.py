@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _rns
-from ._backend import cpu_only
+from ._backend import cpu_only, namespace
 from ._convert import integers, residues_int64
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
@@ -166,6 +166,30 @@ def _parts(X, name: str) -> tuple[np.ndarray, np.ndarray]:
     raise TypeError(f"{name} must be a complex array or a (real, imag) pair of integer arrays, not {x.dtype}")
 
 
+def _gpu_parts(X, m: int, name: str):
+    """The parts of a CuPy Gaussian matrix (complex with integral parts, or a pair of
+    integer arrays) as int64 in ``[0, m)``, on the device."""
+    xp = namespace(*(X if isinstance(X, tuple) else (X,)))
+    if isinstance(X, tuple):
+        if len(X) != 2 or X[0].shape != X[1].shape:
+            raise ValueError(f"{name}: a Gaussian matrix given as a tuple must be a (real, imag) pair of one shape")
+        parts = X
+    elif X.dtype.kind == "c":
+        parts = (X.real, X.imag)
+    else:
+        parts = (X, xp.zeros(X.shape, dtype=np.int64))
+    out = []
+    for x in parts:
+        if x.dtype.kind == "f":
+            if not bool(xp.all(xp.isfinite(x) & (x == xp.trunc(x)) & (xp.abs(x) < 2.0**63))):
+                raise ValueError(f"{name}: the parts must be finite integers below 2**63")
+            x = x.astype(np.int64)
+        elif x.dtype.kind not in "biu":
+            raise TypeError(f"{name} must be complex or a (real, imag) pair of integer arrays, not {x.dtype}")
+        out.append(x.astype(np.int64) % m if x.dtype != np.uint64 else (x % np.uint64(m)).astype(np.int64))
+    return tuple(out)
+
+
 def _congruent(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     """The parts of ``X`` as int64 arrays congruent to them mod ``m`` (2M's split reduces them)."""
     re, im = _parts(X, name)
@@ -234,7 +258,8 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     Returns
     -------
     (ndarray, ndarray)
-        Real and imaginary parts of ``A @ B mod m``, int64 in ``[0, m)``.
+        Real and imaginary parts of ``A @ B mod m``, int64 in ``[0, m)``
+        (CuPy arrays for CuPy operands: the product then runs on their GPU).
 
     Raises
     ------
@@ -255,9 +280,12 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     array([[10.+3.j, 10.+5.j],
            [11.+4.j, 11.+2.j]])
     """
-    cpu_only("modlin.gaussian.matmul", A, B)
     m = _check_m(m)
     alg = _choose(algorithm, m)
+    if namespace(*[y for x in (A, B) for y in (x if isinstance(x, tuple) else (x,))]) is not np:
+        # on the GPU: the parts reduced there, each real product a GPU modlin.matmul
+        a, b = _gpu_parts(A, m, "A"), _gpu_parts(B, m, "B")
+        return _gauss(*a, *b, m, alg, lambda x, y: _matmul(x, y, m))
     if alg == "2m":
         return _twom_matmul(_congruent(A, m, "A"), _congruent(B, m, "B"), m)
     return _gauss(*_residues(A, m, "A"), *_residues(B, m, "B"), m, alg, lambda x, y: _matmul(x, y, m))

@@ -202,6 +202,27 @@ def test_ozaki_uses_the_int8_engine_on_the_gpu(gpu):
     assert ozaki.moduli_for("complex", engine="int8")[0] == twom_moduli()[:17]
 
 
+@pytest.mark.parametrize("m", [5, 13 * 17, 2**31 - 1, 1000000009, 2**50 - 27])
+@pytest.mark.parametrize("algorithm", ["auto", "2m", "3m", "4m"])
+def test_gaussian_matmul_on_the_gpu_path(gpu, rng, m, algorithm):
+    if algorithm == "2m" and not modlin.gaussian.is_twom_modulus(m):
+        pytest.skip("no square root of -1 modulo m")
+    A = rng.integers(-(2**40), 2**40, (2, 5, 31)) + 1j * rng.integers(-(2**40), 2**40, (2, 5, 31))
+    Br, Bi = rng.integers(-(2**62), 2**62, (31, 4)), rng.integers(0, 2**63 - 1, (31, 4))
+    got = modlin.gaussian.matmul(gpu(A), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
+    want = modlin.gaussian.matmul(A, (Br, Bi), m, algorithm=algorithm)
+    for g, w in zip(got, want):
+        assert isinstance(g, FakeCupyArray)
+        np.testing.assert_array_equal(g.get(), w)
+
+
+def test_gaussian_matmul_gpu_input_errors(gpu):
+    with pytest.raises(ValueError, match="finite integers"):
+        modlin.gaussian.matmul(gpu(np.array([[0.5 + 1j]])), gpu(np.array([[1j]])), 5)
+    with pytest.raises(TypeError, match="mix NumPy and CuPy"):
+        modlin.gaussian.matmul(gpu(np.eye(2) * 1j), np.eye(2) * 1j, 5)
+
+
 def test_mixing_numpy_and_cupy_is_refused(gpu):
     A = np.eye(3, dtype=np.int64)
     for call in (lambda: modlin.matmul(gpu(A), A, 7), lambda: ozaki.dgemm(A, gpu(A * 1.0)),
@@ -212,8 +233,8 @@ def test_mixing_numpy_and_cupy_is_refused(gpu):
 
 def test_functions_without_a_gpu_path_say_so(gpu):
     A = gpu(np.eye(3, dtype=np.int64))
-    for call in (lambda: modlin.intmul(A, A), lambda: modlin.gaussian.matmul(A, A, 5),
-                 lambda: modlin.gaussian.herk((A, A), 5)):
+    for call in (lambda: modlin.intmul(A, A), lambda: modlin.gaussian.herk((A, A), 5),
+                 lambda: modlin.gaussian.syrk(A, 5)):
         with pytest.raises(TypeError, match="does not run on CuPy arrays yet"):
             call()
 
