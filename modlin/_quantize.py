@@ -29,7 +29,7 @@ import numpy as np
 from ._backend import namespace
 from ._rns import _fmod
 
-__all__ = ["T_BITS", "G_MAX", "part_bounds", "fast_exponents", "accurate_exponents",
+__all__ = ["T_BITS", "G_MAX", "part_bounds", "exact_bits", "fast_exponents", "accurate_exponents",
            "quantize", "residues", "twom_residues", "twom_combine"]
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
@@ -74,20 +74,53 @@ def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
     return g
 
 
-def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_bits(parts: list[np.ndarray], ex: np.ndarray, axis: int) -> np.ndarray:
+    """Per row (``axis=1``) or column (``axis=0``): the fewest bits ``g`` for which
+    ``rint(x * 2**(g - ex))`` is exact for every entry ``x`` of the line in every part,
+    at least ``T_BITS``. More bits than that cannot make the line more accurate."""
+    xp = namespace(parts[0])
+    need = xp.full(ex.shape, T_BITS, dtype=np.int64)
+    if parts[0].shape[axis] == 0:
+        return need
+    top = xp.expand_dims(ex, axis)
+    for x in parts:
+        f, e = xp.frexp(x)  # x = f * 2**e with |f| in [0.5, 1)
+        mant = xp.abs(xp.ldexp(f, 53)).astype(np.int64)  # an integer below 2**53
+        low = xp.frexp((mant & -mant).astype(np.float64))[1] - 1  # trailing zero bits
+        lsb = e.astype(np.int64) - 53 + low  # x is an odd multiple of 2**lsb
+        need = xp.maximum(need, xp.where(x != 0, top - lsb, 0).max(axis=axis))
+    return need
+
+
+def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int, need_a=None, need_b=None):
     """Bits ``(g, h)`` for rows of ``A`` and columns of ``B`` from the norms of the bounds,
-    so that ``2**(g_i + h_j - 2 T_BITS) ||abar_i|| ||bbar_j|| <= 2**lb``."""
-    a = _ceil_log2((abar * abar).sum(axis=1))  # sums of small squares: exact
-    b = _ceil_log2((bbar * bbar).sum(axis=0))
-    ha = (lb + 2 * T_BITS) // 2
-    hb = lb + 2 * T_BITS - ha
-    # ||abar_i|| <= 2**(a_i / 2) <= 2**ceil(a_i / 2)
-    g = np.minimum(G_MAX, ha - (a + 1) // 2)
-    h = np.minimum(G_MAX, hb - (b + 1) // 2)
+    so that ``2**(g_i + h_j - 2 T_BITS) ||abar_i|| ||bbar_j|| <= 2**lb``.
+
+    The constraint separates: with ``ca_i = ceil(log2 ||abar_i||)``, rows take
+    ``g_i = ha - ca_i`` and columns ``h_j = hb - cb_j`` for any ``ha + hb = lb + 2 T_BITS``.
+    The split is even, except that a side which is exact with fewer bits
+    (``need_a``, ``need_b`` from :func:`exact_bits`) leaves the rest to the other.
+    """
+    xp = namespace(abar)
+    ca = (_ceil_log2((abar * abar).sum(axis=1)) + 1) // 2  # sums of small squares: exact
+    cb = (_ceil_log2((bbar * bbar).sum(axis=0)) + 1) // 2
+    cap_a = xp.full(ca.shape, G_MAX, dtype=np.int64) if need_a is None else xp.minimum(G_MAX, need_a)
+    cap_b = xp.full(cb.shape, G_MAX, dtype=np.int64) if need_b is None else xp.minimum(G_MAX, need_b)
+    total = lb + 2 * T_BITS
+    ha = total // 2
+    hb = total - ha
+    use_a = int((cap_a + ca).max()) if ca.size else 0  # the most the rows can use
+    use_b = int((cap_b + cb).max()) if cb.size else 0
+    if use_a < ha:
+        ha, hb = use_a, total - use_a
+    elif use_b < hb:
+        ha, hb = total - use_b, use_b
+    g = xp.minimum(cap_a, ha - ca)
+    h = xp.minimum(cap_b, hb - cb)
     return _check_bits(g, "A's rows"), _check_bits(h, "B's columns")
 
 
-def accurate_exponents(abar: np.ndarray, bbar: np.ndarray, w: np.ndarray, lb: int) -> tuple[np.ndarray, np.ndarray]:
+def accurate_exponents(abar: np.ndarray, bbar: np.ndarray, w: np.ndarray, lb: int, need_a=None, need_b=None):
     """Bits ``(g, h)`` from ``w = abar @ bbar`` (exact), so that
     ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``.
 
@@ -97,13 +130,15 @@ def accurate_exponents(abar: np.ndarray, bbar: np.ndarray, w: np.ndarray, lb: in
     fewer bits than "fast" keeps, and shared between both sides.
     """
     xp = namespace(w)
-    g, h = fast_exponents(abar, bbar, lb)
+    g, h = fast_exponents(abar, bbar, lb, need_a, need_b)
     if 0 in w.shape:
         return g, h
+    cap_a = G_MAX if need_a is None else xp.minimum(G_MAX, need_a)
+    cap_b = G_MAX if need_b is None else xp.minimum(G_MAX, need_b)
     room = xp.where(w > 0, lb + 2 * T_BITS - _ceil_log2(w), 4 * G_MAX)  # g_i + h_j <= room_ij
-    g = xp.minimum(G_MAX, g + (room - g[:, None] - h).min(axis=1) // 2)
-    h = xp.minimum(G_MAX, (room - g[:, None]).min(axis=0))
-    g = xp.minimum(G_MAX, (room - h).min(axis=1))
+    g = xp.maximum(g, xp.minimum(cap_a, g + (room - g[:, None] - h).min(axis=1) // 2))
+    h = xp.maximum(h, xp.minimum(cap_b, (room - g[:, None]).min(axis=0)))
+    g = xp.maximum(g, xp.minimum(cap_a, (room - h).min(axis=1)))
     return g, h
 
 

@@ -48,7 +48,7 @@ ALGORITHMS = ("auto", "2m", "3m", "4m", "hybrid")
 #: square root of -1 (2M) and a k of up to 2**13 needs one GEMM per product.
 FP64_MODULUS_BITS = 21
 #: Default counts: the fewest moduli whose product M reaches 2**124 for k <= 1024,
-#: one bit more per doubling of k beyond (the bound on |A'||B'| sums k terms, so
+#: log2(k / 1024) bits more beyond (the bound on |A'||B'| sums k terms, so
 #: each doubling costs every entry half a bit on each side): 16 int8 moduli,
 #: 17 int8 2M moduli or 6 fp64 ones at k = 1024. 16 2M moduli (M about 2**117)
 #: match native double accuracy on well-scaled inputs, but on inputs spanning
@@ -57,9 +57,15 @@ FP64_MODULUS_BITS = 21
 DEFAULT_BITS = 124
 
 
-def default_bits(k: int) -> int:
-    """``log2`` of the smallest ``M`` the default moduli reach for inner dimension ``k``."""
-    return DEFAULT_BITS + max(0, (max(k, 1) - 1).bit_length() - 10)
+def default_bits(k: int) -> float:
+    """``log2`` of the smallest ``M`` the default moduli reach for inner dimension ``k``:
+    ``124 + log2(k / 1024)`` for ``k > 1024``, 124 below."""
+    return DEFAULT_BITS + max(0.0, math.log2(max(k, 1) / 1024))
+
+
+def _enough(M: int, k: int) -> bool:
+    """``M >= 2**default_bits(k)``, decided in integers."""
+    return M * 1024 >= 2**DEFAULT_BITS * max(k, 1024)
 
 
 class AccuracyWarning(RuntimeWarning):
@@ -162,7 +168,7 @@ def _counted(kind: str, engine: str, algorithm: str, count, k: int) -> _Moduli:
     pool = _pool(engine, kind, algorithm)
     if count is None:
         prod, count = 1, 0
-        while prod < 2 ** default_bits(k):
+        while not _enough(prod, k):
             prod *= pool[count][0]
             count += 1
     if isinstance(count, bool) or int(count) < 1:
@@ -364,15 +370,17 @@ def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
 def _scales(pa, pb, mods: _Moduli, mode: str, symmetric: bool):
     """Shifts ``(sa, sb)``: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by columns."""
     ex_a, abar = _quantize.part_bounds(pa, axis=1)
+    need_a = _quantize.exact_bits(pa, ex_a, axis=1)
     if symmetric:
-        ex_b, bbar = ex_a, abar.T
+        ex_b, bbar, need_b = ex_a, abar.T, need_a
     else:
         ex_b, bbar = _quantize.part_bounds(pb, axis=0)
+        need_b = _quantize.exact_bits(pb, ex_b, axis=0)
     lb = _lb(mods.basis)
     if mode == "fast":
-        g, h = _quantize.fast_exponents(abar, bbar, lb)
+        g, h = _quantize.fast_exponents(abar, bbar, lb, need_a, need_b)
     else:
-        g, h = _quantize.accurate_exponents(abar, bbar, _bound_gemm(abar, bbar), lb)
+        g, h = _quantize.accurate_exponents(abar, bbar, _bound_gemm(abar, bbar), lb, need_a, need_b)
     if symmetric:  # both sides take the smaller share: the result stays symmetric
         g = h = np.minimum(g, h)
     return g - ex_a, h - ex_b

@@ -266,11 +266,12 @@ def test_default_moduli_no_worse_than_numpy(kind, phi, engine, mode):
 
 
 def test_default_moduli_grow_with_k():
-    # one more bit of M per doubling of k past 1024: the bound on |A'||B'| sums k terms
+    # log2(k / 1024) more bits of M past k = 1024: the bound on |A'||B'| sums k terms
     for kind, engine in [("real", "int8"), ("complex", "int8"), ("real", "fp64"), ("syrk", "int8")]:
-        for k, bits in [(1, 124), (1024, 124), (1025, 125), (16384, 128), (2**17 + 3, 132)]:
+        for k in (1, 1024, 1025, 2049, 16384, 2**17 + 3):
             mods = ozaki.moduli_for(kind, engine=engine, k=k)[0]
-            assert math.prod(mods) >= 2**bits > math.prod(mods[:-1]), (kind, engine, k)
+            need = Fraction(2**124 * max(k, 1024), 1024)  # 2**(124 + log2(k / 1024)), exactly
+            assert math.prod(mods) >= need > math.prod(mods[:-1]), (kind, engine, k)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -280,6 +281,37 @@ def test_default_moduli_no_worse_than_numpy_at_large_k(engine):
     A, B = gemmul8(rng, (4, 16384), 2.0, True), gemmul8(rng, (16384, 4), 2.0, True)
     P = exact(A, B)
     assert max_relerr(ozaki.zgemm(A, B, engine=engine), P) <= max_relerr(A @ B, P)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("small", ["A", "B"])
+def test_an_operand_exact_in_few_bits_leaves_its_bits_to_the_other(mode, small):
+    # B of small integers is exact with 4 bits per column: the scaling gives A the rest,
+    # so 10 int8 moduli (M ~ 2**79) already round correctly (an even split: about 3e-9)
+    rng = np.random.default_rng(5)
+    A, B = gemmul8(rng, (16, 256), 1.0, False), rng.integers(-8, 9, (256, 16)).astype(float)
+    if small == "A":
+        A, B = B.T.copy(), A.T.copy()
+    P = exact(A, B)
+    assert max_relerr(ozaki.dgemm(A, B, engine="int8", moduli=10, mode=mode), P) <= U
+    Z, W = A + 1j * A[::-1], B - 2j * B[::-1]  # complex: exactness is per line over both parts
+    assert max_relerr(ozaki.zgemm(Z, W, engine="int8", moduli=10, mode=mode), exact(Z, W)) <= U
+
+
+def test_exact_bits(rng):
+    from modlin._quantize import exact_bits, part_bounds
+
+    x = np.array([[1.0, 0.5, 0.0], [3.0, 2.0**-30, -1.5], [0.0, 0.0, 0.0], [2.0**-1074, 2.0**-1060, 0.0]])
+    ex, _ = part_bounds([x], axis=1)
+    # row max 1 (ex 1) and lsb 2**-1: 2 bits; max 3 (ex 2), lsb 2**-30: 32 bits; zeros: T_BITS
+    np.testing.assert_array_equal(exact_bits([x], ex, axis=1), [5, 32, 5, 15])
+    y = gemmul8(rng, (7, 9), 2.0, False)
+    ex, _ = part_bounds([y], axis=0)
+    need = exact_bits([y], ex, axis=0)
+    for j in range(9):  # with need bits every entry scales to an integer, with one fewer not all
+        s = need[j] - ex[j]
+        assert np.all(np.ldexp(y[:, j], s) == np.rint(np.ldexp(y[:, j], s)))
+        assert need[j] == 5 or not np.all(np.ldexp(y[:, j], s - 1) == np.rint(np.ldexp(y[:, j], s - 1)))
 
 
 def test_default_fp64_moduli_are_well_above_numpy():
