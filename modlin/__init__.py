@@ -3,10 +3,12 @@
 The main entry points are :func:`matmul` (``A @ B mod p`` for any ``p``),
 :func:`intmul` (exact integer products) and :func:`plan` (how a product will
 be computed, and why it is exact). :mod:`modlin.gaussian` holds Gaussian-integer
-products (2M) and :mod:`modlin.ozaki` float GEMMs emulated on exact integer ones.
+products (2M), :mod:`modlin.linalg` linear algebra modulo a prime (rank, det, inv,
+solve, nullspace, rref, PLUQ) and :mod:`modlin.ozaki` float GEMMs emulated on exact
+integer ones.
 """
 
-from . import gaussian, ozaki
+from . import gaussian, linalg, ozaki
 from ._engines import ENGINES
 from ._intmul import intmul
 from ._matmul import matmul
@@ -15,4 +17,4 @@ from ._rnsplan import RNSPlan
 
 __version__ = "0.2.0.dev0"
 
-__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "ozaki", "__version__"]
+__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "linalg", "ozaki", "__version__"]

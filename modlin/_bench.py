@@ -18,6 +18,8 @@ can be killed in), so the ratios in the table compare like with like:
 residue-number-system products: :func:`modlin.matmul` modulo primes of 61 to
 256 bits and :func:`modlin.intmul` of 64- and 256-bit integers, against
 python-flint's ``nmod_mat``, ``fmpz_mod_mat`` and ``fmpz_mat``.
+:func:`run_linalg_table` times :mod:`modlin.linalg` (rank, det, inv, solve)
+against one :func:`modlin.matmul` of the same size, python-flint and galois.
 
 This module is not imported by ``import modlin``; python-flint and galois are
 optional here (python-flint is only needed for its column).
@@ -38,7 +40,7 @@ import numpy as np
 from ._matmul import matmul
 from ._plan import plan
 
-__all__ = ["run_table", "run_rns_table"]
+__all__ = ["run_table", "run_rns_table", "run_linalg_table"]
 
 #: A flint product that takes longer than this (seconds) is not repeated.
 FLINT_SINGLE_RUN_S = 120.0
@@ -69,25 +71,38 @@ def _median(xs):
 # --------------------------------------------------------------------------- galois child
 
 
-def _galois_child(conn, a, b, p, repeats):
-    """Runs in a spawned process: build GF(p), convert, warm up, then time ``x @ y``.
+#: What a galois child times, by name: ``fn(x, y)`` on FieldArrays (``y`` is unused by
+#: rank, det and inv, and a vector for solve).
+_GALOIS_OPS = {
+    "matmul": lambda x, y: x @ y,
+    "rank": lambda x, y: np.linalg.matrix_rank(x),
+    "det": lambda x, y: np.linalg.det(x),
+    "inv": lambda x, y: np.linalg.inv(x),
+    "solve": lambda x, y: np.linalg.solve(x, y),
+}
+
+
+def _galois_child(conn, a, b, p, repeats, op="matmul"):
+    """Runs in a spawned process: build GF(p), convert, warm up, then time ``op`` (``x @ y``
+    by default, or one of :data:`_GALOIS_OPS`).
 
     Sends ``("ready", setup_seconds)``, then ``("time", seconds)`` after each
-    product, then ``("done", None)``; ``("error", message)`` on failure.
+    run, then ``("done", None)``; ``("error", message)`` on failure.
     """
     try:
         t0 = time.perf_counter()
         import galois
 
+        fn = _GALOIS_OPS[op]
         GF = galois.GF(p)
         x = GF(a)
         y = GF(b)
         w = min(8, x.shape[0])
-        _ = x[:w, :w] @ y[:w, :w]  # compile galois' JIT kernels outside the timing
+        _ = fn(x[:w, :w], y[:w, :w] if y.ndim == 2 else y[:w])  # compile galois' JIT kernels outside the timing
         conn.send(("ready", time.perf_counter() - t0))
         for _ in range(repeats):
             t = time.perf_counter()
-            _ = x @ y
+            _ = fn(x, y)
             conn.send(("time", time.perf_counter() - t))
         conn.send(("done", None))
     except BaseException as exc:  # pragma: no cover - reported to the parent
@@ -99,16 +114,16 @@ def _galois_child(conn, a, b, p, repeats):
         conn.close()
 
 
-def _time_galois(a, b, p, repeats, timeout):
-    """Times galois in a child process. Returns ``(times, status)``.
+def _time_galois(a, b, p, repeats, timeout, op="matmul"):
+    """Times galois' ``op`` (see :func:`_galois_child`) in a child process. Returns ``(times, status)``.
 
-    ``status`` is ``"ok"``, ``"timeout"`` (the first product took longer than
-    ``timeout``: ``times`` is empty), ``"partial"`` (a later product did: the
+    ``status`` is ``"ok"``, ``"timeout"`` (the first run took longer than
+    ``timeout``: ``times`` is empty), ``"partial"`` (a later run did: the
     runs that finished are returned) or ``"error: ..."``.
     """
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_galois_child, args=(child, a, b, p, repeats), daemon=True)
+    proc = ctx.Process(target=_galois_child, args=(child, a, b, p, repeats, op), daemon=True)
     proc.start()
     child.close()
     times: list[float] = []
@@ -516,17 +531,23 @@ def _intmul_plan(a: np.ndarray, b: np.ndarray, n: int):
 
 def _time_flint_product(fa, fb, repeats):
     """Times ``fa * fb``. Returns ``(times, last product, single_run)``."""
+    return _time_flint_call(lambda: fa * fb, repeats)
+
+
+def _time_flint_call(fcall, repeats):
+    """Times ``fcall()`` (one run only if the first exceeds :data:`FLINT_SINGLE_RUN_S`).
+    Returns ``(times, last result, single_run)``."""
     times = []
     single = False
-    fc = None
+    res = None
     for i in range(repeats):
         t0 = time.perf_counter()
-        fc = fa * fb
+        res = fcall()
         times.append(time.perf_counter() - t0)
         if i == 0 and times[0] > FLINT_SINGLE_RUN_S and repeats > 1:
             single = True
             break
-    return times, fc, single
+    return times, res, single
 
 
 def _flint_operands(flint, a, b, p):
@@ -756,3 +777,194 @@ def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=s
        "complex128 matmul / modlin: above 1 means modlin is faster than NumPy's complex GEMM (ZGEMM), which "
        "is exact only for small entries.")
     return rows
+
+
+# --------------------------------------------------------------------------- linalg table
+
+#: The functions of the linalg table, in its order.
+LINALG_FUNCTIONS = ("rank", "det", "inv", "solve")
+
+#: Bit sizes of the linalg table's moduli (the largest primes below ``2**bits``).
+LINALG_BITS = (20, 31, 50)
+
+
+def linalg_case(function: str, a: np.ndarray, b: np.ndarray, p: int):
+    """A callable running ``modlin.linalg.<function>`` on ``a`` (``solve``: with right-hand side ``b``)."""
+    from . import linalg
+
+    if function == "solve":
+        return lambda: linalg.solve(a, b, p)
+    return lambda: getattr(linalg, function)(a, p)
+
+
+def flint_case(flint, function: str, a: np.ndarray, b: np.ndarray, p: int):
+    """The python-flint ``nmod_mat`` counterpart of :func:`linalg_case` (operands built here, outside
+    any timing)."""
+    fa = flint.nmod_mat(a.tolist(), p)
+    if function == "solve":
+        fb = flint.nmod_mat(len(b), 1, b.tolist(), p)
+        return lambda: fa.solve(fb)
+    return getattr(fa, function)
+
+
+def _same_result(function: str, mine, theirs) -> bool:
+    """Whether modlin's and python-flint's results of ``function`` are equal."""
+    if function in ("rank", "det"):
+        return int(mine) == int(theirs)
+    return np.asarray(mine).ravel().tolist() == [int(e) for e in theirs.entries()]
+
+
+def run_linalg_table(sizes=(1024, 2048), bits=LINALG_BITS, functions=LINALG_FUNCTIONS, repeats=3,
+                     galois_timeout=60.0, flint=True, galois=True, out=sys.stdout, progress=sys.stderr, seed=0):
+    """Time :mod:`modlin.linalg` against one :func:`modlin.matmul`, python-flint and galois; print a table.
+
+    For each ``n`` of ``sizes`` and each bit size, a random ``n x n`` matrix of
+    residues modulo the largest prime below ``2**bits`` (nonsingular with
+    overwhelming probability) goes through each of ``functions`` (``solve``
+    with one random right-hand side). Columns: modlin's time; its ratio to one
+    :func:`modlin.matmul` of two ``n x n`` matrices modulo the same prime, run
+    right after each call (median of the per-pair ratios); python-flint's
+    ``nmod_mat`` time over modlin's (results checked equal); galois' time over
+    modlin's, galois running in a child process killed after
+    ``galois_timeout`` seconds (then reported as a lower bound, and not tried
+    again at larger sizes).
+
+    Returns
+    -------
+    list of dict
+        One row per ``(n, bits, function)``, with the times in seconds and the ratios.
+    """
+    sizes = [int(n) for n in sizes]
+    bits = [int(b) for b in bits]
+    functions = list(functions)
+    repeats = max(1, int(repeats))
+    galois_timeout = float(galois_timeout)
+    for b in bits:
+        if not 2 <= b <= 62:
+            raise ValueError(f"bit sizes of the linalg table must be in [2, 62], got {b}")
+    for n in sizes:
+        if n < 1:
+            raise ValueError(f"sizes must be positive, got {n}")
+    for fn in functions:
+        if fn not in LINALG_FUNCTIONS:
+            raise ValueError(f"unknown linalg function {fn!r}; choose from {', '.join(LINALG_FUNCTIONS)}")
+
+    flint_mod = _flint_module() if flint else None
+    notes: list[str] = []
+    if flint and flint_mod is None:
+        notes.append("python-flint is not installed: flint column skipped")
+    started = datetime.datetime.now().astimezone()
+    rng = np.random.default_rng(seed)
+    primes = {b: _prime(b) for b in bits}
+    galois_gave_up: set[tuple[int, str]] = set()
+    total = len(sizes) * len(bits) * len(functions)
+    rows = []
+
+    def say(msg):
+        if progress is not None:
+            print(msg, file=progress, flush=True)
+
+    idx = 0
+    for n in sizes:
+        for b in bits:
+            p = primes[b]
+            a = rng.integers(0, p, (n, n), dtype=np.int64)
+            mb = rng.integers(0, p, (n, n), dtype=np.int64)
+            rhs = rng.integers(0, p, n, dtype=np.int64)
+            for fn in functions:
+                idx += 1
+                tag = f"[{idx}/{total}] n={n} p={b} bits {fn}"
+                call = linalg_case(fn, a, rhs, p)
+                row = {"n": n, "bits": b, "p": p, "function": fn}
+                say(f"{tag}: modlin + matmul ({repeats} interleaved runs) ...")
+                mine = call()  # warm-up (compilation, plans), and the result checked against flint
+                matmul(a, mb, p)
+                t_mod, t_mm = [], []
+                for _ in range(repeats):
+                    t_mod.append(_timed(call))
+                    t_mm.append(_timed(lambda: matmul(a, mb, p)))
+                row["modlin_s"] = _median(t_mod)
+                row["matmul_s"] = _median(t_mm)
+                row["modlin_matmul"] = _median([x / y for x, y in zip(t_mod, t_mm)])
+
+                row["flint_s"] = row["flint_modlin"] = row["flint_exact"] = None
+                row["flint_single_run"] = False
+                if flint_mod is not None:
+                    say(f"{tag}: flint ...")
+                    fcall = flint_case(flint_mod, fn, a, rhs, p)
+                    t_f, theirs, single = _time_flint_call(fcall, repeats)
+                    row["flint_s"] = _median(t_f)
+                    row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
+                    row["flint_exact"] = _same_result(fn, mine, theirs)
+                    row["flint_single_run"] = single
+                    if not row["flint_exact"]:
+                        say(f"{tag}: WARNING modlin's result differs from flint's")
+                del mine
+
+                row["galois_s"] = row["galois_modlin"] = row["galois_status"] = None
+                if galois and (b, fn) in galois_gave_up:
+                    row["galois_status"] = "skipped"
+                elif galois:
+                    say(f"{tag}: galois (timeout {galois_timeout:g} s) ...")
+                    t_g, status = _time_galois(a, rhs, p, repeats, galois_timeout, op=fn)
+                    row["galois_status"] = status
+                    if t_g:
+                        row["galois_s"] = _median(t_g)
+                        row["galois_modlin"] = row["galois_s"] / row["modlin_s"]
+                    if status == "timeout":
+                        galois_gave_up.add((b, fn))
+                    elif status == "partial":
+                        notes.append(f"n={n}, {b} bits, {fn}: galois median of {len(t_g)} run(s); "
+                                     f"run {len(t_g) + 1} exceeded {galois_timeout:g} s")
+                    elif status.startswith("error"):
+                        notes.append(f"n={n}, {b} bits, {fn}: galois failed ({status[7:]})")
+                rows.append(row)
+
+    args = (f"sizes={sizes}, bits={bits}, functions={functions}, repeats={repeats}, "
+            f"galois_timeout={galois_timeout:g}, flint={bool(flint)}, galois={bool(galois)}, seed={seed}")
+    _print_linalg_table(rows, out, started, flint_mod, galois, repeats, galois_timeout, notes, args)
+    return rows
+
+
+def _print_linalg_table(rows, out, started, flint_mod, use_galois, repeats, galois_timeout, notes, args):
+    pr = lambda s="": print(s, file=out)  # noqa: E731
+    _print_header(pr, started, f"run_linalg_table({args})", flint_mod, use_galois,
+                  f"median of {repeats} run(s) in this one process; random n x n int64 matrices of residues "
+                  "modulo p, the largest prime below 2**bits; solve with one random right-hand side")
+    pr("| n | p bits | function | modlin s | modlin/matmul | flint/modlin | galois/modlin |")
+    pr("|---:|---:|:---|---:|---:|---:|---:|")
+    marks = {"single": "¹", "timeout": "²", "inexact": "³", "skipped": "⁴"}
+    used = set()
+    for r in rows:
+        fl = _flint_cell(r, marks, used)
+        ga = "-"
+        if r["galois_status"] in ("timeout", "skipped"):
+            mark = marks[r["galois_status"]]
+            ga = f"> {galois_timeout:g} s ({'>' + _fmt_ratio(galois_timeout / r['modlin_s'])}){mark}"
+            used.add(r["galois_status"])
+        elif r["galois_s"] is not None:
+            ga = _fmt_ratio(r["galois_modlin"])
+        elif r["galois_status"] and r["galois_status"].startswith("error"):
+            ga = "error"
+        pr(f"| {r['n']} | {r['bits']} | {r['function']} | {_fmt_s(r['modlin_s'])} "
+           f"| {_fmt_ratio(r['modlin_matmul'])} | {fl} | {ga} |")
+    pr()
+    pr("modlin/matmul: median over the runs of (modlin time / time of one modlin.matmul of two n x n "
+       "matrices modulo the same p, run right after it). flint/modlin and galois/modlin: median time over "
+       "median modlin time; above 1 means modlin is faster.")
+    flint_rows = [r for r in rows if r["flint_exact"] is not None]
+    if flint_rows:
+        bad = [r for r in flint_rows if not r["flint_exact"]]
+        pr(f"Exactness: modlin's result equals python-flint's in {len(flint_rows) - len(bad)} of "
+           f"{len(flint_rows)} cases.")
+    if "single" in used:
+        pr(f"¹ one flint run only: it took more than {FLINT_SINGLE_RUN_S:g} s.")
+    if "timeout" in used:
+        pr(f"² galois' first run did not finish in {galois_timeout:g} s; the child process was killed "
+           "(the ratio is a lower bound).")
+    if "inexact" in used:
+        pr("³ modlin's result DIFFERS from python-flint's.")
+    if "skipped" in used:
+        pr(f"⁴ galois not run: it exceeded {galois_timeout:g} s at a smaller n (the ratio is a lower bound).")
+    for note in notes:
+        pr(f"- {note}")

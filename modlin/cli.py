@@ -89,13 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     p_plan.add_argument("--algorithm", choices=["auto", "multiword", "rns"], default="auto")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
-    p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "all"], default="all",
+    p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
+                                             "all"], default="all",
                          help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
-                              "Z[i] intmul against dgemm and complex128 matmul; all (default): the three")
+                              "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv and "
+                              "solve against one modlin.matmul, flint and galois; ozaki: emulated dgemm/zgemm "
+                              "against numpy.matmul (about 10 minutes at 1024 and 2048); ozaki-accuracy: their "
+                              "error against an exact oracle per moduli count; all (default): the first four")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
-    p_bench.add_argument("--bits", type=int, nargs="+", default=[8, 20, 26, 31, 40, 50],
-                         help="bit sizes of the moduli of the multiword table")
+    p_bench.add_argument("--bits", type=int, nargs="+", default=None,
+                         help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
+                              "and of the linalg table (default 20 31 50)")
     p_bench.add_argument("--repeats", type=int, default=3)
     p_bench.add_argument("--galois-timeout", type=float, default=60.0,
                          help="seconds after which a galois run is abandoned (default 60)")
@@ -110,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
-        from ._bench import run_gaussian_table, run_rns_table, run_table
+        from ._bench import LINALG_BITS, run_gaussian_table, run_linalg_table, run_rns_table, run_table
 
         if args.table in ("multiword", "all"):
-            run_table(sizes=args.sizes, bits=args.bits, repeats=args.repeats, galois_timeout=args.galois_timeout,
-                      flint=not args.no_flint, galois=not args.no_galois)
+            run_table(sizes=args.sizes, bits=args.bits or (8, 20, 26, 31, 40, 50), repeats=args.repeats,
+                      galois_timeout=args.galois_timeout, flint=not args.no_flint, galois=not args.no_galois)
         if args.table == "all":
             print()
         if args.table in ("rns", "all"):
@@ -123,6 +128,18 @@ def main(argv: list[str] | None = None) -> int:
             print()
         if args.table in ("gaussian", "all"):
             run_gaussian_table(sizes=args.sizes, repeats=args.repeats)
+        if args.table == "all":
+            print()
+        if args.table in ("linalg", "all"):
+            run_linalg_table(sizes=args.sizes, bits=args.bits or LINALG_BITS, repeats=args.repeats,
+                             galois_timeout=args.galois_timeout, flint=not args.no_flint, galois=not args.no_galois)
+        if args.table in ("ozaki", "ozaki-accuracy"):
+            from ._bench_ozaki import run_ozaki_accuracy_table, run_ozaki_table
+
+            if args.table == "ozaki":
+                run_ozaki_table(sizes=args.sizes, repeats=args.repeats)
+            else:
+                run_ozaki_accuracy_table()
         return 0
     except (ValueError, TypeError) as exc:
         print(f"modlin: error: {exc}", file=sys.stderr)

@@ -80,3 +80,16 @@ def test_python_dash_m():
     assert r.stdout.strip() == modlin.plan(65521, 4, 4, 4).explain()
     r = subprocess.run([sys.executable, "-m", "modlin", "plan", "1"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "modlin: error" in r.stderr
+
+
+def test_bench_ozaki_tables():
+    # the tables' own code paths, at sizes that take seconds (the real ones take minutes)
+    r = subprocess.run([sys.executable, "-m", "modlin", "bench", "--table", "ozaki", "--sizes", "48",
+                        "--repeats", "1"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| 48 |")]
+    assert any("ozaki.zgemm" in ln and "| 2m |" in ln for ln in rows) and any("ozaki.dgemm" in ln for ln in rows)
+    r = subprocess.run([sys.executable, "-m", "modlin", "bench", "--table", "ozaki-accuracy"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "numpy.matmul float64" in r.stdout and "zgemm" in r.stdout

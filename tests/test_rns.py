@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import modlin
-from modlin import RNSPlan, _rns
+from modlin import RNSPlan
 from modlin._convert import balanced_lift
 from modlin._rns import Basis, int8_moduli, limbs_of, reconstruct, residues
 from modlin._rnsplan import choose_moduli

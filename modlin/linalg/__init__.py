@@ -1,0 +1,25 @@
+"""Exact linear algebra modulo a prime ``p``, on top of :func:`modlin.matmul`.
+
+A block-recursive PLUQ decomposition (FFPACK's, revealing the rank profile
+matrix) does nearly all of its work in triangular solves and products of
+blocks, and everything else is built on it, so every speed-up of the product
+speeds up all of linear algebra:
+
+- :func:`pluq` -- ``A[P][:, Q] = L @ U`` with the rank and rank profiles;
+- :func:`rank`, :func:`det`, :func:`inv`;
+- :func:`solve` -- ``A @ X = B`` for any shape and rank, or a clear error;
+- :func:`nullspace` -- right (columns) or left (rows) kernel bases;
+- :func:`rref` -- reduced row echelon form and pivot columns;
+- :func:`trsm` -- triangular solves, BLAS-style (any modulus whose diagonal
+  entries are units).
+
+Every function takes a modulus of any size (int64 results below ``2**63``,
+object arrays of Python ints above) and galois ``FieldArray`` s in and out.
+All but :func:`trsm` need a prime modulus and refuse a composite one.
+"""
+
+from ._pluq import PLUQ, det, pluq, rank
+from ._solve import inv, nullspace, rref, solve
+from ._triangular import trsm
+
+__all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm"]

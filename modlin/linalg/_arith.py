@@ -1,0 +1,207 @@
+"""Arithmetic on blocks of residues: products and updates through :func:`modlin.matmul`,
+and the scalar modular operations of the numba kernels.
+
+Working matrices hold residues in ``[0, p)``: int64 for ``p < 2**63``, object
+arrays of Python ints above (where :func:`modlin.matmul` returns those too).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+from .. import _multiword
+from .._matmul import matmul
+from .._plan import MAX_MODULUS, Plan, plan
+from .._rns import _mulmod_small
+from .._rnsplan import RNSPlan
+
+__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "reduce", "mul", "mulsub", "negate", "parity"]
+
+#: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
+INT64_LIMIT = 2**63
+
+#: From this modulus on, a product of two residues no longer has a float64 quotient
+#: accurate to within 1.5 (see :func:`_mulmod_narrow`): the kernels split one factor.
+WIDE = 2**52
+
+
+def is_wide(p: int) -> bool:
+    """Whether the kernels need the limb-split product for ``p``."""
+    return p >= WIDE
+
+
+# --------------------------------------------------------------------------- scalar kernels
+
+@numba.njit(cache=True, inline="always")
+def _mulmod_narrow(a, b, p, pinv):  # pragma: no cover - compiled
+    """``a * b mod p`` for ``0 <= a, b < p < 2**52`` and ``pinv = fl(1/p)``.
+
+    The float64 quotient ``fl(fl(a*b) * pinv)`` is ``y = a*b/p`` times three
+    roundings ``(1 + d)``, ``|d| <= 2**-53``, so it lies within ``3.01 * y *
+    2**-53 < 1.51`` of ``y`` (as ``y < p < 2**52``); truncated, it is between
+    ``floor(y) - 2`` and ``floor(y) + 1``. The remainder ``a*b - q*p`` is then in
+    ``[-p, 3p)``: far inside int64, so the wrapping int64 products give it
+    exactly. Branch-free corrections, so that loops over entries vectorise.
+    """
+    q = np.int64(np.float64(a) * np.float64(b) * pinv)
+    r = a * b - q * p
+    r -= p * (r >= p)
+    r -= p * (r >= p)
+    r += p * (r < 0)
+    return r
+
+
+@numba.njit(cache=True, inline="always")
+def _mulmod_wide(a, b, p, pinv):  # pragma: no cover - compiled
+    """``a * b mod p`` for ``0 <= a, b < p < 2**63``: ``b`` in three 25-bit limbs, Horner.
+
+    Each step is a product by a factor below ``2**26`` (``modlin._rns._mulmod_small``,
+    exact for ``p <= 2**63``) and a sum of two residues, below ``2p < 2**64`` in uint64.
+    """
+    ua = np.uint64(a)
+    ub = np.uint64(b)
+    up = np.uint64(p)
+    mask = np.uint64(2**25 - 1)
+    shift = np.uint64(2**25)
+    r = _mulmod_small(ua, ub >> np.uint64(50), up, pinv)
+    r = _mulmod_small(r, shift, up, pinv) + _mulmod_small(ua, (ub >> np.uint64(25)) & mask, up, pinv)
+    if r >= up:
+        r -= up
+    r = _mulmod_small(r, shift, up, pinv) + _mulmod_small(ua, ub & mask, up, pinv)
+    if r >= up:
+        r -= up
+    return np.int64(r)
+
+
+@numba.njit(cache=True, inline="always")
+def mulmod(a, b, p, pinv, wide):  # pragma: no cover - compiled
+    """``a * b mod p`` for residues ``a, b`` in ``[0, p)``, ``p < 2**63``."""
+    if wide:
+        return _mulmod_wide(a, b, p, pinv)
+    return _mulmod_narrow(a, b, p, pinv)
+
+
+@numba.njit(cache=True, inline="always")
+def submul(c, a, b, p, pinv, wide):  # pragma: no cover - compiled
+    """``(c - a*b) mod p`` for residues in ``[0, p)``."""
+    t = c - mulmod(a, b, p, pinv, wide)
+    return t + p * (t < 0)
+
+
+@numba.njit(cache=True)
+def inverse(a, p):  # pragma: no cover - compiled
+    """``a**-1 mod p`` for ``a`` in ``[1, p)`` coprime to ``p`` (extended Euclid; every
+    intermediate is at most ``p`` in magnitude)."""
+    r0, r1 = p, a
+    s0, s1 = np.int64(0), np.int64(1)
+    while r1 != 0:
+        q = r0 // r1
+        r0, r1 = r1, r0 - q * r1
+        s0, s1 = s1, s0 - q * s1
+    return s0 + p if s0 < 0 else s0
+
+
+@numba.njit(cache=True)
+def _reduce_kernel(x, p, out):  # pragma: no cover - compiled
+    """``out = x mod p`` in ``[0, p)``, dividing only the entries outside it (1-D)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = v if 0 <= v < p else v % p
+
+
+@numba.njit(cache=True)
+def _sub_kernel(c, t, p):  # pragma: no cover - compiled
+    """``c <- (c - t) mod p`` for residues in ``[0, p)``, row by row (``c`` may be a strided view)."""
+    for i in range(c.shape[0]):
+        ci = c[i]
+        ti = t[i]
+        for j in range(ci.shape[0]):
+            d = ci[j] - ti[j]
+            ci[j] = d + p * (d < 0)
+
+
+@numba.njit(cache=True)
+def _parity_kernel(perm):  # pragma: no cover - compiled
+    """``(n - number of cycles) mod 2`` of the permutation ``perm`` of ``range(n)``."""
+    seen = np.zeros(perm.shape[0], dtype=np.bool_)
+    cycles = 0
+    for i in range(perm.shape[0]):
+        if not seen[i]:
+            cycles += 1
+            j = i
+            while not seen[j]:
+                seen[j] = True
+                j = perm[j]
+    return (perm.shape[0] - cycles) % 2
+
+
+def parity(perm: np.ndarray) -> int:
+    """0 for an even permutation, 1 for an odd one."""
+    return int(_parity_kernel(np.ascontiguousarray(perm, dtype=np.int64))) if perm.size else 0
+
+
+def reduce(x: np.ndarray, p: int) -> np.ndarray:
+    """A new C-contiguous int64 array of ``x mod p`` in ``[0, p)``, for int64 ``x`` and ``p < 2**63``."""
+    out = np.empty(x.shape, dtype=np.int64)
+    if x.size:
+        _reduce_kernel(np.ascontiguousarray(x).reshape(-1), np.int64(p), out.reshape(-1))
+    return out
+
+
+# --------------------------------------------------------------------------- block products
+
+@lru_cache(maxsize=4096)
+def _plan(p: int, m: int, k: int, n: int) -> Plan | RNSPlan:
+    """The plan for an ``m x k`` by ``k x n`` product, shared by nearby shapes.
+
+    The recursions make products of many slightly different shapes, and pricing
+    a new shape costs the planner milliseconds (tens of them where it weighs a
+    residue number system). A plan runs on any shape (its shape feeds the cost
+    model only) and one for a larger ``k`` covers a smaller one, so shapes are
+    rounded up to powers of two. Below ``2**52`` the multiword plans are asked
+    for directly: the planner prefers them there for every shape these
+    recursions make (an RNS needs more words), and skipping the RNS quote is
+    what makes planning cheap. From ``2**52`` on, an RNS is the only choice and
+    its moduli depend on ``k`` alone, so it is planned for a square shape.
+    """
+    m, k, n = (1 << max(d - 1, 0).bit_length() for d in (m, k, n))
+    if p < MAX_MODULUS:
+        return plan(p, m, k, n, algorithm="multiword")
+    return plan(p, k, k, k)
+
+
+def mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """``a @ b mod p`` for 2-D residue blocks, as a new C-contiguous array.
+
+    int64 blocks skip :func:`modlin.matmul`'s input checks when the plan is a
+    multiword one: the residues are already int64 in ``[0, p)``.
+    """
+    (m, k), n = a.shape, b.shape[1]
+    dtype = object if a.dtype == object else np.int64
+    if m * n == 0 or k == 0:
+        return np.zeros((m, n), dtype=dtype)
+    pl = _plan(p, m, k, n)
+    if dtype is object or not isinstance(pl, Plan):
+        return matmul(a, b, p, plan=pl)
+    out = np.empty((m, n), dtype=np.int64)
+    _multiword.multiply(pl, a, b, out)
+    return out
+
+
+def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:
+    """In place: ``c <- (c - a @ b) mod p`` (``c`` may be a view into a larger matrix)."""
+    if c.size == 0 or a.shape[1] == 0:
+        return
+    t = mul(a, b, p)
+    if c.dtype == object:
+        c[...] = (c - t) % p
+    else:
+        _sub_kernel(c, t, np.int64(p))
+
+
+def negate(x: np.ndarray, p: int) -> np.ndarray:
+    """``-x mod p`` for residues in ``[0, p)``, as a new array."""
+    return (p - x) % p if x.dtype == object else np.where(x == 0, 0, p - x)

@@ -1,0 +1,166 @@
+"""The base cases of the recursions: row elimination of a small block, and the inverse
+of a small triangular matrix.
+
+int64 blocks (``p < 2**63``) go through single-threaded numba kernels (they
+alternate with multithreaded BLAS calls, see :mod:`modlin._modular`); object
+blocks (``p > 2**63``) through NumPy operations on Python ints, one pivot at a
+time.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ._arith import inverse, is_wide, mulmod, submul
+
+__all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
+
+
+# --------------------------------------------------------------------------- PLUQ of a small block
+
+@numba.njit(cache=True)
+def _eliminate(a, p, wide, pivot_rows, cols):  # pragma: no cover - compiled
+    """Row-by-row elimination of the C-contiguous block ``a``, in place; returns the rank.
+
+    Rows are taken in order; the pivot of a row is its nonzero entry (after the
+    updates by the pivots above it) in the column of least original index, so
+    the pivots are the rank profile matrix of ``a``. A pivot's column is swapped
+    to position ``r`` (``cols`` tracks the original index at each position), its
+    multipliers are stored below it, and the rows below are updated.
+    """
+    m, n = a.shape
+    pinv = 1.0 / np.float64(p)
+    for c in range(n):
+        cols[c] = c
+    r = 0
+    for i in range(m):
+        best = -1
+        first = n
+        for c in range(r, n):
+            if a[i, c] != 0 and cols[c] < first:
+                best = c
+                first = cols[c]
+        if best < 0:
+            continue
+        if best != r:
+            for y in range(m):
+                a[y, best], a[y, r] = a[y, r], a[y, best]
+            cols[best], cols[r] = cols[r], cols[best]
+        pivot_rows[r] = i
+        inv = inverse(a[i, r], p)
+        u = a[i, r + 1:]
+        for y in range(i + 1, m):
+            lam = a[y, r]
+            if lam != 0:
+                lam = mulmod(lam, inv, p, pinv, wide)
+                a[y, r] = lam
+                row = a[y, r + 1:]
+                for c in range(row.shape[0]):
+                    row[c] = submul(row[c], lam, u[c], p, pinv, wide)
+        r += 1
+    return r
+
+
+def _eliminate_object(a: np.ndarray, p: int, pivot_rows: np.ndarray, cols: np.ndarray) -> int:
+    """:func:`_eliminate` on an object array of Python ints (one NumPy update per pivot)."""
+    m, n = a.shape
+    cols[:] = np.arange(n)
+    r = 0
+    for i in range(m):
+        nz = r + np.flatnonzero(a[i, r:] != 0)
+        if nz.size == 0:
+            continue
+        best = int(nz[np.argmin(cols[nz])])
+        if best != r:
+            a[:, [r, best]] = a[:, [best, r]]
+            cols[[r, best]] = cols[[best, r]]
+        pivot_rows[r] = i
+        lam = a[i + 1:, r] * pow(int(a[i, r]), -1, p) % p
+        a[i + 1:, r] = lam
+        a[i + 1:, r + 1:] = (a[i + 1:, r + 1:] - np.outer(lam, a[i, r + 1:])) % p
+        r += 1
+    return r
+
+
+def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """PLUQ of a small block, in place: returns ``(P, Q, r)`` and leaves ``A`` in packed form.
+
+    On return ``A`` holds ``A_orig[P][:, Q]``'s factors: ``L`` (unit lower, not
+    stored) below the diagonal of its first ``r`` columns, ``U`` on and above the
+    diagonal of its first ``r`` rows, zeros in ``A[r:, r:]``. The non-pivot rows
+    ``P[r:]`` and columns ``Q[r:]`` are in increasing order, which the recursion
+    relies on to reveal the rank profile matrix.
+    """
+    m, n = A.shape
+    a = np.ascontiguousarray(A)
+    pivot_rows = np.empty(m, dtype=np.int64)
+    cols = np.empty(n, dtype=np.int64)
+    if a.dtype == object:
+        r = _eliminate_object(a, p, pivot_rows, cols)
+    else:
+        r = int(_eliminate(a, np.int64(p), is_wide(p), pivot_rows, cols))
+    others = np.ones(m, dtype=bool)
+    others[pivot_rows[:r]] = False
+    P = np.concatenate([pivot_rows[:r], np.flatnonzero(others)])
+    order = np.concatenate([np.arange(r), r + np.argsort(cols[r:], kind="stable")])
+    Q = cols[order]
+    if a is not A or not (np.array_equal(P, np.arange(m)) and np.array_equal(order, np.arange(n))):
+        A[...] = a[np.ix_(P, order)]
+    return P, Q, r
+
+
+# --------------------------------------------------------------------------- triangular inverse
+
+@numba.njit(cache=True)
+def _lower_inverse(t, p, wide, unit, x):  # pragma: no cover - compiled
+    """``x = t**-1 mod p`` for the lower triangle of ``t`` (its diagonal taken as ones
+    when ``unit``): row ``i`` of ``x`` is ``t[i,i]**-1 (e_i - sum_j<i t[i,j] x[j])``."""
+    k = t.shape[0]
+    pinv = 1.0 / np.float64(p)
+    x[:, :] = 0
+    for i in range(k):
+        row = x[i, :i]
+        for j in range(i):
+            lam = t[i, j]
+            if lam != 0:
+                xj = x[j, :j + 1]
+                for c in range(j + 1):
+                    row[c] = submul(row[c], lam, xj[c], p, pinv, wide)
+        if unit:
+            x[i, i] = 1
+        else:
+            d = inverse(t[i, i], p)
+            for c in range(i):
+                row[c] = mulmod(row[c], d, p, pinv, wide)
+            x[i, i] = d
+
+
+def lower_inverse(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
+    """The inverse of the lower triangle of ``T`` modulo ``p`` (a new array).
+
+    The diagonal entries must be units modulo ``p`` (the caller checks); with
+    ``unit`` they are taken as ones and not read.
+    """
+    k = T.shape[0]
+    if T.dtype == object:
+        x = np.zeros((k, k), dtype=object)
+        for i in range(k):
+            d = 1 if unit else pow(int(T[i, i]), -1, p)
+            x[i, :i] = (-d * (T[i, :i] @ x[:i, :i])) % p if i else x[i, :i]
+            x[i, i] = d
+        return x
+    x = np.empty((k, k), dtype=np.int64)
+    _lower_inverse(np.ascontiguousarray(T), np.int64(p), is_wide(p), unit, x)
+    return x
+
+
+def triangular_inverse(T: np.ndarray, p: int, lower: bool, unit: bool) -> np.ndarray:
+    """The inverse of the lower (or upper) triangle of ``T`` modulo ``p``, C-contiguous.
+
+    An upper triangle is a lower one read backwards: ``U**-1 = J (J U J)**-1 J``
+    with ``J`` the reversal.
+    """
+    if lower:
+        return lower_inverse(T, p, unit)
+    return np.ascontiguousarray(lower_inverse(T[::-1, ::-1], p, unit)[::-1, ::-1])

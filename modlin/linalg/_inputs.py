@@ -1,0 +1,85 @@
+"""Input checks and conversions for :mod:`modlin.linalg`, shared by every public function."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from .._backend import cpu_only
+from .._convert import balanced_lift, residues_int64, unwrap_fields
+from .._plan import _check_modulus
+from ._arith import INT64_LIMIT, reduce
+
+__all__ = ["prepare", "require_prime", "working", "matrix", "square", "as_field", "check_unit_diagonal"]
+
+
+@lru_cache(maxsize=64)
+def _is_prime(p: int) -> bool:
+    import galois
+
+    return bool(galois.is_prime(p))
+
+
+def require_prime(p: int, fn: str) -> None:
+    """ValueError unless ``p`` is prime: ``fn`` needs a field."""
+    if not _is_prime(p):
+        raise ValueError(
+            f"{fn} needs a prime modulus: p = {p} is not prime, so Z/{p}Z is not a field "
+            "(ranks, determinants, inverses and echelon forms mod p are defined here for prime p only)"
+        )
+
+
+def working(x, p: int, name: str) -> np.ndarray:
+    """A new C-contiguous array of the residues of ``x`` in ``[0, p)``: int64 for ``p < 2**63``,
+    Python ints above. ``x`` itself is never modified."""
+    if p < INT64_LIMIT:
+        return reduce(residues_int64(x, p, name), p)
+    r = balanced_lift(x, p, name)
+    out = np.empty(r.shape, dtype=object)
+    out[...] = r.astype(object) % p
+    return out
+
+
+def prepare(p, *arrays, names: tuple[str, ...], prime_for: str | None):
+    """``(p, field, working copies)`` of the inputs of a public function.
+
+    ``prime_for`` names the function when it needs a field (then ``p`` must be
+    prime); FieldArrays of GF(p) are prime fields already.
+    """
+    cpu_only(f"modlin.linalg.{prime_for or 'trsm'}", *arrays)
+    p, field, plain = unwrap_fields(p, *arrays)
+    p = _check_modulus(p)
+    if prime_for is not None and field is None:
+        require_prime(p, prime_for)
+    return p, field, [working(x, p, name) for x, name in zip(plain, names)]
+
+
+def matrix(x: np.ndarray, fn: str, name: str = "A") -> None:
+    """ValueError unless ``x`` is 2-D."""
+    if x.ndim != 2:
+        raise ValueError(f"{fn}: {name} must be a 2-D matrix, got an array of shape {x.shape}")
+
+
+def square(x: np.ndarray, fn: str, name: str = "A") -> None:
+    """ValueError unless ``x`` is a square matrix."""
+    matrix(x, fn, name)
+    if x.shape[0] != x.shape[1]:
+        raise ValueError(f"{fn}: {name} must be square, got shape {x.shape}")
+
+
+def check_unit_diagonal(t: np.ndarray, p: int) -> None:
+    """ValueError naming the first diagonal entry of ``t`` that is not a unit modulo ``p``."""
+    d = np.diagonal(t)
+    g = np.gcd(d, p) if d.dtype != object else np.array([math.gcd(x, p) for x in d.tolist()], dtype=object)
+    bad = np.flatnonzero(g != 1)
+    if bad.size:
+        i = int(bad[0])
+        why = "zero" if d[i] == 0 else f"not invertible (gcd with p is {g[i]})"
+        raise ValueError(f"the triangular matrix is singular modulo {p}: diagonal entry {i} is {why}")
+
+
+def as_field(x, field):
+    """``x`` as a FieldArray of ``field``, or unchanged without one."""
+    return x if field is None else field(x)
