@@ -362,6 +362,7 @@ def _concat_ops(pl: Plan, k: int) -> Iterator[tuple]:
 
 # ------------------------------------------------------------------- planner
 
+@lru_cache(maxsize=1024)
 def _best_shift(h: int, u: int) -> int:
     """The word base exponent that minimises the largest balanced word of ``|x| <= h``."""
     if u == 1:
