@@ -438,37 +438,50 @@ def _print_table(rows, out, started, flint_mod, use_galois, repeats, galois_time
                   "p the largest prime below 2**bits")
     pr("| n | p bits | plan, #GEMMs | modlin s | modlin/dgemm | flint/modlin | galois/modlin |")
     pr("|---:|---:|:---|---:|---:|---:|---:|")
-    marks = {"single": "¹", "timeout": "²", "inexact": "³"}
     used = set()
     for r in rows:
         desc = f"{r['plan']}, {r['gemms']}"
-        fl = _flint_cell(r, marks, used)
-        ga = "-"
-        if r["galois_status"] == "timeout":
-            ga = f"> {galois_timeout:g} s ({'>' + _fmt_ratio(galois_timeout / r['modlin_s'])}){marks['timeout']}"
-            used.add("timeout")
-        elif r["galois_s"] is not None:
-            ga = _fmt_ratio(r["galois_modlin"])
-        elif r["galois_status"] and r["galois_status"].startswith("error"):
-            ga = "error"
         pr(f"| {r['n']} | {r['bits']} | {desc} | {_fmt_s(r['modlin_s'])} | {_fmt_ratio(r['modlin_dgemm'])} "
-           f"| {fl} | {ga} |")
+           f"| {_flint_cell(r, _MARKS, used)} | {_galois_cell(r, used, galois_timeout)} |")
     pr()
     pr("modlin/dgemm: median over the runs of (modlin time / time of the float64 numpy.matmul "
        "of the same size run right after it). flint/modlin and galois/modlin: median time over median "
        "modlin time; above 1 means modlin is faster.")
+    _footnotes(pr, rows, used, galois_timeout, "product", notes)
+
+
+#: Footnote marks of the flint and galois columns.
+_MARKS = {"single": "¹", "timeout": "²", "inexact": "³", "skipped": "⁴"}
+
+
+def _galois_cell(r: dict, used: set, galois_timeout: float) -> str:
+    if r["galois_status"] in ("timeout", "skipped"):
+        used.add(r["galois_status"])
+        return (f"> {galois_timeout:g} s ({'>' + _fmt_ratio(galois_timeout / r['modlin_s'])})"
+                f"{_MARKS[r['galois_status']]}")
+    if r["galois_s"] is not None:
+        return _fmt_ratio(r["galois_modlin"])
+    if r["galois_status"] and r["galois_status"].startswith("error"):
+        return "error"
+    return "-"
+
+
+def _footnotes(pr, rows: list, used: set, galois_timeout: float, what: str, notes: list) -> None:
+    """The exactness line and the footnotes of the marks in ``used``."""
     flint_rows = [r for r in rows if r["flint_exact"] is not None]
     if flint_rows:
         bad = [r for r in flint_rows if not r["flint_exact"]]
-        pr(f"Exactness: modlin's product equals python-flint's in {len(flint_rows) - len(bad)} of "
+        pr(f"Exactness: modlin's {what} equals python-flint's in {len(flint_rows) - len(bad)} of "
            f"{len(flint_rows)} cases.")
     if "single" in used:
         pr(f"¹ one flint run only: it took more than {FLINT_SINGLE_RUN_S:g} s.")
     if "timeout" in used:
-        pr(f"² galois' first product did not finish in {galois_timeout:g} s; the child process was killed "
-           "(the ratio is a lower bound).")
+        pr(f"² galois' first {'product' if what == 'product' else 'run'} did not finish in "
+           f"{galois_timeout:g} s; the child process was killed (the ratio is a lower bound).")
     if "inexact" in used:
-        pr("³ modlin's product DIFFERS from python-flint's.")
+        pr(f"³ modlin's {what} DIFFERS from python-flint's.")
+    if "skipped" in used:
+        pr(f"⁴ galois not run: it exceeded {galois_timeout:g} s at a smaller n (the ratio is a lower bound).")
     for note in notes:
         pr(f"- {note}")
 
@@ -933,38 +946,13 @@ def _print_linalg_table(rows, out, started, flint_mod, use_galois, repeats, galo
                   "modulo p, the largest prime below 2**bits; solve with one random right-hand side")
     pr("| n | p bits | function | modlin s | modlin/matmul | flint/modlin | galois/modlin |")
     pr("|---:|---:|:---|---:|---:|---:|---:|")
-    marks = {"single": "¹", "timeout": "²", "inexact": "³", "skipped": "⁴"}
     used = set()
     for r in rows:
-        fl = _flint_cell(r, marks, used)
-        ga = "-"
-        if r["galois_status"] in ("timeout", "skipped"):
-            mark = marks[r["galois_status"]]
-            ga = f"> {galois_timeout:g} s ({'>' + _fmt_ratio(galois_timeout / r['modlin_s'])}){mark}"
-            used.add(r["galois_status"])
-        elif r["galois_s"] is not None:
-            ga = _fmt_ratio(r["galois_modlin"])
-        elif r["galois_status"] and r["galois_status"].startswith("error"):
-            ga = "error"
         pr(f"| {r['n']} | {r['bits']} | {r['function']} | {_fmt_s(r['modlin_s'])} "
-           f"| {_fmt_ratio(r['modlin_matmul'])} | {fl} | {ga} |")
+           f"| {_fmt_ratio(r['modlin_matmul'])} | {_flint_cell(r, _MARKS, used)} "
+           f"| {_galois_cell(r, used, galois_timeout)} |")
     pr()
     pr("modlin/matmul: median over the runs of (modlin time / time of one modlin.matmul of two n x n "
        "matrices modulo the same p, run right after it). flint/modlin and galois/modlin: median time over "
        "median modlin time; above 1 means modlin is faster.")
-    flint_rows = [r for r in rows if r["flint_exact"] is not None]
-    if flint_rows:
-        bad = [r for r in flint_rows if not r["flint_exact"]]
-        pr(f"Exactness: modlin's result equals python-flint's in {len(flint_rows) - len(bad)} of "
-           f"{len(flint_rows)} cases.")
-    if "single" in used:
-        pr(f"¹ one flint run only: it took more than {FLINT_SINGLE_RUN_S:g} s.")
-    if "timeout" in used:
-        pr(f"² galois' first run did not finish in {galois_timeout:g} s; the child process was killed "
-           "(the ratio is a lower bound).")
-    if "inexact" in used:
-        pr("³ modlin's result DIFFERS from python-flint's.")
-    if "skipped" in used:
-        pr(f"⁴ galois not run: it exceeded {galois_timeout:g} s at a smaller n (the ratio is a lower bound).")
-    for note in notes:
-        pr(f"- {note}")
+    _footnotes(pr, rows, used, galois_timeout, "result", notes)
