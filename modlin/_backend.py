@@ -13,7 +13,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["is_cupy", "namespace", "to_host", "cpu_only"]
+__all__ = ["is_cupy", "namespace", "cpu_only"]
 
 
 def is_cupy(x) -> bool:
@@ -42,11 +42,6 @@ def namespace(*arrays) -> ModuleType:
             "(cupy.asarray(x) for the GPU, x.get() for the host)"
         )
     return np
-
-
-def to_host(x) -> np.ndarray:
-    """A NumPy copy of ``x`` (tests and reports compare GPU results on the host)."""
-    return x.get() if is_cupy(x) else np.asarray(x)
 
 
 def cpu_only(name: str, *arrays) -> None:

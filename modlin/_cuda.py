@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["kernel", "launch", "gemm_i8", "products_mod", "synchronize", "check_basis", "KMAX"]
+__all__ = ["kernel", "launch", "gemm_i8", "products_mod", "products_mod_u8", "check_basis", "KMAX"]
 
 #: cuBLAS data-type codes (``cudaDataType``): CuPy exports CUDA_R_8I but not CUDA_R_32I.
 CUDA_R_8I = 3
@@ -67,10 +67,6 @@ def check_basis(moduli, M: int) -> None:
     if len(moduli) > MAX_MODULI or M.bit_length() // 32 + 1 > MAX_LIMBS:
         raise ValueError(f"the GPU kernels take at most {MAX_MODULI} moduli and M below "
                          f"2**{32 * MAX_LIMBS - 1}; got {len(moduli)} moduli, M of {M.bit_length()} bits")
-
-
-def synchronize() -> None:
-    _cupy().cuda.get_current_stream().synchronize()
 
 
 def gemm_i8(a, b, out=None):
@@ -137,3 +133,16 @@ def products_mod(a, b, moduli):
         part %= q  # CuPy follows NumPy: a positive divisor gives a remainder in [0, q)
         acc = part if acc is None else (acc + part) % q
     return acc
+
+
+def products_mod_u8(a, b, moduli):
+    """:func:`products_mod` as uint8 residues (moduli <= 256): one GEMM and one fused
+    reduction per modulus where ``k`` needs no split."""
+    cp = _cupy()
+    if a.shape[-1] > KMAX:
+        return products_mod(a, b, moduli).astype(cp.uint8)
+    X = gemm_i8(a, b)
+    out = cp.empty(X.shape, dtype=cp.uint8)
+    for i, q in enumerate(moduli):
+        launch("reduce_i32_u8", X[i].size, X[i], np.int64(X[i].size), np.int32(q), out[i])
+    return out

@@ -76,7 +76,7 @@ def gemm_residues(mods, ap, bp) -> list:
     rc = [cp.empty((N, m, n), dtype=cp.uint8) for _ in ap]
     idx, qs = _moduli(mods, "real")
     if qs:
-        rc[0][idx] = _cuda.products_mod(_residues(ap[0], qs), _residues(bp[0], qs), qs).astype(cp.uint8)
+        rc[0][idx] = _cuda.products_mod_u8(_residues(ap[0], qs), _residues(bp[0], qs), qs)
     idx, qs = _moduli(mods, "2m")
     if qs:
         a_plus, a_minus = _twom(ap[0], ap[1], qs)
@@ -138,7 +138,7 @@ def syrk_residues(mods, ap) -> list:
     idx, qs = _moduli(mods, "real")
     if qs:
         r = _residues(ap[0], qs)
-        rc[0][idx] = _cuda.products_mod(r, T(r), qs).astype(cp.uint8)
+        rc[0][idx] = _cuda.products_mod_u8(r, T(r), qs)
     idx = [i for i, a in enumerate(mods.algorithms) if a in ("3m", "4m")]
     if idx:
         qs = [mods.moduli[i] for i in idx]

@@ -55,6 +55,5 @@ def multiply(pl, a, b):
     out = cp.empty(batch + (a.shape[-2], b.shape[-1]), dtype=cp.int64)
     for idx in np.ndindex(*batch):
         ra, rb = residues(a[idx], pl.moduli), residues(b[idx], pl.moduli)
-        rc = _cuda.products_mod(ra, rb, pl.moduli)
-        out[idx] = reconstruct_modp(rc.astype(cp.uint8), pl.basis, pl.p)
+        out[idx] = reconstruct_modp(_cuda.products_mod_u8(ra, rb, pl.moduli), pl.basis, pl.p)
     return out
