@@ -681,7 +681,7 @@ def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=sys.stdout, pro
                 del expected
                 if not row["flint_exact"]:
                     say(f"{tag}: WARNING modlin's product differs from flint's")
-            del c, a, bb, run
+            c = a = bb = run = None  # free the operands before the next size
             rows.append(row)
 
     args = f"sizes={sizes}, repeats={repeats}, flint={bool(flint)}, seed={seed}"

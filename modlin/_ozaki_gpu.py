@@ -119,15 +119,9 @@ def syrk_residues(mods, ap) -> list:
 
     idx, qs = _moduli(mods, "2m")
     if qs:
-        if real:
-            k = ap[0].shape[1]
-            h = (k + 1) // 2
-            z1 = ap[0][:, :h]
-            z2 = cp.zeros_like(z1)
-            z2[:, : k - h] = ap[0][:, h:]
-            plus, minus = _twom(z1, z2, qs)
-        else:
-            plus, minus = _twom(ap[0], ap[1], qs)
+        from .ozaki import halves
+
+        plus, minus = _twom(*(halves(ap[0]) if real else ap), qs)
         X = _cuda.products_mod(plus, T(minus), qs)
         Xt = T(X)
         re, im = cp.empty((len(qs), n, n), dtype=cp.uint8), cp.empty((len(qs), n, n), dtype=cp.uint8)

@@ -329,6 +329,16 @@ def _gemm_residues(mods: _Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) ->
     return rc
 
 
+def halves(x):
+    """The two halves of the columns of ``x`` (the second padded with a zero column when
+    ``k`` is odd): real SYRK's ``Z = A_1 + i A_2``."""
+    k = x.shape[1]
+    h = (k + 1) // 2
+    second = namespace(x).zeros_like(x[:, :h])
+    second[:, : k - h] = x[:, h:]
+    return x[:, :h], second
+
+
 def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
     """Residues of the exact ``A'A'^T`` (real) or ``A'A'^H`` (complex), one GEMM per 2M modulus.
 
@@ -342,11 +352,7 @@ def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
     rc = [np.empty((len(mods.moduli), n, n), dtype=_residue_dtype(mods)) for _ in ap]
     real = len(ap) == 1
     if real:
-        k = ap[0].shape[1]
-        h = (k + 1) // 2
-        z1 = ap[0][:, :h]
-        z2 = np.zeros_like(z1)
-        z2[:, : k - h] = ap[0][:, h:]
+        z1, z2 = halves(ap[0])
     for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
         if alg == "2m":
             s = sqrt_minus_one(q)

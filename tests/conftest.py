@@ -13,6 +13,7 @@ Helpers are imported by the test modules with ``from conftest import ...``.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import pathlib
 import shutil
@@ -76,23 +77,39 @@ def ref_matmul(A, B, p: int):
 
 
 def flint_matmul(A, B, p: int) -> np.ndarray:
-    """``A @ B mod p`` for 2-D operands with python-flint's ``nmod_mat`` (p < 2**63)."""
+    """``A @ B mod p`` for 2-D operands with python-flint: ``nmod_mat`` below 2**64,
+    ``fmpz_mod_mat`` above (FLINT's own modular arithmetic, no floating point)."""
     import flint
 
-    assert 2 <= p < 2**63
+    assert p >= 2
     a = as_python_ints(A)
     b = as_python_ints(B)
     assert a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]
-    m, k = a.shape
-    n = b.shape[1]
-    fa = flint.nmod_mat(m, k, [int(x) % p for x in a.ravel()], p)
-    fb = flint.nmod_mat(k, n, [int(x) % p for x in b.ravel()], p)
-    fc = fa * fb
-    out = np.zeros((m, n), dtype=object)
-    for i in range(m):
-        for j in range(n):
+    (m, k), n = a.shape, b.shape[1]
+    ea, eb = [int(x) % p for x in a.ravel()], [int(x) % p for x in b.ravel()]
+    if p < 2**64:
+        return from_flint(flint.nmod_mat(m, k, ea, p) * flint.nmod_mat(k, n, eb, p))
+    ctx = flint.fmpz_mod_ctx(p)
+    return from_flint(flint.fmpz_mod_mat(m, k, ea, ctx) * flint.fmpz_mod_mat(k, n, eb, ctx))
+
+
+def from_flint(fc) -> np.ndarray:
+    """A python-flint matrix as an object array of Python ints."""
+    out = np.empty((fc.nrows(), fc.ncols()), dtype=object)
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
             out[i, j] = int(fc[i, j])
     return out
+
+
+def rand_ints(rng, shape, lo: int, hi: int) -> np.ndarray:
+    """Object array of uniform Python ints in ``[lo, hi]`` (any size)."""
+    span = hi - lo + 1
+    nbytes = (span.bit_length() + 7) // 8 + 8
+    vals = [lo + int.from_bytes(rng.bytes(nbytes), "little") % span for _ in range(math.prod(shape))]
+    out = np.empty(len(vals), dtype=object)
+    out[:] = vals
+    return out.reshape(shape)
 
 
 def assert_exact(C, A, B, p: int, oracle=ref_matmul) -> None:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import modlin
 from modlin._rns import int8_moduli
 
-from conftest import as_python_ints
+from conftest import as_python_ints, from_flint, rand_ints
 
 INT8_RANGE = math.prod(int8_moduli())  # the int8 engine covers bounds below about INT8_RANGE / 2
 
@@ -45,12 +45,7 @@ def flint_intmul(A, B) -> np.ndarray:
     m, k = a.shape
     k2, n = b.shape
     assert k == k2
-    fc = flint.fmpz_mat(m, k, [int(x) for x in a.ravel()]) * flint.fmpz_mat(k, n, [int(x) for x in b.ravel()])
-    out = np.zeros((m, n), dtype=object)
-    for i in range(m):
-        for j in range(n):
-            out[i, j] = int(fc[i, j])
-    return out
+    return from_flint(flint.fmpz_mat(m, k, [int(x) for x in a.ravel()]) * flint.fmpz_mat(k, n, [int(x) for x in b.ravel()]))
 
 
 def max_abs(x) -> int:
@@ -84,15 +79,6 @@ def assert_int_exact(C, A, B, oracle=ref_intmul) -> None:
         f"{len(mism)} mismatching entries; first at {tuple(mism[0])}: "
         f"got {C[tuple(mism[0])]}, expected {R[tuple(mism[0])]}"
     )
-
-
-def rand_ints(rng, shape, lo: int, hi: int) -> np.ndarray:
-    span = hi - lo + 1
-    nbytes = (span.bit_length() + 7) // 8 + 8
-    vals = [lo + int.from_bytes(rng.bytes(nbytes), "little") % span for _ in range(math.prod(shape))]
-    out = np.empty(len(vals), dtype=object)
-    out[:] = vals
-    return out.reshape(shape)
 
 
 def int8_fits(A, B) -> bool:
