@@ -9,7 +9,7 @@ import numpy as np
 
 from ._modular import balanced_lift_int64
 
-__all__ = ["field_of", "unwrap_fields", "residues_int64"]
+__all__ = ["field_of", "unwrap_fields", "residues_int64", "integers", "balanced_lift", "balanced_halves"]
 
 
 def field_of(x) -> type | None:
@@ -131,6 +131,23 @@ def integers(x, name: str) -> np.ndarray:
     if kind == "c":
         raise TypeError(f"{name} is complex; intmul multiplies real integer matrices")
     raise TypeError(f"{name} has dtype {x.dtype}, which is not an integer type")
+
+
+def balanced_halves(x, p: int, name: str):
+    """:func:`balanced_lift` as the 16-bit pieces a residue number system reads
+    (:class:`modlin._rns._Halves`). Object arrays of Python ints in ``[-p, p)``
+    go to pieces directly and are balanced there, without Python arithmetic."""
+    from ._rns import _Halves
+
+    x = np.asarray(x)
+    if x.dtype == object and x.size:
+        try:
+            h = _Halves(x)
+        except (TypeError, ValueError):  # not plain ints, or too large: the general path decides
+            h = None
+        if h is not None and h.balance(p):
+            return h
+    return _Halves(balanced_lift(x, p, name))
 
 
 def balanced_lift(x, p: int, name: str) -> np.ndarray:

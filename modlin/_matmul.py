@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _multiword, _rns
 from ._backend import namespace
-from ._convert import balanced_lift, residues_int64, unwrap_fields
+from ._convert import balanced_halves, residues_int64, unwrap_fields
 from ._plan import Plan, _check_modulus, plan as make_plan
 from ._rnsplan import RNSPlan
 from .typing import ArrayLike
@@ -115,8 +115,8 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
             _multiword.multiply(plan, _as_matrix(residues_int64(A, p, "A"), 0),
                                 _as_matrix(residues_int64(B, p, "B"), 1), target)
     else:
-        a = _as_matrix(balanced_lift(A, p, "A"), 0)
-        b = _as_matrix(balanced_lift(B, p, "B"), 1)
+        a = balanced_halves(_as_matrix(np.asarray(A), 0), p, "A")
+        b = balanced_halves(_as_matrix(np.asarray(B), 1), p, "B")
         result = _rns.multiply(plan, a, b) if np.prod(full) else np.zeros(full, dtype=dtype)
         if direct:
             out.reshape(full)[...] = result

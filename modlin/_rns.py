@@ -2,15 +2,15 @@
 
 An integer matrix product ``C = A B`` with ``|C| <= bound`` is computed modulo
 pairwise-coprime moduli ``m_1 .. m_N`` with ``M = prod m_i >= 2*bound + 2``
-and rebuilt by Garner's mixed-radix algorithm: ``C = x_1 + m_1 (x_2 + m_2 (...))``
-with digits ``0 <= x_i < m_i``, shifted down by ``M`` when it exceeds ``(M-1)/2``.
-The residue layer never sees a GEMM: products modulo each ``m_i`` go through
-:mod:`modlin._multiword` with a plan per modulus.
+and rebuilt by the CRT, ``C = sum_i y_i M/m_i - k M``, as 16-bit limbs (or
+directly modulo ``p``). The residue layer never sees a GEMM: products modulo
+each ``m_i`` go through :mod:`modlin._multiword` with a plan per modulus.
 
-Integers enter as 32-bit two's-complement limbs: an int64 matrix is viewed as
-two limbs without a copy, an object array of Python ints is converted once
-(one pass of ``int.to_bytes``). Residues, digits and reconstruction are numba
-kernels over all entries.
+Integers enter as 16-bit two's-complement pieces: an int64 matrix is viewed
+as four of them without a copy, an object array of Python ints is converted
+once (:mod:`modlin._pyints`). Residues, CRT weights, carries and the reduction
+modulo ``p`` are numba kernels over all entries, and the results leave as
+int64 or, through :mod:`modlin._pyints`, as Python ints.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-__all__ = ["Basis", "int8_moduli", "limbs_of", "residues", "reconstruct"]
+from ._pyints import from_limbs, to_halves
 
-LIMB = 32
+__all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
+
 #: Moduli stay below 2**26 so that a product of two residues is exact in float64.
 MAX_RNS_MODULUS = 2**26
 
@@ -110,36 +111,62 @@ class Basis:
         return inv
 
 
+def planned_range(bound: int) -> int:
+    """The product of moduli the planners give products bounded by ``bound``: the
+    ``2 * bound + 2`` of exact recovery with a relative margin of ``2**-33``, which
+    keeps :func:`reconstruct` off its exact fallback (see ``AMBIGUOUS``)."""
+    return 2 * bound + 2 + (bound >> 32)
+
+
+def cover_count(moduli, bound: int) -> int | None:
+    """How many leading ``moduli`` the planners take for ``bound``: enough for
+    :func:`planned_range`, or, from a pool too small for that margin, for exact
+    recovery alone (``reconstruct`` settles the few edge values exactly); None if
+    even all of them fall short."""
+    for need in (planned_range(bound), 2 * bound + 2):
+        prod = 1
+        for i, q in enumerate(moduli):
+            prod *= q
+            if prod >= need:
+                return i + 1
+    return None
+
+
 # --------------------------------------------------------------------------- limbs
 
-def limbs_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
-    """``x`` (int64, uint64 or object of Python ints) as ``(limbs, signed)``.
+def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``x`` (int64, uint64 or object of Python ints) as ``(pieces, signed)``.
 
-    ``limbs`` has shape ``(x.size, L)``, dtype uint32, least significant first;
-    ``signed`` says whether the top limb carries a two's-complement sign.
+    ``pieces`` has shape ``(H, x.size)``, dtype uint16: row ``j`` holds bits
+    ``16 j .. 16 j + 15`` of every entry. ``signed`` says whether the top row
+    carries a two's-complement sign (always, except for uint64).
     """
     if x.dtype == np.int64 or x.dtype == np.uint64:
         flat = np.ascontiguousarray(x).reshape(-1)
-        return flat.view(np.uint32).reshape(-1, 2), x.dtype == np.int64
+        return np.ascontiguousarray(flat.view(np.uint16).reshape(-1, 4).T), x.dtype == np.int64
     if x.dtype != object:
-        raise TypeError(f"limbs_of takes int64, uint64 or object arrays, not {x.dtype}")
-    flat = x.reshape(-1)
-    if flat.size == 0:
-        return np.zeros((0, 1), dtype=np.uint32), True
-    big = max(max(flat), -min(flat))
-    nbytes = 4 * (int(big).bit_length() // LIMB + 1)
-    buf = b"".join([int(v).to_bytes(nbytes, "little", signed=True) for v in flat])
-    return np.frombuffer(buf, dtype=np.uint32).reshape(flat.size, nbytes // 4), True
+        raise TypeError(f"pieces_of takes int64, uint64 or object arrays, not {x.dtype}")
+    pieces = to_halves(x)
+    if pieces is None:
+        raise TypeError("object arrays must hold Python ints")
+    return pieces, True
 
 
 @lru_cache(maxsize=128)
-def _half_limb_powers(moduli: tuple[int, ...], nhalves: int) -> np.ndarray:
-    """``pw[i, j] = 2**(16 j) mod m_i`` for ``j <= nhalves`` (the last weighs the sign)."""
-    return np.array([[pow(2, 16 * j, m) for j in range(nhalves + 1)] for m in moduli], dtype=np.float64)
+def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.ndarray:
+    """``w[i, j] = 2**(16 j) mod m_i`` for the ``H`` pieces; then ``-(2**(16 H) mod m_i)``,
+    what a two's-complement sign (top bit) takes away; then ``p mod m_i``, the weight of
+    the balancing shift (``p = 0``: none)."""
+    w = [[pow(2, 16 * j, m) for j in range(H)] + [-pow(2, 16 * H, m) if signed else 0, p % m] for m in moduli]
+    return np.array(w, dtype=np.float64)
 
 
 #: Entries processed together by the kernels below: their working set stays in cache.
 CHUNK = 2048
+#: Entries per small GEMM of :meth:`_Halves.residues`.
+RESIDUE_STEP = 4096
+#: Memory for the residue matrices of one group of moduli in :func:`multiply`.
+RESIDUE_BYTES = 2**28
 
 
 @numba.njit(cache=True)
@@ -155,62 +182,131 @@ def _fmod(x, m, minv):  # pragma: no cover - compiled
     return r
 
 
-@numba.njit(cache=True)
-def _axpy(acc, h, w):  # pragma: no cover - compiled
-    """``acc += h * w`` over 1-D slices (a loop from 0 vectorises; offset indices do not)."""
-    for e in range(acc.shape[0]):
-        acc[e] += np.float64(h[e]) * w
+def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
+    """An empty ``(rows, E + pad)`` array whose rows start 64 bytes past a multiple of
+    4096 bytes apart: rows a power of two apart alias in the caches, which made the
+    loops that walk several rows at once up to ten times slower."""
+    item = np.dtype(dtype).itemsize
+    pad = ((64 - E * item) % 4096) // item
+    return np.empty((rows, E + pad), dtype=dtype)
 
 
 @numba.njit(cache=True)
-def _sign_fmod(acc, top, w, m, minv, out):  # pragma: no cover - compiled
-    """``out = (acc - w * [top >= 2**15]) mod m``, balanced into ``[-(m//2), (m-1)//2]``,
-    over 1-D slices (``out`` in the engine's word dtype)."""
-    half = np.floor((m - 1.0) / 2.0)
-    for e in range(acc.shape[0]):
-        r = _fmod(acc[e] - w * (top[e] >= 32768), m, minv)
-        out[e] = r - m * (r > half)
+def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
+    """``buf[:H]`` = the pieces of entries ``e0 .. e0 + c`` as float64, ``buf[H]``
+    whether each is negative (top piece at or above ``2**15``), ``buf[H + 1]`` its shift."""
+    H = h.shape[0]
+    c = buf.shape[1]
+    for j in range(H):
+        for e in range(c):
+            buf[j, e] = h[j, e0 + e]
+    for e in range(c):
+        buf[H, e] = h[H - 1, e0 + e] >= 32768
+        buf[H + 1, e] = shift[e0 + e]
 
 
 @numba.njit(cache=True)
-def _residues_kernel(halves, signed, moduli, pw, out):  # pragma: no cover - compiled
-    """``out[i, e] = value(halves[:, e]) mod moduli[i]``, balanced: in ``[-(m_i//2), (m_i-1)//2]``.
+def _balanced_mod(s, moduli, out, e0):  # pragma: no cover - compiled
+    """``out[i, e0 + e] = s[i, e] mod moduli[i]`` balanced into ``[-(m//2), (m-1)//2]``, in
+    the engine's word dtype (``|s| < 2**53``, integer-valued)."""
+    N, c = s.shape
+    for i in range(N):
+        m = np.float64(moduli[i])
+        minv = 1.0 / m
+        half = np.floor((m - 1.0) / 2.0)
+        for e in range(c):
+            r = _fmod(s[i, e], m, minv)
+            out[i, e0 + e] = r - m * (r > half)
 
-    ``halves[j, e]`` are 16-bit pieces (least significant first, the top one
-    carrying a two's-complement sign when ``signed``). Each term ``h * pw`` is
-    below ``2**16 * 2**26 = 2**42``, so a sum of up to ``2**11`` of them is
-    exact in float64 before the one reduction.
-    """
-    H, E = halves.shape
-    N = moduli.shape[0]
-    buf = np.empty(CHUNK)
-    for e0 in range(0, E, CHUNK):
-        e1 = min(E, e0 + CHUNK)
-        acc = buf[: e1 - e0]
-        for i in range(N):
-            m = np.float64(moduli[i])
-            acc[:] = 0.0
-            for j in range(H):
-                _axpy(acc, halves[j, e0:e1], pw[i, j])
-            _sign_fmod(acc, halves[H - 1, e0:e1], pw[i, H] if signed else 0.0, m, 1.0 / m, out[i, e0:e1])
+
+@numba.njit(cache=True, inline="always")
+def _compare(h, e, K):  # pragma: no cover - compiled
+    """Sign of ``value(h[:, e]) - K`` (-1, 0 or 1) for two's-complement pieces ``h`` and ``K``
+    (of one length): differing signs decide it, equal ones compare as unsigned pieces."""
+    H = h.shape[0]
+    vneg, kneg = h[H - 1, e] >= 32768, K[H - 1] >= 32768
+    if vneg != kneg:
+        return -1 if vneg else 1
+    for j in range(H - 1, -1, -1):
+        if h[j, e] != K[j]:
+            return 1 if h[j, e] > K[j] else -1
+    return 0
+
+
+@numba.njit(cache=True)
+def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
+    """``shift[e]`` in {-1, 0, 1} such that ``v + shift * p`` is the balanced residue of
+    ``v = value(h[:, e])`` modulo ``p``, given the pieces of ``hi = (p-1)//2``, ``top = p - 1``,
+    ``lo = -(p//2)`` and ``bottom = -p``. Returns False, at the first value outside
+    ``[-p, p)``, for the caller's general path. Most values are settled by their top piece."""
+    for e in range(h.shape[1]):
+        if _compare(h, e, hi) > 0:
+            if _compare(h, e, top) > 0:
+                return False
+            shift[e] = -1.0
+        elif _compare(h, e, lo) < 0:
+            if _compare(h, e, bottom) < 0:
+                return False
+            shift[e] = 1.0
+        else:
+            shift[e] = 0.0
+    return True
+
+
+def _pieces(v: int, H: int) -> np.ndarray:
+    """``v`` in ``H`` two's-complement 16-bit pieces."""
+    return np.array([(v >> (16 * j)) & 0xFFFF for j in range(H)], dtype=np.uint16)
 
 
 class _Halves:
     """An integer array as 16-bit pieces, ``(H, size)``, ready for residues modulo anything."""
 
     def __init__(self, x: np.ndarray):
-        limbs, self.signed = limbs_of(x)
         self.shape = x.shape
-        self.halves = np.ascontiguousarray(limbs.view(np.uint16).reshape(limbs.shape[0], 2 * limbs.shape[1]).T)
+        self.halves, self.signed = pieces_of(x)
+        self.shift, self.p = None, 0  # see balance()
         if self.halves.shape[0] > 2**11:
             raise ValueError("integers above 32768 bits are not supported")
 
-    def residues(self, moduli: tuple[int, ...], dtype=np.float64) -> np.ndarray:
-        out = np.empty((len(moduli), self.halves.shape[1]), dtype=dtype)
-        if self.halves.shape[1]:
-            _residues_kernel(self.halves, self.signed, np.array(moduli, dtype=np.int64),
-                             _half_limb_powers(moduli, self.halves.shape[0]), out)
-        return out.reshape((len(moduli),) + self.shape)
+    def balance(self, p: int) -> bool:
+        """Make these the pieces of the balanced residues modulo ``p`` of values in ``[-p, p)``:
+        each value gets a shift (-1, 0 or 1) times ``p``, which :meth:`residues` adds.
+        False when some value lies outside that range (nothing is changed then)."""
+        H = max(self.halves.shape[0], p.bit_length() // 16 + 1)
+        h = self.halves
+        if H > h.shape[0]:  # sign-extend, so that p and -p fit with their sign bits
+            ext = np.where(h[-1] >= 32768, np.uint16(0xFFFF), np.uint16(0))
+            h = np.concatenate([h, np.broadcast_to(ext, (H - h.shape[0], h.shape[1]))])
+        shift = np.empty(h.shape[1])
+        if not _shift_kernel(h, *(_pieces(v, H) for v in ((p - 1) // 2, p - 1, -(p // 2), -p)), shift):
+            return False
+        self.shift, self.p = shift, p
+        return True
+
+    def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None) -> np.ndarray:
+        """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``.
+
+        The sums of pieces times ``2**(16 j) mod m`` (with the sign and the
+        balancing shift) are one small float64 GEMM per chunk of entries, for all
+        moduli at once: exact, as every term is below ``2**16 * 2**26`` and there
+        are at most ``2**11`` pieces. ``out``, from :func:`padded_rows` with at least
+        ``len(moduli)`` rows, is reused rather than allocated (fresh pages cost too).
+        """
+        H, E = self.halves.shape
+        G = len(moduli)
+        out = padded_rows(G, E, dtype) if out is None else out[:G]
+        w = _piece_weights(tuple(moduli), H, self.signed, self.p)
+        shift = self.shift if self.shift is not None else np.zeros(E)
+        mods = np.array(moduli, dtype=np.int64)
+        step = max(1, min(E, RESIDUE_STEP))
+        for e0 in range(0, E, step):
+            c = min(step, E - e0)
+            if e0 == 0 or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
+                buf, s = np.empty((H + 2, c)), np.empty((G, c))
+            _as_float_pieces(self.halves, shift, e0, buf)
+            np.matmul(w, buf, out=s)
+            _balanced_mod(s, mods, out, e0)
+        return out[:, :E].reshape((G,) + self.shape)
 
 
 def residues(x: np.ndarray, basis: Basis, dtype=np.float64) -> np.ndarray:
@@ -227,180 +323,239 @@ def residues(x: np.ndarray, basis: Basis, dtype=np.float64) -> np.ndarray:
 
 @numba.njit(cache=True)
 def _garner_step(t, c, m, minv, w):  # pragma: no cover - compiled
-    """``t <- ((t - c) mod m) * w mod m`` over 1-D float64 slices (vectorises)."""
+    """``t <- ((t - c) mod m) * w mod m`` over 1-D float64 slices (vectorises): one step of
+    Garner's mixed-radix digits, which :mod:`modlin._crtfloat` needs for its sign test."""
     for e in range(t.shape[0]):
         t[e] = _fmod(_fmod(t[e] - c[e], m, minv) * w, m, minv)
 
 
-@numba.njit(cache=True)
-def _garner_kernel(x, moduli, inv):  # pragma: no cover - compiled
-    """Residues ``x[i, e]`` (float64) -> mixed-radix digits, in place (Garner).
+#: Moduli summed by one product against the limb constants: each term is below
+#: ``2**26 * 2**16``, so a sum of ``2**10`` of them plus the carries stays exact in float64.
+CRT_BLOCK = 1024
+#: Entries whose ``sum(y_i / m_i)`` has a fraction this close to 1/2 are rebuilt exactly.
+#: The float sum is within ``N * 2**-51`` of the true one; bases chosen by the planner
+#: keep every covered value at least ``2**-34`` away (:func:`planned_range`).
+AMBIGUOUS = 2.0**-36
 
-    ``x_i = (((c_i - x_0) inv_i0 - x_1) inv_i1 - ...) mod m_i``. With every
-    modulus below ``2**26`` each product of two residues is below ``2**52``:
-    exact in float64. Entries go in chunks so that the rows stay in cache.
+
+@numba.njit(cache=True)
+def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
+    """``y <- y * w mod m``; ``k + f += y / m`` kept as whole part ``k`` and fraction ``f``
+    (so the float error does not grow with ``k``), over 1-D slices (vectorises)."""
+    for e in range(y.shape[0]):
+        v = _fmod(y[e] * w, m, minv)
+        y[e] = v
+        s = f[e] + v * minv
+        whole = np.floor(s)
+        k[e] += whole
+        f[e] = s - whole
+
+
+@numba.njit(cache=True)
+def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
+    """Residues ``x[i, e]``, ``e < E`` (float64, in ``[0, m_i)``) -> ``y_i = x_i w_i mod m_i`` in place,
+    with ``w_i = (M / m_i)**-1 mod m_i``, so that ``C = sum y_i M / m_i - k M``.
+
+    ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
+    ``flag[e]`` marks a fraction too close to 1/2 for the float sum to round it surely.
     """
-    N, E = x.shape
+    N = x.shape[0]
+    f = np.empty(CHUNK)
     for e0 in range(0, E, CHUNK):
         e1 = min(E, e0 + CHUNK)
-        for i in range(1, N):
+        c = e1 - e0
+        kk = k[e0:e1]
+        kk[:] = 0.0
+        f[:c] = 0.0
+        for i in range(N):
             m = np.float64(moduli[i])
-            minv = 1.0 / m
-            for j in range(i):
-                _garner_step(x[i, e0:e1], x[j, e0:e1], m, minv, np.float64(inv[i, j]))
+            _weigh(x[i, e0:e1], f[:c], kk, m, 1.0 / m, np.float64(w[i]))
+        for e in range(c):
+            flag[e0 + e] = abs(f[e] - 0.5) < AMBIGUOUS
+            kk[e] += f[e] >= 0.5
 
 
 @numba.njit(cache=True)
-def _negative(x, e, half):  # pragma: no cover - compiled
-    """Whether the mixed-radix number ``x[:, e]`` exceeds ``(M-1)//2`` (digits ``half``)."""
-    for i in range(x.shape[0] - 1, -1, -1):
-        if x[i, e] != half[i]:
-            return x[i, e] > half[i]
-    return False
+def _carry(t, acc, top):  # pragma: no cover - compiled
+    """``acc + t`` (float64 ``(L, c)``, exact integers) normalised into 16-bit limbs in ``acc``;
+    what passes the top limb is added to ``top``. Limb-outer loops vectorise over entries."""
+    L, c = t.shape
+    carry = np.zeros(c)
+    for j in range(L):
+        for e in range(c):
+            v = t[j, e] + acc[j, e] + carry[e]
+            hi = np.floor(v * (1.0 / 65536.0))
+            acc[j, e] = v - hi * 65536.0
+            carry[e] = hi
+    for e in range(c):
+        top[e] += carry[e]
 
 
 @numba.njit(cache=True)
-def _to_int64_kernel(x, moduli, half, out):  # pragma: no cover - compiled
-    """Signed values of mixed-radix numbers, for ``|value| < 2**63``.
+def _sub_limbs(acc, q, pl, top):  # pragma: no cover - compiled
+    """``acc <- acc - q * pl`` in 16-bit limbs (float64), the final borrow added to ``top``.
+    Each ``q * pl[j]`` is below ``2**53``: ``q < 2**37``, limbs below ``2**16``."""
+    L, c = acc.shape
+    b = np.zeros(c)
+    for j in range(L):
+        for e in range(c):
+            v = acc[j, e] - q[e] * pl[j] + b[e]
+            hi = np.floor(v * (1.0 / 65536.0))
+            acc[j, e] = v - hi * 65536.0
+            b[e] = hi
+    for e in range(c):
+        top[e] += b[e]
 
-    A value above ``(M-1)/2`` is ``U - M = sum (x_i - (m_i - 1)) P_i - 1``:
-    Horner on those non-positive digits keeps every prefix within the result's
-    magnitude, so int64 never overflows.
+
+@numba.njit(cache=True)
+def _reduce(acc, top, pl, ps):  # pragma: no cover - compiled
+    """``V = top * 2**(16 L) + value(acc)``, with ``0 <= V < 2**37 p``, reduced modulo ``p``
+    into ``acc`` (``top`` becomes 0); ``pl`` are the limbs of ``p`` (``L >= 3``) and ``ps`` is
+    ``p / 2**(16 (L - 3))`` as a float (at least ``2**32`` unless ``L = 3``).
+
+    The quotient is estimated from the top three limbs: its error is below ``2**-13``
+    (rounding of a quotient below ``2**37``, and the dropped limbs), so biased down by
+    ``2**-10`` it is the true one or one less, and one conditional subtraction is left.
     """
-    N, E = x.shape
-    for e in range(E):
-        neg = _negative(x, e, half)
+    L, c = acc.shape
+    q = np.empty(c)
+    for e in range(c):
+        vs = ((top[e] * 65536.0 + acc[L - 1, e]) * 65536.0 + acc[L - 2, e]) * 65536.0 + acc[L - 3, e]
+        q[e] = max(np.floor(vs / ps - 2.0**-10), 0.0)
+    _sub_limbs(acc, q, pl, top)  # now 0 <= V < 2p: top is 0 or 1
+    d = acc.copy()
+    below = top.copy()
+    q[:] = 1.0
+    _sub_limbs(d, q, pl, below)  # V - p, non-negative iff below >= 0
+    for j in range(L):
+        for e in range(c):
+            acc[j, e] += (below[e] >= 0.0) * (d[j, e] - acc[j, e])
+    top[:] = 0.0
+
+
+@numba.njit(cache=True)
+def _negate(acc, top):  # pragma: no cover - compiled
+    """Magnitudes of two's-complement values (``top`` is -1 for negatives, else 0)."""
+    L, c = acc.shape
+    carry = np.ones(c)
+    for j in range(L):
+        for e in range(c):
+            ng = top[e] < 0.0
+            v = 65535.0 - acc[j, e] + carry[e]
+            hi = v >= 65536.0
+            carry[e] = hi
+            acc[j, e] += ng * (v - 65536.0 * hi - acc[j, e])
+
+
+@numba.njit(cache=True)
+def _limbs_to_int64(acc, neg, out):  # pragma: no cover - compiled
+    """``out = (-1)**neg * value(acc[:4])`` for magnitudes below ``2**63``."""
+    c = out.shape[0]
+    L = min(acc.shape[0], 4)
+    for e in range(c):
         v = np.int64(0)
-        for i in range(N - 1, -1, -1):
-            d = np.int64(x[i, e])
-            if neg:
-                d -= moduli[i] - 1
-            v = v * moduli[i] + d
-        out[e] = v - 1 if neg else v
+        for j in range(L - 1, -1, -1):
+            v = (v << 16) | np.int64(acc[j, e])
+        out[e] = -v if neg[e] else v
 
 
-@numba.njit(cache=True)
-def _mulmod_small(s, m, p, invp):  # pragma: no cover - compiled
-    """``s * m mod p`` for uint64 ``0 <= s < p <= 2**63`` and ``0 <= m < 2**26``.
-
-    The quotient is estimated in floating point (relative error below 2**-50 on
-    a quotient below 2**26, so an absolute error below 2**-24) and biased down
-    by 2**-20: it is the true quotient or one less. The remainder, computed
-    modulo 2**64 with wrapping uint64 products, is then in ``[0, 2p)``.
-    """
-    qf = np.float64(s) * np.float64(m) * invp - 2.0**-20
-    q = np.uint64(qf) if qf > 0 else np.uint64(0)
-    r = s * m - q * p
-    if r >= p:
-        r -= p
-    return r
+def _limbs16(v: int, L: int) -> np.ndarray:
+    return np.array([(v >> (16 * j)) & 0xFFFF for j in range(L)], dtype=np.float64)
 
 
-@numba.njit(cache=True)
-def _horner_modp(s, d, m, p, invp):  # pragma: no cover - compiled
-    """``s <- (s * m + d) mod p`` over 1-D uint64 slices (``s < p``, ``d`` reduced below ``p``)."""
-    for e in range(s.shape[0]):
-        t = _mulmod_small(s[e], m, p, invp) + d[e]
-        s[e] = t - p * (t >= p)
-
-
-@numba.njit(cache=True)
-def _to_modp_kernel(x, moduli, half, p, m_mod_p, out):  # pragma: no cover - compiled
-    """Values of mixed-radix numbers modulo ``p <= 2**63``, in ``[0, p)`` (uint64 throughout:
-    numba would turn mixed signed/unsigned arithmetic into floats)."""
-    N, E = x.shape
-    invp = 1.0 / np.float64(p)
-    d = np.empty(CHUNK, dtype=np.uint64)
-    for e0 in range(0, E, CHUNK):
-        e1 = min(E, e0 + CHUNK)
-        s = out[e0:e1]
-        s[:] = 0
-        dd = d[: e1 - e0]
-        for i in range(N - 1, -1, -1):
-            for e in range(e1 - e0):
-                dd[e] = np.uint64(x[i, e0 + e]) % p if np.uint64(moduli[i]) > p else np.uint64(x[i, e0 + e])
-            _horner_modp(s, dd, np.uint64(moduli[i]), p, invp)
-        for e in range(e0, e1):
-            if _negative(x, e, half):
-                v = out[e]
-                out[e] = v - m_mod_p if v >= m_mod_p else v + (p - m_mod_p)
-
-
-@numba.njit(cache=True)
-def _to_limbs_kernel(x, moduli, half, m_limbs, out, neg):  # pragma: no cover - compiled
-    """Magnitudes of mixed-radix numbers as 32-bit limbs, signs in ``neg``."""
-    N, E = x.shape
-    L = out.shape[1]
-    mask = np.uint64(0xFFFFFFFF)
-    for e in range(E):
-        for j in range(L):
-            out[e, j] = 0
-        for i in range(N - 1, -1, -1):
-            carry = np.uint64(x[i, e])
-            m = np.uint64(moduli[i])
-            for j in range(L):
-                t = np.uint64(out[e, j]) * m + carry
-                out[e, j] = np.uint32(t & mask)
-                carry = t >> np.uint64(32)
-        negative = _negative(x, e, half)
-        neg[e] = negative
-        if negative:  # magnitude M - U
-            borrow = np.int64(0)
-            for j in range(L):
-                t = np.int64(m_limbs[j]) - np.int64(out[e, j]) - borrow
-                borrow = np.int64(1) if t < 0 else np.int64(0)
-                out[e, j] = np.uint32(t + (borrow << 32))
+@lru_cache(maxsize=64)
+def _crt_constants(moduli: tuple[int, ...], p: int | None):
+    """Per basis (and ``p``): the weights ``w_i``, the limbs of ``M / m_i`` (mod ``p``), of
+    what ``k`` multiplies (``M`` negated, or ``-M mod p``), of ``p``, and ``p``'s scale."""
+    M = math.prod(moduli)
+    N = len(moduli)
+    cof = [M // m for m in moduli]
+    w = np.array([pow(c % m, -1, m) if m > 1 else 0 for c, m in zip(cof, moduli)], dtype=np.int64)
+    if p is None:
+        L = (N * M).bit_length() // 16 + 1
+        return w, np.stack([_limbs16(c, L) for c in cof]), -_limbs16(M, L), None, None
+    L = max(-(-p.bit_length() // 16), 3)
+    cst = np.stack([_limbs16(c % p, L) for c in cof])
+    return w, cst, _limbs16(-M % p, L), _limbs16(p, L), p / 2 ** (16 * (L - 3))
 
 
 def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_object: bool = False,
                 overwrite: bool = False) -> np.ndarray:
     """Integers from their residues ``res`` (shape ``(N, ...)``, entries in ``[0, m_i)``).
 
-    Returns the signed values (each in ``[-(M-1)/2, M/2]``) as int64, or as an
+    Returns the signed values (each in ``[-(M//2), (M-1)//2]``) as int64, or as an
     object array of Python ints when ``as_object``; with ``p``, the values
     modulo ``p`` in ``[0, p)`` (int64 for ``p <= 2**63``, object above).
     With ``overwrite``, a float64 ``res`` is used as workspace (and destroyed).
+
+    The CRT is ``C = sum_i y_i M/m_i - k M`` with ``y_i = res_i (M/m_i)**-1 mod m_i``
+    and ``k = round(sum_i y_i / m_i)``. The sum is a float64 product of the ``y``
+    with the 16-bit limbs of the ``M/m_i`` (reduced modulo ``p`` first when ``p``
+    is given), exact since its terms are below ``2**42``; carries and one
+    reduction modulo ``p`` run in limb-outer loops over chunks of entries. An
+    entry whose ``k`` the float sum cannot settle (its value within a relative
+    ``2**-34`` of ``M/2``) is rebuilt with Python integers.
     """
     N = len(basis.moduli)
-    shape = res.shape[1:]
-    moduli = np.array(basis.moduli, dtype=np.int64)
     x = res.reshape(N, -1).astype(np.float64, copy=not overwrite)
-    E = x.shape[1]
+    return _reconstruct_rows(np.ascontiguousarray(x), x.shape[1], basis, p, as_object).reshape(res.shape[1:])
+
+
+def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool) -> np.ndarray:
+    """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous float64
+    ``(N, E + pad)`` workspace (see :func:`padded_rows`); returns the flat result."""
+    N = len(basis.moduli)
+    w, cst, kfac, pl, ps = _crt_constants(basis.moduli, p)
+    L = cst.shape[1]
+    k = np.empty(E)
+    flag = np.empty(E, dtype=np.bool_)
     if E:
-        _garner_kernel(x, moduli, basis.garner_inverses)
-    half = basis.half_digits.astype(np.float64)
-    if p is not None and p <= 2**63:
-        out = np.empty(E, dtype=np.uint64)
-        if E:
-            _to_modp_kernel(x, moduli, half, np.uint64(p), np.uint64(basis.M % p), out)
-        return out.view(np.int64).reshape(shape)
-    if p is None and not as_object:
-        out = np.empty(E, dtype=np.int64)
-        if E:
-            _to_int64_kernel(x, moduli, half, out)
-        return out.reshape(shape)
-    L = basis.M.bit_length() // LIMB + 1
-    m_limbs = np.frombuffer(basis.M.to_bytes(4 * L, "little"), dtype=np.uint32).copy()
-    limbs = np.empty((E, L), dtype=np.uint32)
-    neg = np.empty(E, dtype=np.bool_)
-    if E:
-        _to_limbs_kernel(x, moduli, half, m_limbs, limbs, neg)
-    raw = limbs.tobytes()
-    step = 4 * L
-    vals = [int.from_bytes(raw[i * step:(i + 1) * step], "little") for i in range(E)]
-    out = np.empty(E, dtype=object)
-    out[:] = vals
-    out[neg] = -out[neg]
-    if p is not None:
-        out %= p
-    return out.reshape(shape)
+        _crt_weights(x, E, np.array(basis.moduli, dtype=np.int64), w, k, flag)
+    small = (p is not None and p <= 2**63) or (p is None and not as_object)
+    out = np.empty(E, dtype=np.int64) if small else None
+    limbs = None if small else np.empty((L, E), dtype=np.uint16)
+    neg = np.zeros(E, dtype=np.bool_)
+    step = max(1024, min(16384, 2**18 // (L + min(N, CRT_BLOCK))))
+    for e0 in range(0, E, step):
+        e1 = min(E, e0 + step)
+        c = e1 - e0
+        if e0 == 0 or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
+            t = np.empty((L, c))
+        acc = np.multiply.outer(kfac, k[e0:e1])  # -k M (mod p): at most N * 2**16 per limb
+        top = np.zeros(c)
+        for i0 in range(0, N, CRT_BLOCK):
+            i1 = min(N, i0 + CRT_BLOCK)
+            np.matmul(cst[i0:i1].T, x[i0:i1, e0:e1], out=t)
+            _carry(t, acc, top)
+            if p is not None:
+                _reduce(acc, top, pl, ps)
+        if p is None:
+            neg[e0:e1] = top < 0
+            _negate(acc, top)
+        if small:
+            _limbs_to_int64(acc, neg[e0:e1], out[e0:e1])
+        else:
+            limbs[:, e0:e1] = acc
+    if not small:
+        out = from_limbs(limbs, neg)
+    for e in np.flatnonzero(flag):
+        out[e] = _exact_entry(x[:, e], basis, p)
+    return out
+
+
+def _exact_entry(y: np.ndarray, basis: Basis, p: int | None) -> int:
+    """One entry of :func:`reconstruct` from its ``y_i``, with Python integers."""
+    M = basis.M
+    c = sum(int(yi) * (M // m) for yi, m in zip(y, basis.moduli)) % M
+    c = c - M if c > (M - 1) // 2 else c
+    return c if p is None else c % p
 
 
 def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np.ndarray:
     """``a @ b`` (or ``a @ b mod pl.p``) through the RNS plan ``pl`` (an :class:`RNSPlan`).
 
-    ``a`` and ``b`` are integer arrays (int64, uint64 or object) of shapes
-    ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
+    ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
+    :class:`_Halves`, of shapes ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
     ``pl.bound``. Each modulus' product is one multiword plan; only the
     residues, their products and the result are allocated.
     """
@@ -409,13 +564,20 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np
 
     basis = pl.basis
     dtype = get_engine(pl.engine).dtype
-    ha, hb = _Halves(a), _Halves(b)
+    ha, hb = (x if isinstance(x, _Halves) else _Halves(x) for x in (a, b))
     full = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    rc = np.empty((len(basis.moduli),) + full, dtype=np.float64)
-    if rc.size:
-        # one modulus at a time, so only one pair of residue matrices is alive;
-        # balanced residues are the single words of each modulus' (1,1)-product
-        for i, sub in enumerate(pl.subplans):
-            q = (basis.moduli[i],)
-            _multiword.multiply_words(sub, ha.residues(q, dtype), hb.residues(q, dtype), rc[i])
-    return reconstruct(rc, basis, p=pl.p, as_object=as_object, overwrite=True)
+    E = math.prod(full)
+    rc = padded_rows(len(basis.moduli), E, np.float64)
+    if E:
+        # moduli in groups, so that the residue matrices alive stay within
+        # RESIDUE_BYTES; balanced residues are the single words of each modulus' (1,1)-product
+        subs = pl.subplans
+        entries = max(ha.halves.shape[1] + hb.halves.shape[1], 1)
+        group = max(1, RESIDUE_BYTES // (np.dtype(dtype).itemsize * entries))
+        bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
+        for i0 in range(0, len(subs), group):
+            q = basis.moduli[i0:i0 + group]
+            ra, rb = (h.residues(q, dtype, buf) for h, buf in zip((ha, hb), bufs))
+            for i, sub in enumerate(subs[i0:i0 + group]):
+                _multiword.multiply_words(sub, ra[i:i + 1], rb[i:i + 1], rc[i0 + i, :E].reshape(full))
+    return _reconstruct_rows(rc, E, basis, pl.p, as_object).reshape(full)

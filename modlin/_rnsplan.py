@@ -18,18 +18,20 @@ import numpy as np
 
 from ._engines import engines_on, get_engine
 from ._plan import Plan, _best_plan, _gemm_cost
-from ._rns import MAX_RNS_MODULUS, Basis, int8_moduli, primes_below
+from ._rns import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_range, primes_below
 
 __all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
 
 # Cost model, in multiply-adds of a large fp64 GEMM (as in modlin._plan), measured
-# on the 2-core development machine at n = 2048: lifting and splitting an input
-# entry into 16-bit pieces, its balanced residue per modulus, Garner per pair of
-# moduli and output entry, and the reconstruction per modulus and output entry.
+# on the 2-core development machine at n = 1024: per input entry, lifting it into
+# 16-bit pieces and its balanced residue per modulus; per output entry, its CRT
+# weight per modulus, the sum of weights times 16-bit limbs (a small GEMM) per
+# modulus and limb, and the carries and the reduction modulo p per limb.
 LIFT = 60.0
-RESIDUE = 150.0
-GARNER_PAIR = 50.0
-RECONSTRUCT = 250.0
+RESIDUE = 110.0
+WEIGH = 50.0
+CRT_SUM = 8.0
+LIMB = 60.0
 #: On a GPU those passes are fused kernels over data already on the device (one
 #: residue kernel for all moduli, one CRT kernel): an estimate of their share of
 #: the CPU's cost, to be calibrated by benchmarks/gpu_report.py.
@@ -110,7 +112,8 @@ class RNSPlan:
         # the largest modulus has the smallest block: its plan bounds every other's cost
         total = N * _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner",
                                self.device).cost((m, k, n))
-        passes = (LIFT + RESIDUE * N) * (m * k + k * n) + (GARNER_PAIR * N * (N - 1) / 2 + RECONSTRUCT * N) * m * n
+        L = (self.p or self.basis.M * N).bit_length() // 16 + 1  # limbs of the reconstruction
+        passes = (LIFT + RESIDUE * N) * (m * k + k * n) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * m * n
         return total + passes * (GPU_PASS_FACTOR if self.device == "cuda" else 1.0)
 
     def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
@@ -128,7 +131,7 @@ class RNSPlan:
         lines = [
             f"{what}, shape {m}x{k} @ {k}x{n}",
             f"  algorithm : residue number system (multimodular): products modulo {len(self.moduli)} "
-            f"pairwise-coprime moduli, then CRT (Garner)",
+            f"pairwise-coprime moduli, then CRT",
             f"  bound     : |C| <= {self.bound.bit_length()}-bit bound "
             + ("(k * (p//2)**2 for balanced operands)" if self.p else "(k * max|A| * max|B|)"),
             f"  moduli    : {', '.join(map(str, self.moduli[:6]))}{', ...' if len(self.moduli) > 6 else ''} "
@@ -145,18 +148,13 @@ class RNSPlan:
 def _engine_moduli(engine: str, bits: int, bound: int) -> tuple[int, ...]:
     """Primes below ``2**bits``, enough to cover ``bound`` when there are that many."""
     # round the count up so that nearby bounds share one cached list
-    count = 8 * -(-(2 * bound + 2).bit_length() // (8 * (bits - 1)))
+    count = 8 * -(-planned_range(bound).bit_length() // (8 * (bits - 1)))
     return primes_below(2**bits, count)
 
 
 def _cover(moduli: tuple[int, ...], bound: int) -> tuple[int, ...] | None:
-    need = 2 * bound + 2
-    prod = 1
-    for i, q in enumerate(moduli):
-        prod *= q
-        if prod >= need:
-            return moduli[: i + 1]
-    return None
+    count = cover_count(moduli, bound)
+    return None if count is None else moduli[:count]
 
 
 def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: str = "cpu") -> tuple[int, ...]:

@@ -560,7 +560,6 @@ def _twom_primes(bits: int, count: int) -> tuple[int, ...]:
 
 def _intmul_moduli(bound: int, k: int, engine: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """Moduli covering ``bound`` and the algorithm for each: 2M where it applies."""
-    need = 2 * bound + 2
     if engine == "int8":
         twom = twom_moduli(255)
         rest = tuple(q for q in _rns.int8_moduli() if all(math.gcd(q, t) == 1 for t in twom))
@@ -568,13 +567,11 @@ def _intmul_moduli(bound: int, k: int, engine: str) -> tuple[tuple[int, ...], tu
     else:
         # the largest single-GEMM modulus for this k: k * (q/2)**2 <= 2**53
         bits = max(8, min(25, int(math.log2(2 * math.sqrt(2**53 / max(k, 1))))))
-        pool = [(q, "2m") for q in _twom_primes(bits, max(8, 2 * need.bit_length() // (bits - 1) + 2))]
-    chosen, prod = [], 1
-    for q, alg in pool:
-        chosen.append((q, alg))
-        prod *= q
-        if prod >= need:
-            return tuple(q for q, _ in chosen), tuple(a for _, a in chosen)
+        count = max(8, 2 * _rns.planned_range(bound).bit_length() // (bits - 1) + 2)
+        pool = [(q, "2m") for q in _twom_primes(bits, count)]
+    count = _rns.cover_count([q for q, _ in pool], bound)
+    if count is not None:
+        return tuple(q for q, _ in pool[:count]), tuple(a for _, a in pool[:count])
     raise ValueError(f"a {bound.bit_length()}-bit bound needs more {engine} moduli than are available; "
                      "use engine='fp64'")
 

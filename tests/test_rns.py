@@ -3,7 +3,7 @@
 Every result is compared EXACTLY with independent oracles: Python integers
 (object-array products reduced once) and python-flint (``nmod_mat`` for
 ``p < 2**64``, ``fmpz_mod_mat`` above). The internals (``Basis``, ``residues``,
-``reconstruct``, ``limbs_of``, ``balanced_lift``, ``choose_moduli``) are
+``reconstruct``, ``pieces_of``, ``balanced_lift``, ``choose_moduli``) are
 checked against their contracts only (congruences and ranges), so that their
 implementation can change underneath.
 """
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import modlin
 from modlin import RNSPlan
 from modlin._convert import balanced_lift
-from modlin._rns import Basis, int8_moduli, limbs_of, reconstruct, residues
+from modlin._rns import Basis, int8_moduli, pieces_of, reconstruct, residues
 from modlin._rnsplan import choose_moduli
 
 from conftest import flint_matmul, rand_ints, ref_matmul
@@ -138,15 +138,15 @@ def test_int8_moduli():
     assert all(-(q // 2) >= -128 and (q - 1) // 2 <= 127 for q in mods)
 
 
-# ===================================================================== limbs
+# ===================================================================== pieces
 
-def _limbs_value(limbs: np.ndarray, signed: bool) -> list[int]:
+def _pieces_value(pieces: np.ndarray, signed: bool) -> list[int]:
     out = []
-    L = limbs.shape[1]
-    for row in limbs:
-        v = sum(int(w) << (32 * j) for j, w in enumerate(row))
-        if signed and v >> (32 * L - 1):
-            v -= 1 << (32 * L)
+    H = pieces.shape[0]
+    for col in pieces.T:
+        v = sum(int(w) << (16 * j) for j, w in enumerate(col))
+        if signed and v >> (16 * H - 1):
+            v -= 1 << (16 * H)
         out.append(v)
     return out
 
@@ -155,34 +155,36 @@ EDGE = sorted({s * (2**e + d) for e in (0, 15, 16, 31, 32, 33, 62, 63, 64, 65, 1
                for d in (-1, 0, 1) for s in (1, -1)})
 
 
-def test_limbs_of_int64():
+def test_pieces_of_int64():
     x = np.array([-2**63, -2**32, -1, 0, 1, 2**31, 2**32 - 1, 2**63 - 1], dtype=np.int64).reshape(2, 4)
-    limbs, signed = limbs_of(x)
-    assert signed and limbs.dtype == np.uint32 and limbs.shape == (8, 2)
-    assert _limbs_value(limbs, signed) == [int(v) for v in x.ravel()]
+    pieces, signed = pieces_of(x)
+    assert signed and pieces.dtype == np.uint16 and pieces.shape == (4, 8)
+    assert _pieces_value(pieces, signed) == [int(v) for v in x.ravel()]
 
 
-def test_limbs_of_uint64():
+def test_pieces_of_uint64():
     x = np.array([0, 1, 2**32, 2**63, 2**64 - 1], dtype=np.uint64)
-    limbs, signed = limbs_of(x)
-    assert not signed and limbs.dtype == np.uint32 and limbs.shape == (5, 2)
-    assert _limbs_value(limbs, signed) == [int(v) for v in x]
+    pieces, signed = pieces_of(x)
+    assert not signed and pieces.dtype == np.uint16 and pieces.shape == (4, 5)
+    assert _pieces_value(pieces, signed) == [int(v) for v in x]
 
 
 @pytest.mark.parametrize("values", [EDGE, [0], [-1], [2**31 - 1], [-2**31], [2**31], [-(2**4000) + 17, 5]])
-def test_limbs_of_object(values):
+def test_pieces_of_object(values):
     x = np.empty(len(values), dtype=object)
     x[:] = values
-    limbs, signed = limbs_of(x)
-    assert signed and limbs.dtype == np.uint32 and limbs.shape[0] == len(values)
-    assert _limbs_value(limbs, signed) == list(values)
+    pieces, signed = pieces_of(x)
+    assert signed and pieces.dtype == np.uint16 and pieces.shape[1] == len(values)
+    assert _pieces_value(pieces, signed) == list(values)
 
 
-def test_limbs_of_refuses_other_dtypes():
+def test_pieces_of_refuses_other_dtypes():
     with pytest.raises(TypeError):
-        limbs_of(np.array([1, 2], dtype=np.int32))
+        pieces_of(np.array([1, 2], dtype=np.int32))
     with pytest.raises(TypeError):
-        limbs_of(np.array([1.0]))
+        pieces_of(np.array([1.0]))
+    with pytest.raises(TypeError, match="Python ints"):
+        pieces_of(np.array([1, 2.5], dtype=object))
 
 
 # ===================================================================== residues
@@ -892,3 +894,105 @@ def test_property_machine_integers_against_flint(p, data):
     B = np.array(data.draw(st.lists(st.integers(0, 2**64 - 1), min_size=k * n, max_size=k * n)),
                  dtype=np.uint64).reshape(k, n)
     assert_mod_exact(modlin.matmul(A, B, p), A, B, p, oracle=flint_matmul)
+
+
+# ===================================================================== kernel paths of the CRT and residues
+
+@pytest.mark.parametrize("p", [None, 2**61 - 1, 2**127 - 1, P256], ids=pid)
+def test_reconstruct_in_blocks_of_moduli(p, rng, monkeypatch):
+    # more moduli than one exact float64 sum takes: the sum goes in blocks (here of 3)
+    import modlin._rns as rns
+
+    monkeypatch.setattr(rns, "CRT_BLOCK", 3)
+    basis = RECON_BASES[0]  # 12 moduli: four blocks
+    vals = _signed_values(basis, rng)
+    got = reconstruct(_canonical(vals, basis), basis, p=p, as_object=p is None)
+    assert [int(v) for v in got] == [v if p is None else v % p for v in vals]
+
+
+def test_planned_bases_never_need_the_exact_fallback(rng):
+    # planned_range's margin keeps every |C| <= bound off the rounding boundary of k
+    import modlin._rns as rns
+
+    for bound in (2**40, 2**61 * 1000, 2**200 + 12345, 2**700):
+        basis = Basis(choose_moduli(bound, (64, 1000, 64), "fp64"))
+        assert basis.covers(bound) and basis.M >= rns.planned_range(bound)
+        vals = [bound, -bound, bound - 1, -bound + 1] + [int(v) for v in rand_ints(rng, (200,), -bound, bound)]
+        x = _canonical(vals, basis).astype(np.float64)
+        k, flag = np.empty(len(vals)), np.empty(len(vals), dtype=np.bool_)
+        rns._crt_weights(x, len(vals), np.array(basis.moduli, dtype=np.int64), rns._crt_constants(basis.moduli, None)[0],
+                         k, flag)
+        assert not flag.any()
+        assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, as_object=True)] == vals
+
+
+def test_exact_fallback_at_the_edge_of_a_tight_basis():
+    # M = 2 * bound + 2 exactly: the extremes sit where the float sum cannot round k surely
+    basis = Basis((2**26 - 5, 2**26 - 27, 2**25 - 39))
+    M = basis.M
+    vals = [-(M // 2), (M - 1) // 2, -(M // 2) + 1, (M - 1) // 2 - 1, 0]
+    assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, as_object=True)] == vals
+    for p in (2**61 - 1, 2**100 + 277):
+        assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, p=p)] == [v % p for v in vals]
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1, P256], ids=pid)
+def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
+    # residues computed a few moduli at a time (reusing buffers) and a few entries at a time
+    import modlin._rns as rns
+
+    monkeypatch.setattr(rns, "RESIDUE_BYTES", 8 * 2 * 150 * 2)  # two moduli per group
+    monkeypatch.setattr(rns, "RESIDUE_STEP", 37)
+    A = rand_ints(rng, (10, 15), 0, p)
+    B = rand_ints(rng, (15, 13), 0, p)
+    assert len(modlin.plan(p, 10, 15, 13).moduli) > 2
+    assert _same(modlin.matmul(A, B, p), ref_matmul(A, B, p))
+
+
+def _same(got, want):
+    return got.shape == want.shape and all(int(g) == int(w) for g, w in zip(got.ravel(), want.ravel()))
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**64, 2**127 - 1, P256], ids=pid)
+def test_object_operands_in_range_are_balanced_as_pieces(p, rng):
+    from modlin._convert import balanced_halves
+
+    half = (p - 1) // 2
+    vals = [0, 1, -1, p - 1, -p, half, half + 1, -(p // 2), -(p // 2) - 1, (p + 1) // 2]
+    vals += [int(v) for v in rand_ints(rng, (40,), -p, p)]
+    x = np.empty(len(vals), dtype=object)
+    x[:] = vals
+    before = x.copy()
+    h = balanced_halves(x, p, "A")
+    assert h.shift is not None  # the fast path took them
+    moduli = (2**26 - 5, 2**25 - 39, 65521, 256)
+    r = h.residues(moduli)
+    for i, m in enumerate(moduli):
+        for j, v in enumerate(vals):
+            b = v % p
+            b = b - p if b > half else b
+            assert int(r[i, j]) % m == b % m and -(m // 2) <= r[i, j] <= (m - 1) // 2
+    assert all(a is b for a, b in zip(x, before))  # not modified
+
+
+@pytest.mark.parametrize("p", [2**64 - 59, 2**127 - 1], ids=pid)
+@pytest.mark.parametrize("bad", ["p", "-p-1", "huge"])
+def test_object_operands_out_of_range_take_the_general_path(p, bad, rng):
+    from modlin._convert import balanced_halves
+
+    x = rand_ints(rng, (4, 5), 0, p)
+    x[1, 2] = {"p": p, "-p-1": -p - 1, "huge": 3 * p**3 + 7}[bad]
+    h = balanced_halves(x, p, "A")
+    assert h.shift is None  # balanced by balanced_lift, with Python arithmetic
+    B = rand_ints(rng, (5, 3), 0, p)
+    assert _same(modlin.matmul(x, B, p), ref_matmul(x, B, p))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
+@pytest.mark.parametrize("E", [0, 1, 512, 4096, 2**20, 2**20 + 3])
+def test_padded_rows_avoid_power_of_two_strides(dtype, E):
+    from modlin._rns import padded_rows
+
+    a = padded_rows(3, E, dtype)
+    assert a.dtype == dtype and a.shape[0] == 3 and a.shape[1] >= E and a.flags.c_contiguous
+    assert a.strides[0] % 4096 == 64

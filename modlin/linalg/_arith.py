@@ -15,7 +15,6 @@ import numpy as np
 from .. import _multiword
 from .._matmul import matmul
 from .._plan import MAX_MODULUS, Plan, plan
-from .._rns import _mulmod_small
 from .._rnsplan import RNSPlan
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "reduce", "mul", "mulsub", "negate", "parity"]
@@ -54,11 +53,28 @@ def _mulmod_narrow(a, b, p, pinv):  # pragma: no cover - compiled
     return r
 
 
+@numba.njit(cache=True)
+def _mulmod_small(s, m, p, invp):  # pragma: no cover - compiled
+    """``s * m mod p`` for uint64 ``0 <= s < p <= 2**63`` and ``0 <= m < 2**26``.
+
+    The quotient is estimated in floating point (relative error below 2**-50 on
+    a quotient below 2**26, so an absolute error below 2**-24) and biased down
+    by 2**-20: it is the true quotient or one less. The remainder, computed
+    modulo 2**64 with wrapping uint64 products, is then in ``[0, 2p)``.
+    """
+    qf = np.float64(s) * np.float64(m) * invp - 2.0**-20
+    q = np.uint64(qf) if qf > 0 else np.uint64(0)
+    r = s * m - q * p
+    if r >= p:
+        r -= p
+    return r
+
+
 @numba.njit(cache=True, inline="always")
 def _mulmod_wide(a, b, p, pinv):  # pragma: no cover - compiled
     """``a * b mod p`` for ``0 <= a, b < p < 2**63``: ``b`` in three 25-bit limbs, Horner.
 
-    Each step is a product by a factor below ``2**26`` (``modlin._rns._mulmod_small``,
+    Each step is a product by a factor below ``2**26`` (:func:`_mulmod_small`,
     exact for ``p <= 2**63``) and a sum of two residues, below ``2p < 2**64`` in uint64.
     """
     ua = np.uint64(a)

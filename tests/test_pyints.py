@@ -1,0 +1,355 @@
+"""Python ints <-> 16-bit pieces (modlin._pyints), against ``int.to_bytes``.
+
+Every conversion is checked on all three implementations: the public function
+(marshal on this interpreter), the marshal path and the ``int.to_bytes`` /
+``int.from_bytes`` fallback, called directly.
+"""
+
+from __future__ import annotations
+
+import marshal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from modlin import _pyints as P
+
+TO = [P.to_halves, P._to_halves_marshal, P._to_halves_bytes]
+FROM = [P.from_limbs, P._from_limbs_marshal, P._from_limbs_bytes]
+to_ids = ["public", "marshal", "bytes"]
+
+
+class SubInt(int):
+    pass
+
+
+def obj(vals, shape=None) -> np.ndarray:
+    """Object array of exactly these objects (no numpy conversion of the values)."""
+    a = np.empty(len(vals), dtype=object)
+    a[:] = list(vals)
+    return a if shape is None else a.reshape(shape)
+
+
+def ref_halves(vals) -> np.ndarray:
+    """The oracle: smallest H by search, pieces by ``int.to_bytes``."""
+    H = 1
+    while not all(-(2 ** (16 * H - 1)) <= v < 2 ** (16 * H - 1) for v in vals):
+        H += 1
+    raw = b"".join(v.to_bytes(2 * H, "little", signed=True) for v in vals)
+    return np.frombuffer(raw, dtype=np.uint16).reshape(len(vals), H).T
+
+
+def check_halves(f, x: np.ndarray) -> None:
+    before = x.copy()
+    vals = x.ravel().tolist()
+    h = f(x)
+    assert h is not None
+    assert h.dtype == np.uint16 and h.flags.c_contiguous
+    assert h.shape == (ref_halves(vals).shape[0], x.size)
+    np.testing.assert_array_equal(h, ref_halves(vals))
+    # and back: the pieces decode to the values
+    back = [int.from_bytes(c.tobytes(), "little", signed=True) for c in h.T]
+    assert back == vals
+    assert x.shape == before.shape and x.ravel().tolist() == before.ravel().tolist()
+
+
+def mag_limbs(vals, L=None, dtype=np.uint16):
+    """``(limbs, neg)`` of the values: 16-bit pieces of |v|, least significant first."""
+    if L is None:
+        L = max([abs(v).bit_length() for v in vals] + [0]) // 16 + 1
+    raw = b"".join(abs(v).to_bytes(2 * L, "little") for v in vals)
+    limbs = np.frombuffer(raw, dtype=np.uint16).reshape(len(vals), L).T.astype(dtype)
+    return limbs, np.array([v < 0 for v in vals], dtype=bool)
+
+
+def check_from(f, limbs, neg, vals) -> None:
+    lc = limbs.copy()
+    nc = None if neg is None else neg.copy()
+    out = f(limbs, neg)
+    assert out.dtype == object and out.shape == (len(vals),)
+    assert out.tolist() == vals
+    assert all(type(v) is int for v in out)
+    np.testing.assert_array_equal(limbs, lc)
+    if neg is not None:
+        np.testing.assert_array_equal(neg, nc)
+
+
+def boundaries(jmax=70):
+    out = {0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**32, -(2**32)}
+    for j in range(1, jmax):
+        for b in (2 ** (15 * j), 2 ** (16 * j), 2 ** (16 * j - 1)):
+            for v in (b - 1, b, b + 1):
+                out |= {v, -v}
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------- to_halves
+
+
+def test_marshal_format_holds():
+    # CPython 3.10+ marshal: the fast path must be the one in use here
+    assert P._marshal_ok()
+
+
+@pytest.mark.parametrize("f", TO, ids=to_ids)
+def test_boundaries_minimal_H(f):
+    vals = boundaries()
+    for v in vals:  # one at a time: H exactly minimal for each boundary
+        check_halves(f, obj([v]))
+    check_halves(f, obj(vals))
+
+
+@pytest.mark.parametrize("f", TO, ids=to_ids)
+@pytest.mark.parametrize("j", [1, 2, 3, 7])
+def test_H_choice_edges(f, j):
+    top = 2 ** (16 * j - 1)
+    assert f(obj([top - 1, -top])).shape[0] == j
+    assert f(obj([top])).shape[0] == j + 1
+    assert f(obj([-top - 1])).shape[0] == j + 1
+    assert f(obj([-top, 0, 1])).shape[0] == j
+
+
+ints = st.integers(1, 3000).flatmap(lambda b: st.integers(-(2**b), 2**b))
+
+
+@given(st.lists(ints, max_size=20))
+def test_random_roundtrip(vals):
+    x = obj(vals)
+    for f in TO:
+        check_halves(f, x)
+    limbs, neg = mag_limbs(vals)
+    for f in FROM:
+        check_from(f, limbs, neg, vals)
+
+
+@given(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30))
+def test_random_small(vals):
+    # around the int32 / long switch of marshal
+    for f in TO:
+        check_halves(f, obj(vals))
+    for dt in (np.uint16, np.int64, np.float64):
+        limbs, neg = mag_limbs(vals, dtype=dt)
+        check_from(P._from_limbs_marshal, limbs, neg, vals)
+
+
+@pytest.mark.parametrize("f", TO, ids=to_ids)
+def test_empty_and_scalar_shapes(f):
+    for shape in [(0,), (3, 0), (0, 0, 2)]:
+        h = f(np.empty(shape, dtype=object))
+        assert h.shape == (1, 0) and h.dtype == np.uint16
+    x = np.empty((), dtype=object)
+    x[()] = -(2**100)
+    check_halves(f, x)
+    check_halves(f, obj([7]))
+    check_halves(f, obj([2**1000], shape=(1, 1, 1)))
+
+
+@pytest.mark.parametrize("f", TO, ids=to_ids)
+def test_noncontiguous_views(f):
+    rng = np.random.default_rng(1)
+    mant, shift = rng.integers(0, 2**62, 48), rng.integers(0, 300, 48)
+    vals = [int(v) * 2 ** int(s) * (-1) ** int(v) for v, s in zip(mant, shift)]
+    a = obj(vals, shape=(6, 8))
+    for view in (a[::2, ::-1], a.T, a[1:, 3], a[::-3, 1::2].T):
+        assert not view.flags.c_contiguous or view.size <= 1
+        check_halves(f, view)
+        ref = ref_halves(np.ascontiguousarray(view).ravel().tolist())
+        np.testing.assert_array_equal(f(view), ref)
+
+
+@pytest.mark.parametrize("f", TO, ids=to_ids)
+@pytest.mark.parametrize(
+    "bad",
+    [True, False, np.int64(3), np.uint8(3), np.bool_(True), 1.0, np.float64(2.0),
+     None, "7", b"7", Fraction(3), SubInt(3), 2 + 0j, [1], (1,)],
+    ids=repr,
+)
+def test_non_ints_refused(f, bad):
+    # bool and int subclasses are refused too (documented choice): the
+    # caller's slow path converts or reports them
+    for pos in range(3):
+        vals = [5, 2**100, -3]
+        vals[pos] = bad
+        x = obj(vals)
+        assert f(x) is None
+        assert x.tolist() == vals  # untouched
+    assert f(obj([bad])) is None
+
+
+@pytest.mark.parametrize("f", TO, ids=to_ids)
+def test_non_object_dtypes(f):
+    x = np.array([[-(2**63), 5], [2**63 - 1, -1]], dtype=np.int64)
+    h = f(x)
+    np.testing.assert_array_equal(h, ref_halves(x.ravel().tolist()))
+    assert f(np.array([1.0, 2.0])) is None
+    assert f(np.array([True])) is None
+
+
+# --------------------------------------------------------------------------- from_limbs
+
+
+@pytest.mark.parametrize("f", FROM, ids=to_ids)
+@pytest.mark.parametrize("dt", [np.uint16, np.int64, np.float64])
+def test_from_limbs_dtypes_and_boundaries(f, dt):
+    vals = boundaries(40)
+    limbs, neg = mag_limbs(vals, dtype=dt)
+    check_from(f, limbs, neg, vals)
+    pos = [abs(v) for v in vals]
+    check_from(f, mag_limbs(pos, dtype=dt)[0], None, pos)
+
+
+@pytest.mark.parametrize("f", FROM, ids=to_ids)
+def test_from_limbs_edges(f):
+    # zero magnitude with neg: 0
+    zero = np.zeros((3, 4), dtype=np.uint16)
+    check_from(f, zero, np.array([True, False, True, True]), [0] * 4)
+    # L = 1, every 16-bit value, both signs
+    h = np.arange(65536, dtype=np.uint16)[None, :]
+    check_from(f, h, None, list(range(65536)))
+    check_from(f, h, np.ones(65536, dtype=bool), [-v for v in range(65536)])
+    # large L, values of all sizes, padded with zero limbs
+    vals = [(-1) ** k * (2 ** (37 * k) + k) for k in range(110)]
+    limbs, neg = mag_limbs(vals, L=300)
+    check_from(f, limbs, neg, vals)
+    # L = 0 and E = 0
+    check_from(f, np.zeros((0, 3), dtype=np.int64), None, [0, 0, 0])
+    for L in (0, 1, 5):
+        check_from(f, np.zeros((L, 0), dtype=np.float64), np.zeros(0, dtype=bool), [])
+    # non-contiguous inputs
+    vals = [3 * 7**k * (-1) ** k for k in range(40)]
+    limbs, neg = mag_limbs(vals + vals)
+    check_from(f, limbs[:, ::2], neg[::2], (vals + vals)[::2])
+    check_from(f, np.asfortranarray(limbs), neg, vals + vals)
+
+
+@pytest.mark.parametrize("f", FROM, ids=to_ids)
+def test_from_limbs_int32_edges(f):
+    # marshal writes 'i' exactly for -2**31 <= v < 2**31
+    vals = [2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**32 - 1, -(2**32) + 1,
+            2**15, -(2**15), 2**30]
+    for v in vals:
+        check_from(f, *mag_limbs([v], L=2), [v])
+        check_from(f, *mag_limbs([v], L=4, dtype=np.float64), [v])
+
+
+@pytest.mark.parametrize("f", FROM, ids=to_ids)
+def test_from_limbs_rejects(f):
+    for bad in (65536, -1):
+        limbs = np.zeros((3, 2), dtype=np.int64)
+        for pos in [(0, 0), (1, 1), (2, 0)]:
+            limbs[:] = 1
+            limbs[pos] = bad
+            with pytest.raises(ValueError):
+                f(limbs)
+    for bad in (0.5, np.nan, np.inf, 65536.0, -1.0, 65535.5):
+        limbs = np.ones((3, 2))
+        limbs[0, 1] = bad
+        with pytest.raises(ValueError):
+            f(limbs)
+    with pytest.raises(TypeError):
+        f(np.zeros((2, 2), dtype=np.uint32))
+    with pytest.raises(ValueError):
+        f(np.zeros(4, dtype=np.uint16))
+    with pytest.raises(ValueError):
+        f(np.zeros((2, 4), dtype=np.uint16), np.zeros(3, dtype=bool))
+
+
+def test_roundtrip_through_halves():
+    # to_halves gives two's complement; magnitudes and signs give the values back
+    vals = boundaries(20) + [3**k * (-1) ** k for k in range(300)]
+    h = P.to_halves(obj(vals))
+    H = h.shape[0]
+    neg = h[H - 1] >= 2**15  # the top piece carries the sign
+    np.testing.assert_array_equal(neg, [v < 0 for v in vals])
+    # magnitudes: negate the negative columns in two's complement (~h + 1)
+    mag = h.astype(np.int64)
+    mag[:, neg] ^= 0xFFFF
+    carry = neg.astype(np.int64)
+    for j in range(H):
+        mag[j] += carry
+        carry = mag[j] >> 16
+        mag[j] &= 0xFFFF
+    assert P.from_limbs(mag, neg).tolist() == vals
+
+
+# ----------------------------------------------------------- fallback, self-check
+
+
+def test_public_functions_use_fallback(monkeypatch):
+    monkeypatch.setattr(P, "_marshal_ok", lambda: False)
+
+    def boom(*a, **k):
+        raise AssertionError("marshal path used")
+
+    monkeypatch.setattr(P, "_to_halves_marshal", boom)
+    monkeypatch.setattr(P, "_from_limbs_marshal", boom)
+    vals = boundaries(10)
+    check_halves(P.to_halves, obj(vals))
+    assert P.to_halves(obj([1, True])) is None
+    check_from(P.from_limbs, *mag_limbs(vals), vals)
+
+
+class _Marshal:
+    """A stand-in for the marshal module with a different int format."""
+
+    def __init__(self, dumps=marshal.dumps, loads=marshal.loads):
+        self.dumps, self.loads = dumps, loads
+
+
+@pytest.mark.parametrize(
+    "fake",
+    [
+        _Marshal(dumps=lambda o, v: marshal.dumps(o, 4)),  # FLAG_REF set on shared ints
+        _Marshal(dumps=lambda o, v: marshal.dumps(o, 2).replace(b"l", b"L")),
+        _Marshal(loads=lambda b: [-v for v in marshal.loads(b)]),
+        _Marshal(loads=lambda b: [float(v) for v in marshal.loads(b)]),
+        _Marshal(loads=lambda b: 1 / 0),
+        _Marshal(dumps=lambda o, v: marshal.dumps([True] + o[1:], v)),
+    ],
+)
+def test_self_check_detects_other_formats(monkeypatch, fake):
+    assert P._marshal_ok.__wrapped__()
+    monkeypatch.setattr(P, "marshal", fake)
+    assert not P._marshal_ok.__wrapped__()
+
+
+@pytest.mark.parametrize("cap", [0, 5, 100, None])
+def test_marshal_stream_is_what_dumps_writes(cap):
+    # byte for byte (normalised digits, 'i' exactly when it fits), also when
+    # the kernel's buffer starts too small and grows
+    vals = boundaries(30) + [(-1) ** k * 5**k for k in range(400)]
+    limbs, neg = mag_limbs(vals, L=60)
+    if cap is None:
+        cap = 5 + len(vals) * (5 + 2 * 64)
+    buf, n = P._write_marshal(limbs, neg, cap)
+    assert buf[:n].tobytes() == marshal.dumps(vals, 2)
+
+
+def test_first_buffer_cap(monkeypatch):
+    monkeypatch.setattr(P, "_MAX_FIRST_BUFFER", 64)
+    vals = [(-1) ** k * 3 ** (k % 500) for k in range(1500)]
+    check_from(P._from_limbs_marshal, *mag_limbs(vals, L=60), vals)
+
+
+@pytest.mark.parametrize("f", FROM, ids=to_ids)
+def test_bad_limb_late(f):
+    limbs, neg = mag_limbs(list(range(300)), L=3)
+    limbs = limbs.astype(np.float64)
+    limbs[1, 250] = 0.25
+    with pytest.raises(ValueError):
+        f(limbs, neg)
+
+
+def test_scan_rejects_malformed_streams():
+    good = np.frombuffer(marshal.dumps([1, 2**40, -(2**70)], 2), dtype=np.uint8)
+    assert P._scan_marshal(good, 3) == (True, 5)
+    assert not P._scan_marshal(good, 2)[0]  # wrong count
+    assert not P._scan_marshal(good[:-1], 3)[0]  # truncated
+    for cut in (1, 4, 6, 10, 12):
+        assert not P._scan_marshal(good[:cut], 3)[0]
+    assert not P._scan_marshal(np.append(good, np.uint8(0)), 3)[0]  # trailing bytes
+    tup = np.frombuffer(marshal.dumps((1, 2), 2), dtype=np.uint8)
+    assert not P._scan_marshal(tup, 2)[0]
