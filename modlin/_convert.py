@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from ._modular import balanced_lift_int64
+from ._pyints import python_ints
 
 __all__ = ["field_of", "unwrap_fields", "residues_int64", "integers", "balanced_lift", "balanced_halves"]
 
@@ -59,20 +60,6 @@ def unwrap_fields(p, *arrays):
     return p, field, plain
 
 
-def _object_ints(x: np.ndarray) -> np.ndarray:
-    """An object array of Python ints equal to ``x``; TypeError for anything else.
-
-    The check looks at the set of entry types (one fast pass); entries are
-    converted only when some are NumPy integer scalars.
-    """
-    types = set(map(type, x.flat))
-    for t in types:
-        if issubclass(t, (bool, np.bool_)) or not issubclass(t, (int, np.integer)):
-            bad = next(e for e in x.flat if type(e) is t)
-            raise TypeError(f"object arrays must hold Python or NumPy integers; found {t.__name__} {bad!r}")
-    return x if types <= {int} else np.frompyfunc(int, 1, 1)(x)
-
-
 def _native(x: np.ndarray) -> np.ndarray:
     """``x`` in native byte order (a copy only when it is not): dtype tests and kernels assume it."""
     return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
@@ -104,7 +91,7 @@ def residues_int64(x, p: int, name: str) -> np.ndarray:
     if kind == "O":
         if x.size == 0:
             return x.astype(np.int64)
-        return (_object_ints(x) % p).astype(np.int64)
+        return (python_ints(x) % p).astype(np.int64)
     if kind == "c":
         raise TypeError(
             f"{name} is complex; matmul multiplies real integer matrices "
@@ -122,7 +109,7 @@ def integers(x, name: str) -> np.ndarray:
     if kind == "O":
         if x.size == 0:
             return x.astype(np.int64)
-        return _object_ints(x)
+        return python_ints(x)
     if kind == "f":
         raise TypeError(
             f"{name} holds floats; intmul multiplies integers exactly: convert first "

@@ -20,11 +20,26 @@ def max_abs(x: np.ndarray) -> int:
     return max(abs(int(x.max())), abs(int(x.min())))
 
 
-def single_gemm_exact(a: np.ndarray, b: np.ndarray, k: int) -> bool:
-    """Whether one float64 GEMM computes ``a @ b`` exactly: fixed-width operands whose
-    partial sums stay within ``2**53`` (the contract with ``c_max = 0``)."""
-    return (a.dtype != object and b.dtype != object
+def single_gemm_exact(a, b, k: int) -> bool:
+    """Whether one float64 GEMM computes ``a @ b`` exactly: fixed-width operands (arrays,
+    not the pieces of object arrays) whose partial sums stay within ``2**53`` (the
+    contract with ``c_max = 0``)."""
+    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype != object and b.dtype != object
             and _contract.is_exact(k, max_abs(a), max_abs(b), 0, ENGINES["fp64"].L))
+
+
+def _operand(x, name: str, side: int):
+    """An intmul operand as a matrix and its largest ``|entry|``: fixed-width arrays as
+    they are, object arrays straight to the 16-bit pieces the RNS reads (one
+    conversion pass, no Python arithmetic on the entries)."""
+    from ._matmul import _as_matrix
+
+    x = np.asarray(x)
+    if x.dtype == object and x.size:
+        h = _rns._Halves(_as_matrix(x, side))
+        return h, h.max_abs()
+    x = _as_matrix(integers(x, name), side)
+    return x, max_abs(x)
 
 
 def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None) -> np.ndarray:
@@ -71,22 +86,20 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
            [5497558138915, 34]], dtype=object)
     """
     cpu_only("modlin.intmul", A, B)
-    from ._matmul import _as_matrix, _matmul_shapes
+    from ._matmul import _matmul_shapes
     from ._rnsplan import as_moduli, rns_plan
 
     (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
-    a = integers(A, "A")
-    b = integers(B, "B")
-    a2, b2 = _as_matrix(a, 0), _as_matrix(b, 1)
-    bound = k * max_abs(a) * max_abs(b)
+    (a, amax), (b, bmax) = _operand(A, "A", 0), _operand(B, "B", 1)
+    bound = k * amax * bmax
     as_object = bound >= 2**63
     if moduli is None and engine is None and single_gemm_exact(a, b, k):
         # one float64 GEMM is exact: every partial sum stays within 2**53
-        c = np.matmul(a2.astype(np.float64), b2.astype(np.float64)).astype(np.int64)
+        c = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
     else:
         pl = rns_plan(None, bound, (m, k, n), engine=engine,
                       moduli=None if moduli is None else as_moduli(moduli))
-        c = _rns.multiply(pl, a2, b2, as_object=as_object) if np.prod(full) else np.zeros(
+        c = _rns.multiply(pl, a, b, as_object=as_object) if np.prod(full) else np.zeros(
             full, dtype=object if as_object else np.int64)
     c = c.reshape(shape)
     return c[()] if c.ndim == 0 else c

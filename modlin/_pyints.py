@@ -34,7 +34,7 @@ from functools import cache
 import numba
 import numpy as np
 
-__all__ = ["from_limbs", "to_halves"]
+__all__ = ["from_limbs", "python_ints", "to_halves"]
 
 # Type codes of Python/marshal.c.
 _LIST = ord("[")
@@ -232,6 +232,20 @@ def _to_halves_bytes(x: np.ndarray) -> np.ndarray | None:
     raw = b"".join([v.to_bytes(2 * H, "little", signed=True) for v in lst])
     pieces = np.frombuffer(raw, dtype=np.uint16).reshape(len(lst), H)
     return np.ascontiguousarray(pieces.T)
+
+
+def python_ints(x: np.ndarray) -> np.ndarray:
+    """An object array of Python ints equal to ``x``; TypeError for anything else.
+
+    The check looks at the set of entry types (one fast pass); entries are
+    converted only when some are NumPy integer scalars.
+    """
+    types = set(map(type, x.flat))
+    for t in types:
+        if issubclass(t, (bool, np.bool_)) or not issubclass(t, (int, np.integer)):
+            bad = next(e for e in x.flat if type(e) is t)
+            raise TypeError(f"object arrays must hold Python or NumPy integers; found {t.__name__} {bad!r}")
+    return x if types <= {int} else np.frompyfunc(int, 1, 1)(x)
 
 
 def to_halves(x: np.ndarray) -> np.ndarray | None:

@@ -22,7 +22,7 @@ from functools import lru_cache
 import numba
 import numpy as np
 
-from ._pyints import from_limbs, to_halves
+from ._pyints import from_limbs, python_ints, to_halves
 
 __all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
 
@@ -147,8 +147,8 @@ def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
     if x.dtype != object:
         raise TypeError(f"pieces_of takes int64, uint64 or object arrays, not {x.dtype}")
     pieces = to_halves(x)
-    if pieces is None:
-        raise TypeError("object arrays must hold Python ints")
+    if pieces is None:  # NumPy integer scalars are converted; anything else is refused here
+        pieces = to_halves(python_ints(x))
     return pieces, True
 
 
@@ -253,6 +253,18 @@ def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
     return True
 
 
+@numba.njit(cache=True)
+def _extremes(h):  # pragma: no cover - compiled
+    """Indices of the largest and the smallest value of two's-complement pieces ``h``."""
+    imax = imin = 0
+    for e in range(1, h.shape[1]):
+        if _compare(h, e, h[:, imax]) > 0:
+            imax = e
+        elif _compare(h, e, h[:, imin]) < 0:
+            imin = e
+    return imax, imin
+
+
 def _pieces(v: int, H: int) -> np.ndarray:
     """``v`` in ``H`` two's-complement 16-bit pieces."""
     return np.array([(v >> (16 * j)) & 0xFFFF for j in range(H)], dtype=np.uint16)
@@ -267,6 +279,15 @@ class _Halves:
         self.shift, self.p = None, 0  # see balance()
         if self.halves.shape[0] > 2**11:
             raise ValueError("integers above 32768 bits are not supported")
+
+    def max_abs(self) -> int:
+        """The largest ``|value|``, as a Python int (0 when empty)."""
+        h = self.halves
+        if h.shape[1] == 0:
+            return 0
+        if not self.signed:  # uint64: pieces compare as the unsigned values they are
+            return int(np.ascontiguousarray(h.T).view(np.uint64).max())
+        return max(abs(int.from_bytes(h[:, i].tobytes(), "little", signed=True)) for i in _extremes(h))
 
     def balance(self, p: int) -> bool:
         """Make these the pieces of the balanced residues modulo ``p`` of values in ``[-p, p)``:

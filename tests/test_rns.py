@@ -183,8 +183,10 @@ def test_pieces_of_refuses_other_dtypes():
         pieces_of(np.array([1, 2], dtype=np.int32))
     with pytest.raises(TypeError):
         pieces_of(np.array([1.0]))
-    with pytest.raises(TypeError, match="Python ints"):
+    with pytest.raises(TypeError, match="integers; found float 2.5"):
         pieces_of(np.array([1, 2.5], dtype=object))
+    pieces, _ = pieces_of(np.array([np.int64(-3), 2**70], dtype=object))  # NumPy integers are converted
+    assert _pieces_value(pieces, True) == [-3, 2**70]
 
 
 # ===================================================================== residues
