@@ -221,9 +221,9 @@ def _balanced_mod(s, moduli, out, e0):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, inline="always")
 def _compare(h, e, K):  # pragma: no cover - compiled
-    """Sign of ``value(h[:, e]) - K`` (-1, 0 or 1) for two's-complement pieces ``h`` and ``K``
-    (of one length): differing signs decide it, equal ones compare as unsigned pieces."""
-    H = h.shape[0]
+    """Sign of ``value(h[:, e]) - value(K)`` (-1, 0 or 1) for two's-complement pieces of
+    one length: differing signs decide it, equal ones compare as unsigned pieces."""
+    H = K.shape[0]
     vneg, kneg = h[H - 1, e] >= 32768, K[H - 1] >= 32768
     if vneg != kneg:
         return -1 if vneg else 1
@@ -237,20 +237,16 @@ def _compare(h, e, K):  # pragma: no cover - compiled
 def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
     """``shift[e]`` in {-1, 0, 1} such that ``v + shift * p`` is the balanced residue of
     ``v = value(h[:, e])`` modulo ``p``, given the pieces of ``hi = (p-1)//2``, ``top = p - 1``,
-    ``lo = -(p//2)`` and ``bottom = -p``. Returns False, at the first value outside
-    ``[-p, p)``, for the caller's general path. Most values are settled by their top piece."""
+    ``lo = -(p//2)`` and ``bottom = -p``. Returns False if some value lies outside
+    ``[-p, p)``, for the caller's general path. All four comparisons are made and
+    combined without branching: the shift of random residues is unpredictable."""
+    bad = False
     for e in range(h.shape[1]):
-        if _compare(h, e, hi) > 0:
-            if _compare(h, e, top) > 0:
-                return False
-            shift[e] = -1.0
-        elif _compare(h, e, lo) < 0:
-            if _compare(h, e, bottom) < 0:
-                return False
-            shift[e] = 1.0
-        else:
-            shift[e] = 0.0
-    return True
+        up = _compare(h, e, hi) > 0
+        down = _compare(h, e, lo) < 0
+        bad |= (_compare(h, e, top) > 0) | (_compare(h, e, bottom) < 0)
+        shift[e] = np.float64(down) - np.float64(up)
+    return not bad
 
 
 @numba.njit(cache=True)
