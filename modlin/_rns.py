@@ -194,7 +194,8 @@ def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
 @numba.njit(cache=True)
 def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
     """``buf[:H]`` = the pieces of entries ``e0 .. e0 + c`` as float64, ``buf[H]``
-    whether each is negative (top piece at or above ``2**15``), ``buf[H + 1]`` its shift."""
+    whether each is negative (top piece at or above ``2**15``), and ``buf[H + 1]`` its
+    shift when ``shift`` is not empty."""
     H = h.shape[0]
     c = buf.shape[1]
     for j in range(H):
@@ -202,7 +203,9 @@ def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
             buf[j, e] = h[j, e0 + e]
     for e in range(c):
         buf[H, e] = h[H - 1, e0 + e] >= 32768
-        buf[H + 1, e] = shift[e0 + e]
+    if shift.shape[0]:
+        for e in range(c):
+            buf[H + 1, e] = shift[e0 + e]
 
 
 @numba.njit(cache=True)
@@ -312,14 +315,14 @@ class _Halves:
         H, E = self.halves.shape
         G = len(moduli)
         out = padded_rows(G, E, dtype) if out is None else out[:G]
-        w = _piece_weights(tuple(moduli), H, self.signed, self.p)
-        shift = self.shift if self.shift is not None else np.zeros(E)
+        shift = self.shift if self.shift is not None else np.zeros(0)
+        w = _piece_weights(tuple(moduli), H, self.signed, self.p)[:, :H + 1 + (shift.size > 0)]
         mods = np.array(moduli, dtype=np.int64)
         step = max(1, min(E, RESIDUE_STEP))
         for e0 in range(0, E, step):
             c = min(step, E - e0)
             if e0 == 0 or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
-                buf, s = np.empty((H + 2, c)), np.empty((G, c))
+                buf, s = np.empty((w.shape[1], c)), np.empty((G, c))
             _as_float_pieces(self.halves, shift, e0, buf)
             np.matmul(w, buf, out=s)
             _balanced_mod(s, mods, out, e0)
@@ -357,10 +360,10 @@ AMBIGUOUS = 2.0**-36
 
 @numba.njit(cache=True)
 def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
-    """``y <- y * w mod m``; ``k + f += y / m`` kept as whole part ``k`` and fraction ``f``
+    """``y <- (y mod m) * w mod m``; ``k + f += y / m`` kept as whole part ``k`` and fraction ``f``
     (so the float error does not grow with ``k``), over 1-D slices (vectorises)."""
     for e in range(y.shape[0]):
-        v = _fmod(y[e] * w, m, minv)
+        v = _fmod(_fmod(y[e], m, minv) * w, m, minv)
         y[e] = v
         s = f[e] + v * minv
         whole = np.floor(s)
@@ -370,7 +373,8 @@ def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
-    """Residues ``x[i, e]``, ``e < E`` (float64, in ``[0, m_i)``) -> ``y_i = x_i w_i mod m_i`` in place,
+    """Residues ``x[i, e]``, ``e < E`` (float64 integers below ``2**53`` in magnitude, congruent
+    to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
     with ``w_i = (M / m_i)**-1 mod m_i``, so that ``C = sum y_i M / m_i - k M``.
 
     ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
@@ -498,7 +502,8 @@ def _crt_constants(moduli: tuple[int, ...], p: int | None):
 
 def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_object: bool = False,
                 overwrite: bool = False) -> np.ndarray:
-    """Integers from their residues ``res`` (shape ``(N, ...)``, entries in ``[0, m_i)``).
+    """Integers from their residues ``res`` (shape ``(N, ...)``: integers congruent to the
+    values modulo ``m_i``, below ``2**53`` in magnitude; usually in ``[0, m_i)``).
 
     Returns the signed values (each in ``[-(M//2), (M-1)//2]``) as int64, or as an
     object array of Python ints when ``as_object``; with ``p``, the values
@@ -580,7 +585,8 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np
     from ._engines import get_engine
 
     basis = pl.basis
-    dtype = get_engine(pl.engine).dtype
+    eng = get_engine(pl.engine)
+    dtype = eng.dtype
     ha, hb = (x if isinstance(x, _Halves) else _Halves(x) for x in (a, b))
     full = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     E = math.prod(full)
@@ -596,5 +602,10 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np
             q = basis.moduli[i0:i0 + group]
             ra, rb = (h.residues(q, dtype, buf) for h, buf in zip((ha, hb), bufs))
             for i, sub in enumerate(subs[i0:i0 + group]):
-                _multiword.multiply_words(sub, ra[i:i + 1], rb[i:i + 1], rc[i0 + i, :E].reshape(full))
+                out = rc[i0 + i, :E].reshape(full)
+                if eng.dtype == np.float64 and sub.gemm_count() == 1:
+                    # one exact GEMM: the CRT reduces its sums itself, so no pass reduces them first
+                    eng.gemm(ra[i], rb[i], out=out)
+                else:
+                    _multiword.multiply_words(sub, ra[i:i + 1], rb[i:i + 1], out)
     return _reconstruct_rows(rc, E, basis, pl.p, as_object).reshape(full)

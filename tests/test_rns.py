@@ -998,3 +998,16 @@ def test_padded_rows_avoid_power_of_two_strides(dtype, E):
     a = padded_rows(3, E, dtype)
     assert a.dtype == dtype and a.shape[0] == 3 and a.shape[1] >= E and a.flags.c_contiguous
     assert a.strides[0] % 4096 == 64
+
+
+@pytest.mark.parametrize("p", [None, 2**61 - 1, P256], ids=pid)
+def test_reconstruct_takes_unreduced_residues(p, rng):
+    # a single exact GEMM's sums go to the CRT unreduced: any integers below 2**53 congruent to C
+    basis = RECON_BASES[0]
+    vals = _signed_values(basis, rng)
+    res = _canonical(vals, basis).astype(np.float64)
+    shifts = rand_ints(rng, res.shape, -2**26, 2**26).astype(np.float64)
+    res += shifts * np.array(basis.moduli, dtype=np.float64)[:, None]
+    assert np.abs(res).max() < 2**53 and (res < 0).any()
+    got = reconstruct(res, basis, p=p, as_object=p is None)
+    assert [int(v) for v in got] == [v if p is None else v % p for v in vals]
