@@ -145,11 +145,16 @@ class RNSPlan:
         return "\n".join(lines)
 
 
-def _engine_moduli(engine: str, bits: int, bound: int) -> tuple[int, ...]:
-    """Primes below ``2**bits``, enough to cover ``bound`` when there are that many."""
+def _engine_moduli(engine: str, halves: int, bound: int) -> tuple[int, ...]:
+    """Primes below ``2**(halves / 2)``, enough to cover ``bound`` when there are that many.
+
+    Half-bit steps matter: at ``k = 2048`` six primes below ``2**22.5`` (two
+    blocks each) cover what takes seven of 22 bits or six of 23 bits (four blocks).
+    """
+    bits = halves / 2
     # round the count up so that nearby bounds share one cached list
     count = 8 * -(-planned_range(bound).bit_length() // (8 * (bits - 1)))
-    return primes_below(2**bits, count)
+    return primes_below(math.isqrt(2**halves), int(count))
 
 
 def _cover(moduli: tuple[int, ...], bound: int) -> tuple[int, ...] | None:
@@ -171,8 +176,8 @@ def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: 
     m, k, n = shape
     best = None
     top = min(eng.max_modulus + 1, MAX_RNS_MODULUS).bit_length() - 1
-    for bits in range(8, top + 1):
-        moduli = _cover(_engine_moduli(engine, bits, bound), bound)
+    for halves in range(16, 2 * top + 1):
+        moduli = _cover(_engine_moduli(engine, halves, bound), bound)
         if moduli is None:
             continue
         try:
