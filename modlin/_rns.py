@@ -163,8 +163,6 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
 
 #: Entries processed together by the kernels below: their working set stays in cache.
 CHUNK = 2048
-#: Entries per small GEMM of :meth:`_Halves.residues`.
-RESIDUE_STEP = 4096
 #: Memory for the residue matrices of one group of moduli in :func:`multiply`.
 RESIDUE_BYTES = 2**28
 
@@ -191,35 +189,44 @@ def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
     return np.empty((rows, E + pad), dtype=dtype)
 
 
-@numba.njit(cache=True)
-def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
-    """``buf[:H]`` = the pieces of entries ``e0 .. e0 + c`` as float64, ``buf[H]``
-    whether each is negative (top piece at or above ``2**15``), and ``buf[H + 1]`` its
-    shift when ``shift`` is not empty."""
-    H = h.shape[0]
-    c = buf.shape[1]
-    for j in range(H):
-        for e in range(c):
-            buf[j, e] = h[j, e0 + e]
-    for e in range(c):
-        buf[H, e] = h[H - 1, e0 + e] >= 32768
-    if shift.shape[0]:
-        for e in range(c):
-            buf[H + 1, e] = shift[e0 + e]
+@numba.njit(cache=True, parallel=True)
+def _residues_kernel(h, shift, w, moduli, out):  # pragma: no cover - compiled
+    """``out[i, e]``: the balanced residue modulo ``moduli[i]`` of the value whose pieces are
+    ``h[:, e]`` (plus ``shift[e]`` times ``p`` when ``shift`` is not empty), from the
+    weights ``w`` of :func:`_piece_weights`.
 
-
-@numba.njit(cache=True)
-def _balanced_mod(s, moduli, out, e0):  # pragma: no cover - compiled
-    """``out[i, e0 + e] = s[i, e] mod moduli[i]`` balanced into ``[-(m//2), (m-1)//2]``, in
-    the engine's word dtype (``|s| < 2**53``, integer-valued)."""
-    N, c = s.shape
-    for i in range(N):
-        m = np.float64(moduli[i])
-        minv = 1.0 / m
-        half = np.floor((m - 1.0) / 2.0)
+    Chunks of entries go to the cores. Per chunk the pieces become float64 once;
+    per modulus their weighted sum (every term below ``2**16 * 2**26``, at most
+    ``2**11`` pieces: exact) is reduced once, in loops that vectorise.
+    """
+    H, E = h.shape
+    G, W = w.shape
+    for ci in numba.prange((E + CHUNK - 1) // CHUNK):
+        e0 = ci * CHUNK
+        c = min(CHUNK, E - e0)
+        buf = np.empty((W, CHUNK))
+        acc = np.empty(CHUNK)
+        for j in range(H):
+            for e in range(c):
+                buf[j, e] = h[j, e0 + e]
         for e in range(c):
-            r = _fmod(s[i, e], m, minv)
-            out[i, e0 + e] = r - m * (r > half)
+            buf[H, e] = h[H - 1, e0 + e] >= 32768
+        if W > H + 1:
+            for e in range(c):
+                buf[H + 1, e] = shift[e0 + e]
+        for i in range(G):
+            m = np.float64(moduli[i])
+            minv = 1.0 / m
+            half = np.floor((m - 1.0) / 2.0)
+            for e in range(c):
+                acc[e] = buf[0, e] * w[i, 0]
+            for j in range(1, W):
+                wij = w[i, j]
+                for e in range(c):
+                    acc[e] += buf[j, e] * wij
+            for e in range(c):
+                r = _fmod(acc[e], m, minv)
+                out[i, e0 + e] = r - m * (r > half)
 
 
 @numba.njit(cache=True, inline="always")
@@ -236,20 +243,21 @@ def _compare(h, e, K):  # pragma: no cover - compiled
     return 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
     """``shift[e]`` in {-1, 0, 1} such that ``v + shift * p`` is the balanced residue of
     ``v = value(h[:, e])`` modulo ``p``, given the pieces of ``hi = (p-1)//2``, ``top = p - 1``,
     ``lo = -(p//2)`` and ``bottom = -p``. Returns False if some value lies outside
     ``[-p, p)``, for the caller's general path. All four comparisons are made and
     combined without branching: the shift of random residues is unpredictable."""
-    bad = False
-    for e in range(h.shape[1]):
+    E = h.shape[1]
+    bad = np.zeros(E, dtype=np.bool_)
+    for e in numba.prange(E):
         up = _compare(h, e, hi) > 0
         down = _compare(h, e, lo) < 0
-        bad |= (_compare(h, e, top) > 0) | (_compare(h, e, bottom) < 0)
+        bad[e] = (_compare(h, e, top) > 0) | (_compare(h, e, bottom) < 0)
         shift[e] = np.float64(down) - np.float64(up)
-    return not bad
+    return not bad.any()
 
 
 @numba.njit(cache=True)
@@ -306,10 +314,8 @@ class _Halves:
     def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None) -> np.ndarray:
         """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``.
 
-        The sums of pieces times ``2**(16 j) mod m`` (with the sign and the
-        balancing shift) are one small float64 GEMM per chunk of entries, for all
-        moduli at once: exact, as every term is below ``2**16 * 2**26`` and there
-        are at most ``2**11`` pieces. ``out``, from :func:`padded_rows` with at least
+        One pass over the pieces for all moduli (:func:`_residues_kernel`).
+        ``out``, from :func:`padded_rows` with at least
         ``len(moduli)`` rows, is reused rather than allocated (fresh pages cost too).
         """
         H, E = self.halves.shape
@@ -317,15 +323,8 @@ class _Halves:
         out = padded_rows(G, E, dtype) if out is None else out[:G]
         shift = self.shift if self.shift is not None else np.zeros(0)
         w = _piece_weights(tuple(moduli), H, self.signed, self.p)[:, :H + 1 + (shift.size > 0)]
-        mods = np.array(moduli, dtype=np.int64)
-        step = max(1, min(E, RESIDUE_STEP))
-        for e0 in range(0, E, step):
-            c = min(step, E - e0)
-            if e0 == 0 or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
-                buf, s = np.empty((w.shape[1], c)), np.empty((G, c))
-            _as_float_pieces(self.halves, shift, e0, buf)
-            np.matmul(w, buf, out=s)
-            _balanced_mod(s, mods, out, e0)
+        if E:
+            _residues_kernel(self.halves, shift, w, np.array(moduli, dtype=np.int64), out)
         return out[:, :E].reshape((G,) + self.shape)
 
 
@@ -371,7 +370,7 @@ def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
         f[e] = s - whole
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
     """Residues ``x[i, e]``, ``e < E`` (float64 integers below ``2**53`` in magnitude, congruent
     to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
@@ -379,21 +378,21 @@ def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
 
     ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
     ``flag[e]`` marks a fraction too close to 1/2 for the float sum to round it surely.
+    Chunks of entries go to the cores.
     """
     N = x.shape[0]
-    f = np.empty(CHUNK)
-    for e0 in range(0, E, CHUNK):
+    for ci in numba.prange((E + CHUNK - 1) // CHUNK):
+        e0 = ci * CHUNK
         e1 = min(E, e0 + CHUNK)
         c = e1 - e0
-        kk = k[e0:e1]
-        kk[:] = 0.0
-        f[:c] = 0.0
+        f = np.zeros(c)
+        kk = np.zeros(c)
         for i in range(N):
             m = np.float64(moduli[i])
-            _weigh(x[i, e0:e1], f[:c], kk, m, 1.0 / m, np.float64(w[i]))
+            _weigh(x[i, e0:e1], f, kk, m, 1.0 / m, np.float64(w[i]))
         for e in range(c):
             flag[e0 + e] = abs(f[e] - 0.5) < AMBIGUOUS
-            kk[e] += f[e] >= 0.5
+            k[e0 + e] = kk[e] + (f[e] >= 0.5)
 
 
 @numba.njit(cache=True)

@@ -23,15 +23,16 @@ from ._rns import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_rang
 __all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
 
 # Cost model, in multiply-adds of a large fp64 GEMM (as in modlin._plan), measured
-# on the 2-core development machine at n = 1024: per input entry, lifting it into
-# 16-bit pieces and its balanced residue per modulus; per output entry, its CRT
-# weight per modulus, the sum of weights times 16-bit limbs (a small GEMM) per
-# modulus and limb, and the carries and the reduction modulo p per limb.
+# on the 2-core development machine at n = 2048 (the passes cost more per entry
+# there than at n = 1024: more of them miss the caches): per input entry, lifting
+# it into 16-bit pieces and its balanced residue per modulus; per output entry,
+# its CRT weight per modulus, the sum of weights times 16-bit limbs (a small GEMM)
+# per modulus and limb, and the carries and the reduction modulo p per limb.
 LIFT = 60.0
-RESIDUE = 110.0
-WEIGH = 50.0
+RESIDUE = 150.0
+WEIGH = 100.0
 CRT_SUM = 8.0
-LIMB = 60.0
+LIMB = 120.0
 #: On a GPU those passes are fused kernels over data already on the device (one
 #: residue kernel for all moduli, one CRT kernel): an estimate of their share of
 #: the CPU's cost, to be calibrated by benchmarks/gpu_report.py.

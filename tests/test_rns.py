@@ -940,11 +940,10 @@ def test_exact_fallback_at_the_edge_of_a_tight_basis():
 
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1, P256], ids=pid)
 def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
-    # residues computed a few moduli at a time (reusing buffers) and a few entries at a time
+    # residues computed a few moduli at a time, reusing their buffers
     import modlin._rns as rns
 
     monkeypatch.setattr(rns, "RESIDUE_BYTES", 8 * 2 * 150 * 2)  # two moduli per group
-    monkeypatch.setattr(rns, "RESIDUE_STEP", 37)
     A = rand_ints(rng, (10, 15), 0, p)
     B = rand_ints(rng, (15, 13), 0, p)
     assert len(modlin.plan(p, 10, 15, 13).moduli) > 2
