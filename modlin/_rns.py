@@ -132,7 +132,7 @@ def cover_count(moduli, bound: int) -> int | None:
     return None
 
 
-# --------------------------------------------------------------------------- limbs
+# --------------------------------------------------------------------------- pieces
 
 def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
     """``x`` (int64, uint64 or object of Python ints) as ``(pieces, signed)``.
@@ -189,23 +189,24 @@ def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
     return np.empty((rows, E + pad), dtype=dtype)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def _residues_kernel(h, shift, w, moduli, out):  # pragma: no cover - compiled
     """``out[i, e]``: the balanced residue modulo ``moduli[i]`` of the value whose pieces are
     ``h[:, e]`` (plus ``shift[e]`` times ``p`` when ``shift`` is not empty), from the
     weights ``w`` of :func:`_piece_weights`.
 
-    Chunks of entries go to the cores. Per chunk the pieces become float64 once;
-    per modulus their weighted sum (every term below ``2**16 * 2**26``, at most
-    ``2**11`` pieces: exact) is reduced once, in loops that vectorise.
+    Per chunk of entries the pieces become float64 once; per modulus their
+    weighted sum (every term below ``2**16 * 2**26``, at most ``2**11`` pieces:
+    exact) is reduced once, in loops that vectorise. (One core: OpenBLAS threads
+    spin for a while after each GEMM, and parallel numba loops run between GEMMs
+    measured up to twice slower than this serial one.)
     """
     H, E = h.shape
     G, W = w.shape
-    for ci in numba.prange((E + CHUNK - 1) // CHUNK):
-        e0 = ci * CHUNK
+    buf = np.empty((W, CHUNK))
+    acc = np.empty(CHUNK)
+    for e0 in range(0, E, CHUNK):
         c = min(CHUNK, E - e0)
-        buf = np.empty((W, CHUNK))
-        acc = np.empty(CHUNK)
         for j in range(H):
             for e in range(c):
                 buf[j, e] = h[j, e0 + e]
@@ -243,21 +244,20 @@ def _compare(h, e, K):  # pragma: no cover - compiled
     return 0
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
     """``shift[e]`` in {-1, 0, 1} such that ``v + shift * p`` is the balanced residue of
     ``v = value(h[:, e])`` modulo ``p``, given the pieces of ``hi = (p-1)//2``, ``top = p - 1``,
     ``lo = -(p//2)`` and ``bottom = -p``. Returns False if some value lies outside
     ``[-p, p)``, for the caller's general path. All four comparisons are made and
     combined without branching: the shift of random residues is unpredictable."""
-    E = h.shape[1]
-    bad = np.zeros(E, dtype=np.bool_)
-    for e in numba.prange(E):
+    bad = False
+    for e in range(h.shape[1]):
         up = _compare(h, e, hi) > 0
         down = _compare(h, e, lo) < 0
-        bad[e] = (_compare(h, e, top) > 0) | (_compare(h, e, bottom) < 0)
+        bad |= (_compare(h, e, top) > 0) | (_compare(h, e, bottom) < 0)
         shift[e] = np.float64(down) - np.float64(up)
-    return not bad.any()
+    return not bad
 
 
 @numba.njit(cache=True)
@@ -370,7 +370,7 @@ def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
         f[e] = s - whole
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
     """Residues ``x[i, e]``, ``e < E`` (float64 integers below ``2**53`` in magnitude, congruent
     to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
@@ -378,18 +378,18 @@ def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
 
     ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
     ``flag[e]`` marks a fraction too close to 1/2 for the float sum to round it surely.
-    Chunks of entries go to the cores.
     """
     N = x.shape[0]
-    for ci in numba.prange((E + CHUNK - 1) // CHUNK):
-        e0 = ci * CHUNK
+    f = np.empty(CHUNK)
+    kk = np.empty(CHUNK)
+    for e0 in range(0, E, CHUNK):
         e1 = min(E, e0 + CHUNK)
         c = e1 - e0
-        f = np.zeros(c)
-        kk = np.zeros(c)
+        f[:c] = 0.0
+        kk[:c] = 0.0
         for i in range(N):
             m = np.float64(moduli[i])
-            _weigh(x[i, e0:e1], f, kk, m, 1.0 / m, np.float64(w[i]))
+            _weigh(x[i, e0:e1], f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
         for e in range(c):
             flag[e0 + e] = abs(f[e] - 0.5) < AMBIGUOUS
             k[e0 + e] = kk[e] + (f[e] >= 0.5)

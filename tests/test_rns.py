@@ -1010,3 +1010,21 @@ def test_reconstruct_takes_unreduced_residues(p, rng):
     assert np.abs(res).max() < 2**53 and (res < 0).any()
     got = reconstruct(res, basis, p=p, as_object=p is None)
     assert [int(v) for v in got] == [v if p is None else v % p for v in vals]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
+def test_residues_over_several_chunks(dtype, rng):
+    # more entries than one chunk of the parallel kernel, and a ragged last chunk
+    import modlin._rns as rns
+
+    E = 3 * rns.CHUNK + 17
+    x = rand_ints(rng, (E,), -2**100, 2**100)
+    basis = Basis(int8_moduli()[:5]) if dtype == np.int8 else Basis((2**26 - 5, 2**23 - 15, 65521, 256, 7))
+    if dtype == np.float32:
+        basis = Basis((4093, 4091, 256, 7))  # balanced residues exact in float32
+    r = residues(x, basis, dtype)
+    assert r.dtype == dtype
+    # balanced: in [-(m//2), (m-1)//2]
+    for i, m in enumerate(basis.moduli):
+        assert r[i].min() >= -(m // 2) and r[i].max() <= (m - 1) // 2
+    _assert_residues(r.astype(np.int64), x, basis)
