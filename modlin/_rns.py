@@ -163,6 +163,8 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
 
 #: Entries processed together by the kernels below: their working set stays in cache.
 CHUNK = 2048
+#: Entries per GEMM of :meth:`_Halves.residues`.
+RESIDUE_STEP = 32768
 #: Memory for the residue matrices of one group of moduli in :func:`multiply`.
 RESIDUE_BYTES = 2**28
 
@@ -190,44 +192,36 @@ def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _residues_kernel(h, shift, w, moduli, out):  # pragma: no cover - compiled
-    """``out[i, e]``: the balanced residue modulo ``moduli[i]`` of the value whose pieces are
-    ``h[:, e]`` (plus ``shift[e]`` times ``p`` when ``shift`` is not empty), from the
-    weights ``w`` of :func:`_piece_weights`.
-
-    Per chunk of entries the pieces become float64 once; per modulus their
-    weighted sum (every term below ``2**16 * 2**26``, at most ``2**11`` pieces:
-    exact) is reduced once, in loops that vectorise. (One core: OpenBLAS threads
-    spin for a while after each GEMM, and parallel numba loops run between GEMMs
-    measured up to twice slower than this serial one.)
-    """
-    H, E = h.shape
-    G, W = w.shape
-    buf = np.empty((W, CHUNK))
-    acc = np.empty(CHUNK)
-    for e0 in range(0, E, CHUNK):
-        c = min(CHUNK, E - e0)
-        for j in range(H):
-            for e in range(c):
-                buf[j, e] = h[j, e0 + e]
+def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
+    """``buf[:H]`` = the pieces of entries ``e0 .. e0 + c`` as float64, ``buf[H]``
+    whether each is negative (top piece at or above ``2**15``), and ``buf[H + 1]`` its
+    shift when ``shift`` is not empty: the right operand of the weights' GEMM."""
+    H = h.shape[0]
+    c = buf.shape[1]
+    for j in range(H):
         for e in range(c):
-            buf[H, e] = h[H - 1, e0 + e] >= 32768
-        if W > H + 1:
-            for e in range(c):
-                buf[H + 1, e] = shift[e0 + e]
-        for i in range(G):
-            m = np.float64(moduli[i])
-            minv = 1.0 / m
-            half = np.floor((m - 1.0) / 2.0)
-            for e in range(c):
-                acc[e] = buf[0, e] * w[i, 0]
-            for j in range(1, W):
-                wij = w[i, j]
-                for e in range(c):
-                    acc[e] += buf[j, e] * wij
-            for e in range(c):
-                r = _fmod(acc[e], m, minv)
-                out[i, e0 + e] = r - m * (r > half)
+            buf[j, e] = h[j, e0 + e]
+    for e in range(c):
+        buf[H, e] = h[H - 1, e0 + e] >= 32768
+    if shift.shape[0]:
+        for e in range(c):
+            buf[H + 1, e] = shift[e0 + e]
+
+
+@numba.njit(cache=True)
+def _balance_rows(src, s0, moduli, dst, d0, c):  # pragma: no cover - compiled
+    """``dst[i, d0 + q] = src[i, s0 + q] mod moduli[i]``, balanced into ``[-(m//2), (m-1)//2]``,
+    for ``q < c`` (``|src| < 2**53``, integer-valued; ``dst`` in the engine's word dtype,
+    and may be ``src`` itself)."""
+    for i in range(src.shape[0]):
+        m = np.float64(moduli[i])
+        minv = 1.0 / m
+        half = np.floor((m - 1.0) / 2.0)
+        a = src[i, s0:s0 + c]
+        b = dst[i, d0:d0 + c]
+        for q in range(c):
+            r = _fmod(a[q], m, minv)
+            b[q] = r - m * (r > half)
 
 
 @numba.njit(cache=True, inline="always")
@@ -314,8 +308,10 @@ class _Halves:
     def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None) -> np.ndarray:
         """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``.
 
-        One pass over the pieces for all moduli (:func:`_residues_kernel`).
-        ``out``, from :func:`padded_rows` with at least
+        The weighted sums of the pieces (with the sign and the balancing shift)
+        for all moduli are a float64 GEMM per chunk of entries, exact as every
+        term is below ``2**16 * 2**26`` and there are at most ``2**11`` pieces,
+        then one balanced reduction pass. ``out``, from :func:`padded_rows` with at least
         ``len(moduli)`` rows, is reused rather than allocated (fresh pages cost too).
         """
         H, E = self.halves.shape
@@ -323,8 +319,23 @@ class _Halves:
         out = padded_rows(G, E, dtype) if out is None else out[:G]
         shift = self.shift if self.shift is not None else np.zeros(0)
         w = _piece_weights(tuple(moduli), H, self.signed, self.p)[:, :H + 1 + (shift.size > 0)]
-        if E:
-            _residues_kernel(self.halves, shift, w, np.array(moduli, dtype=np.int64), out)
+        mods = np.array(moduli, dtype=np.int64)
+        # float64 words are reduced where the GEMM wrote them; other engines' words
+        # from a float64 buffer
+        in_place = out.dtype == np.float64
+        buf = s = None
+        for e0 in range(0, E, RESIDUE_STEP):
+            c = min(RESIDUE_STEP, E - e0)
+            if buf is None or buf.shape[1] != c:
+                buf = np.empty((w.shape[1], c))
+                s = None if in_place else np.empty((G, c))
+            _as_float_pieces(self.halves, shift, e0, buf)
+            if in_place:
+                np.matmul(w, buf, out=out[:, e0:e0 + c])
+                _balance_rows(out, e0, mods, out, e0, c)
+            else:
+                np.matmul(w, buf, out=s)
+                _balance_rows(s, 0, mods, out, e0, c)
         return out[:, :E].reshape((G,) + self.shape)
 
 

@@ -940,10 +940,11 @@ def test_exact_fallback_at_the_edge_of_a_tight_basis():
 
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1, P256], ids=pid)
 def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
-    # residues computed a few moduli at a time, reusing their buffers
+    # residues computed a few moduli and a few entries at a time, reusing their buffers
     import modlin._rns as rns
 
     monkeypatch.setattr(rns, "RESIDUE_BYTES", 8 * 2 * 150 * 2)  # two moduli per group
+    monkeypatch.setattr(rns, "RESIDUE_STEP", 37)  # and 37 entries per GEMM
     A = rand_ints(rng, (10, 15), 0, p)
     B = rand_ints(rng, (15, 13), 0, p)
     assert len(modlin.plan(p, 10, 15, 13).moduli) > 2
@@ -1014,10 +1015,10 @@ def test_reconstruct_takes_unreduced_residues(p, rng):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
 def test_residues_over_several_chunks(dtype, rng):
-    # more entries than one chunk of the parallel kernel, and a ragged last chunk
+    # more entries than one GEMM of the residue pass takes, and a ragged last chunk
     import modlin._rns as rns
 
-    E = 3 * rns.CHUNK + 17
+    E = 3 * rns.RESIDUE_STEP + 17
     x = rand_ints(rng, (E,), -2**100, 2**100)
     basis = Basis(int8_moduli()[:5]) if dtype == np.int8 else Basis((2**26 - 5, 2**23 - 15, 65521, 256, 7))
     if dtype == np.float32:
