@@ -484,14 +484,14 @@ def _negate(acc, top):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _limbs_to_int64(acc, neg, out):  # pragma: no cover - compiled
     """``out = (-1)**neg * value(acc[:4])`` for magnitudes below ``2**63``; without signs, the
-    bits of values below ``2**64`` (read as uint64)."""
-    c = out.shape[0]
-    L = min(acc.shape[0], 4)
-    for e in range(c):
-        v = np.int64(0)
-        for j in range(L - 1, -1, -1):
-            v = (v << 16) | np.int64(acc[j, e])
-        out[e] = -v if neg[e] else v
+    bits of values below ``2**64`` (read as uint64). Pairs of limbs are joined in float64
+    (exact below ``2**32``), so each entry takes two conversions, in loops over entries."""
+    L = acc.shape[0]
+    for e in range(out.shape[0]):
+        lo = acc[0, e] + (65536.0 * acc[1, e] if L > 1 else 0.0)
+        hi = (acc[2, e] if L > 2 else 0.0) + (65536.0 * acc[3, e] if L > 3 else 0.0)
+        v = (np.int64(hi) << 32) | np.int64(lo)
+        out[e] = v - 2 * v * neg[e]
 
 
 def _limbs16(v: int, L: int) -> np.ndarray:
