@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from ._modular import balanced_lift_int64
+from ._modular import balanced_lift_int64, balanced_lift_word
 from ._pyints import python_ints
 
 __all__ = ["field_of", "unwrap_fields", "residues_int64", "integers", "balanced_lift", "balanced_halves"]
@@ -159,12 +159,12 @@ def balanced_lift(x, p: int, name: str) -> np.ndarray:
     if p <= 2**64 and x.dtype != object:
         if x.dtype == np.int64 and p < 2**63:
             return balanced_lift_int64(x, p)
-        if x.dtype == np.int64:  # 2**63 <= p <= 2**64: x mod p is x, or x + p for x < 0
-            r = x.view(np.uint64) + np.where(x < 0, np.uint64(p % 2**64), np.uint64(0))
-        else:  # uint64
-            r = np.remainder(x, np.uint64(p)) if p < 2**64 else x.copy()
-        # residues above half become r - p, which lies in [-2**63, 0): wrap and view as int64
-        return np.where(r > np.uint64(half), r - np.uint64(p % 2**64), r).view(np.int64)
+        if p < 2**64:
+            if x.dtype == np.int64 or p >= 2**63:
+                return balanced_lift_word(x, p)
+            return balanced_lift_int64(np.remainder(x, np.uint64(p)).astype(np.int64), p)  # uint64, p < 2**63
+        # p = 2**64: the balanced residue of a 64-bit word is the word read as int64
+        return x.astype(np.int64) if x.dtype == np.int64 else x.view(np.int64).copy()
     r = x.astype(object) % p
     if p <= 2**64:
         return np.where(r > half, r - p, r).astype(np.int64)

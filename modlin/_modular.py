@@ -286,6 +286,35 @@ def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:
     return out.reshape(x.shape)
 
 
+def balanced_lift_word(x: np.ndarray, p: int) -> np.ndarray:
+    """int64 or uint64 ``x`` reduced into ``[-(p//2), (p-1)//2]`` (a new int64 array), for
+    ``2**63 <= p < 2**64``: every such residue fits int64."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, dtype=np.uint64)
+    if flat.size:
+        _lift_word_kernel(flat.view(np.uint64), x.dtype == np.int64, np.uint64(p), np.uint64((p - 1) // 2), out)
+    return out.view(np.int64).reshape(x.shape)
+
+
+@numba.njit(cache=True)
+def _lift_word_kernel(bits, signed, p, half, out):  # pragma: no cover - compiled
+    """``out`` = the bits of the balanced residue modulo ``2**63 <= p < 2**64`` of each entry
+    (int64 two's complement when ``signed``, else uint64), all in wrapping uint64:
+    a negative ``x`` becomes ``x + p``, one at or above ``p`` (uint64) ``x - p``, and one
+    above ``half`` ``x - p``, a negative int64. (uint64 throughout: numba turns mixed
+    signed and unsigned arithmetic into floats.)"""
+    top = np.uint64(2**63)
+    for i in range(bits.shape[0]):
+        r = bits[i]
+        if signed and r >= top:
+            r += p
+        elif r >= p:
+            r -= p
+        if r > half:
+            r -= p
+        out[i] = r
+
+
 @numba.njit(cache=True)
 def _step(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2):  # pragma: no cover - compiled
     """``x <- red2(scale * red1(x [+ t]))`` row by row; a reduction with q = 0 is skipped."""

@@ -1029,3 +1029,18 @@ def test_residues_over_several_chunks(dtype, rng):
     for i, m in enumerate(basis.moduli):
         assert r[i].min() >= -(m // 2) and r[i].max() <= (m - 1) // 2
     _assert_residues(r.astype(np.int64), x, basis)
+
+
+@pytest.mark.parametrize("p", [2**63, 2**63 + 29, 2**64 - 59, 2**64 - 1, 2**64], ids=pid)
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_balanced_lift_of_machine_words(p, dtype, rng):
+    # the one-pass kernel for 2**63 <= p < 2**64 (and the bit view at p = 2**64), against Python ints
+    info = np.iinfo(dtype)
+    edges = [info.min, info.max, 0, 1, p - 1, p, p + 1, (p - 1) // 2, (p + 1) // 2, -(p // 2), -(p // 2) - 1]
+    x = np.concatenate([rng.integers(info.min, info.max, 500, dtype=dtype, endpoint=True),
+                        np.array([v for v in edges if info.min <= v <= info.max], dtype=dtype)])
+    before = x.copy()
+    got = balanced_lift(x, p, "A")
+    want = [(v % p) - p * ((v % p) > (p - 1) // 2) for v in x.tolist()]
+    assert got.dtype == np.int64 and [int(g) for g in got] == want
+    assert np.array_equal(x, before)
