@@ -68,6 +68,40 @@ def _median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
+def _paired(run, reference, repeats: int) -> tuple[float, float, float]:
+    """``repeats`` timings of ``run``, each followed at once by one of ``reference``: the
+    median of each and the median of the per-pair ratios (the figure the machine's
+    load disturbs least)."""
+    t_run, t_ref = [], []
+    for _ in range(repeats):
+        t_run.append(_timed(run))
+        t_ref.append(_timed(reference))
+    return _median(t_run), _median(t_ref), _median([a / b for a, b in zip(t_run, t_ref)])
+
+
+def _record_flint(row: dict, t_f: list, single: bool, exact: bool, warn) -> None:
+    """python-flint's columns of a table row from its timings; ``warn`` reports a mismatch."""
+    row["flint_s"] = _median(t_f)
+    row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
+    row["flint_exact"] = bool(exact)
+    row["flint_single_run"] = single
+    if not exact:
+        warn("WARNING modlin's result differs from python-flint's")
+
+
+def _record_galois(row: dict, t_g: list, status: str, label: str, galois_timeout: float, notes: list) -> None:
+    """galois' columns of a table row from :func:`_time_galois`; partial runs and failures
+    become footnotes about ``label``."""
+    row["galois_status"] = status
+    if t_g:
+        row["galois_s"] = _median(t_g)
+        row["galois_modlin"] = row["galois_s"] / row["modlin_s"]
+    if status == "partial":
+        notes.append(f"{label}: galois median of {len(t_g)} run(s); run {len(t_g) + 1} exceeded {galois_timeout:g} s")
+    elif status.startswith("error"):
+        notes.append(f"{label}: galois failed ({status[7:]})")
+
+
 # --------------------------------------------------------------------------- galois child
 
 
@@ -371,13 +405,8 @@ def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galoi
             say(f"{tag}: modlin + dgemm ({repeats} interleaved runs) ...")
             c = matmul(a, bb, p)  # warm-up, and the result checked against flint
             np.matmul(x, y)
-            t_mod, t_d = [], []
-            for _ in range(repeats):
-                t_mod.append(_timed(lambda: matmul(a, bb, p)))
-                t_d.append(_timed(lambda: np.matmul(x, y)))
-            row["modlin_s"] = _median(t_mod)
-            row["dgemm_s"] = _median(t_d)
-            row["modlin_dgemm"] = _median([tm / td for tm, td in zip(t_mod, t_d)])
+            row["modlin_s"], row["dgemm_s"], row["modlin_dgemm"] = _paired(
+                lambda: matmul(a, bb, p), lambda: np.matmul(x, y), repeats)
 
             row["flint_s"] = row["flint_modlin"] = row["flint_exact"] = None
             row["flint_single_run"] = False
@@ -387,12 +416,7 @@ def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galoi
                 else:
                     say(f"{tag}: flint ...")
                     t_f, c_f, single = _time_flint(flint_mod, a, bb, p, repeats)
-                    row["flint_s"] = _median(t_f)
-                    row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
-                    row["flint_exact"] = bool(np.array_equal(c, c_f))
-                    row["flint_single_run"] = single
-                    if not row["flint_exact"]:
-                        say(f"{tag}: WARNING modlin's product differs from flint's")
+                    _record_flint(row, t_f, single, np.array_equal(c, c_f), lambda m: say(f"{tag}: {m}"))
             del c
 
             row["galois_s"] = row["galois_modlin"] = None
@@ -400,15 +424,7 @@ def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galoi
             if galois:
                 say(f"{tag}: galois (timeout {galois_timeout:g} s) ...")
                 t_g, status = _time_galois(a, bb, p, repeats, galois_timeout)
-                row["galois_status"] = status
-                if t_g:
-                    row["galois_s"] = _median(t_g)
-                    row["galois_modlin"] = row["galois_s"] / row["modlin_s"]
-                if status == "partial":
-                    notes.append(f"n={n}, {b} bits: galois median of {len(t_g)} run(s); "
-                                 f"run {len(t_g) + 1} exceeded {galois_timeout:g} s")
-                elif status.startswith("error"):
-                    notes.append(f"n={n}, {b} bits: galois failed ({status[7:]})")
+                _record_galois(row, t_g, status, f"n={n}, {b} bits", galois_timeout, notes)
             rows.append(row)
 
     args = (f"sizes={sizes}, bits={bits}, repeats={repeats}, galois_timeout={galois_timeout:g}, "
@@ -656,13 +672,7 @@ def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=sys.stdout, pro
             say(f"{tag}: modlin + dgemm ({repeats} interleaved runs) ...")
             c = run()  # warm-up, and the result checked against flint
             np.matmul(x, y)
-            t_mod, t_d = [], []
-            for _ in range(repeats):
-                t_mod.append(_timed(run))
-                t_d.append(_timed(lambda: np.matmul(x, y)))
-            row["modlin_s"] = _median(t_mod)
-            row["dgemm_s"] = _median(t_d)
-            row["modlin_dgemm"] = _median([tm / td for tm, td in zip(t_mod, t_d)])
+            row["modlin_s"], row["dgemm_s"], row["modlin_dgemm"] = _paired(run, lambda: np.matmul(x, y), repeats)
 
             row["flint_s"] = row["flint_modlin"] = row["flint_exact"] = row["flint_type"] = None
             row["flint_single_run"] = False
@@ -672,15 +682,11 @@ def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=sys.stdout, pro
                 say(f"{tag}: flint {ftype} ...")
                 t_f, fc, single = _time_flint_product(fa, fb, repeats)
                 del fa, fb
-                row["flint_s"] = _median(t_f)
-                row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
-                row["flint_single_run"] = single
                 expected = [int(e) for e in fc.entries()]
                 del fc
-                row["flint_exact"] = c.shape == (n, n) and c.ravel().tolist() == expected
+                exact = c.shape == (n, n) and c.ravel().tolist() == expected
                 del expected
-                if not row["flint_exact"]:
-                    say(f"{tag}: WARNING modlin's product differs from flint's")
+                _record_flint(row, t_f, single, exact, lambda m: say(f"{tag}: {m}"))
             c = a = bb = run = None  # free the operands before the next size
             rows.append(row)
 
@@ -768,14 +774,9 @@ def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=s
         for name, fn in cases:
             say(f"n={n}: {name} ...")
             fn()  # warm-up
-            t_mod, ratios = [], []
-            for _ in range(repeats):
-                tm = _timed(fn)
-                td = _timed(lambda: np.matmul(x, y))
-                t_mod.append(tm)
-                ratios.append(tm / td)
-            rows.append({"n": n, "case": name, "modlin_s": _median(t_mod), "modlin_dgemm": _median(ratios),
-                         "complex_modlin": t_c / _median(t_mod)})
+            t_mod, _, ratio = _paired(fn, lambda: np.matmul(x, y), repeats)
+            rows.append({"n": n, "case": name, "modlin_s": t_mod, "modlin_dgemm": ratio,
+                         "complex_modlin": t_c / t_mod})
     pr = lambda s="": print(s, file=out)  # noqa: E731
     _print_header(pr, started, f"run_gaussian_table(sizes={list(sizes)}, repeats={repeats}, seed={seed})",
                   None, False, f"median of {repeats} run(s) in this one process; random residues "
@@ -892,13 +893,8 @@ def run_linalg_table(sizes=(1024, 2048), bits=LINALG_BITS, functions=LINALG_FUNC
                 say(f"{tag}: modlin + matmul ({repeats} interleaved runs) ...")
                 mine = call()  # warm-up (compilation, plans), and the result checked against flint
                 matmul(a, mb, p)
-                t_mod, t_mm = [], []
-                for _ in range(repeats):
-                    t_mod.append(_timed(call))
-                    t_mm.append(_timed(lambda: matmul(a, mb, p)))
-                row["modlin_s"] = _median(t_mod)
-                row["matmul_s"] = _median(t_mm)
-                row["modlin_matmul"] = _median([x / y for x, y in zip(t_mod, t_mm)])
+                row["modlin_s"], row["matmul_s"], row["modlin_matmul"] = _paired(
+                    call, lambda: matmul(a, mb, p), repeats)
 
                 row["flint_s"] = row["flint_modlin"] = row["flint_exact"] = None
                 row["flint_single_run"] = False
@@ -906,12 +902,7 @@ def run_linalg_table(sizes=(1024, 2048), bits=LINALG_BITS, functions=LINALG_FUNC
                     say(f"{tag}: flint ...")
                     fcall = flint_case(flint_mod, fn, a, rhs, p)
                     t_f, theirs, single = _time_flint_call(fcall, repeats)
-                    row["flint_s"] = _median(t_f)
-                    row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
-                    row["flint_exact"] = _same_result(fn, mine, theirs)
-                    row["flint_single_run"] = single
-                    if not row["flint_exact"]:
-                        say(f"{tag}: WARNING modlin's result differs from flint's")
+                    _record_flint(row, t_f, single, _same_result(fn, mine, theirs), lambda m: say(f"{tag}: {m}"))
                 del mine
 
                 row["galois_s"] = row["galois_modlin"] = row["galois_status"] = None
@@ -920,17 +911,9 @@ def run_linalg_table(sizes=(1024, 2048), bits=LINALG_BITS, functions=LINALG_FUNC
                 elif galois:
                     say(f"{tag}: galois (timeout {galois_timeout:g} s) ...")
                     t_g, status = _time_galois(a, rhs, p, repeats, galois_timeout, op=fn)
-                    row["galois_status"] = status
-                    if t_g:
-                        row["galois_s"] = _median(t_g)
-                        row["galois_modlin"] = row["galois_s"] / row["modlin_s"]
+                    _record_galois(row, t_g, status, f"n={n}, {b} bits, {fn}", galois_timeout, notes)
                     if status == "timeout":
                         galois_gave_up.add((b, fn))
-                    elif status == "partial":
-                        notes.append(f"n={n}, {b} bits, {fn}: galois median of {len(t_g)} run(s); "
-                                     f"run {len(t_g) + 1} exceeded {galois_timeout:g} s")
-                    elif status.startswith("error"):
-                        notes.append(f"n={n}, {b} bits, {fn}: galois failed ({status[7:]})")
                 rows.append(row)
 
     args = (f"sizes={sizes}, bits={bits}, functions={functions}, repeats={repeats}, "

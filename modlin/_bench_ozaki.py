@@ -26,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import ozaki
-from ._bench import _fmt_ratio, _fmt_s, _median, _print_header, _timed
+from ._bench import _fmt_ratio, _fmt_s, _median, _paired, _print_header, _timed
 
 __all__ = ["run_ozaki_table", "run_ozaki_accuracy_table"]
 
@@ -202,18 +202,14 @@ def run_ozaki_table(sizes=(1024, 2048), counts=(8, 12, 16, 20), repeats=3, thin_
             _say(progress, f"n={n} [{idx}/{len(cases)}] {kind} {engine} {alg} {len(mods)} moduli ...")
             # a thin product compiles the numba kernels for these dtypes outside the timing
             fn(a[:8], b[:, :8], **kw)
-            times, ratios, last = [], [], {}
-            for _ in range(repeats):
-                tm = _timed(lambda: last.__setitem__("c", fn(a, b, **kw)))
-                tn = _timed(native[kind])
-                times.append(tm)
-                ratios.append(tm / tn)
+            last = {}
+            t_mod, _, ratio = _paired(lambda: last.__setitem__("c", fn(a, b, **kw)), native[kind], repeats)
             exact, absab = ref[kind]
             err = _errors(last.pop("c")[np.ix_(ri, cj)], exact, absab)
             rows.append({"n": n, "function": f"ozaki.{kind}", "engine": engine, "algorithm": alg,
                          "moduli": f"{len(mods)}" + (" (default)" if count is None else ""),
                          "bits": math.log2(math.prod(mods)), "gemms": gemms,
-                         "time_s": _median(times), "ratio": _median(ratios), "error": err})
+                         "time_s": t_mod, "ratio": ratio, "error": err})
     args = (f"sizes={sizes}, counts={counts}, repeats={repeats}, thin_above={thin_above}, "
             f"thin_counts={thin_counts}, seed={seed}")
     _print_ozaki_table(rows, out, started, repeats, args, thin_above, thin_counts, sizes)
