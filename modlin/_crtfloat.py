@@ -17,15 +17,10 @@ import math
 import numba
 import numpy as np
 
+from ._pyints import _bit_length
 from ._rns import CHUNK, Basis, _garner_step
 
 __all__ = ["to_double"]
-
-
-@numba.njit(cache=True, inline="always")
-def _bit_length(x):  # pragma: no cover - compiled
-    """Bits of ``0 < x < 2**32``: exact in float64, so frexp's exponent."""
-    return math.frexp(np.float64(x))[1]
 
 
 @numba.njit(cache=True, inline="always")

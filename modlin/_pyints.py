@@ -29,6 +29,7 @@ boundary values; if the check fails, the public functions use per-entry
 from __future__ import annotations
 
 import marshal
+import math
 from functools import cache
 
 import numba
@@ -76,16 +77,10 @@ def _read_u16(buf, pos):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _bit_length(v):  # pragma: no cover - compiled
-    """Bit length of an int64 in ``[0, 2**16)``.
-
-    Sixteen comparisons without a branch: a loop that stops at the top bit
-    mispredicts on random data.
-    """
-    b = 0
-    for i in range(16):
-        b += (v >> i) != 0
-    return b
+def _bit_length(x):  # pragma: no cover - compiled
+    """Bits of an integer ``0 <= x < 2**53``: exact in float64, so frexp's exponent (no
+    branch: a loop that stops at the top bit mispredicts on random data)."""
+    return math.frexp(np.float64(x))[1]
 
 
 # --------------------------------------------------------------------------- to halves
