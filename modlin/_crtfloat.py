@@ -123,18 +123,19 @@ def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cov
             h = half[i]
             for e in range(c):
                 x = buf[i, e]
-                sgn[e] += (sgn[e] == 0.0) * ((x > h) * 1.0 - (x < h) * 1.0)
+                d = (1.0 if x > h else 0.0) - (1.0 if x < h else 0.0)  # selects: they vectorise
+                sgn[e] = d if sgn[e] == 0.0 else sgn[e]
         for e in range(c):
             ng = sgn[e] > 0.0
             mtop = np.float64(moduli[N - 1])
-            hi[e] = ng * (mtop - 1.0 - 2.0 * buf[N - 1, e]) + buf[N - 1, e] + ng * (N == 1)
+            hi[e] = buf[N - 1, e] + ((mtop - 1.0 - 2.0 * buf[N - 1, e] + (N == 1)) if ng else 0.0)
             lo[e] = 0.0
         for i in range(N - 2, -1, -1):
             mf = np.float64(moduli[i])
             one = 1.0 * (i == 0)
             for e in range(c):
                 ng = sgn[e] > 0.0
-                d = ng * (mf - 1.0 - 2.0 * buf[i, e] + one) + buf[i, e]
+                d = buf[i, e] + ((mf - 1.0 - 2.0 * buf[i, e] + one) if ng else 0.0)
                 x = hi[e]
                 t = 134217729.0 * x  # Dekker: x = x1 + x2, x1 with 26 bits, so x1*mf is exact
                 x1 = t - (t - x)
@@ -152,7 +153,8 @@ def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cov
             # monotone, so checking both ends suffices): hi is the rounded magnitude
             h, l = hi[e], lo[e]
             d = 2.0 * rel * h
-            sgn[e] = (sgn[e] > 0.0) + 2.0 * ((h + (l + d) != h) | (h + (l - d) != h))
+            unsure = (h + (l + d) != h) | (h + (l - d) != h)
+            sgn[e] = (1.0 if sgn[e] > 0.0 else 0.0) + (2.0 if unsure else 0.0)
         for e in range(c):
             S = sa[row] + sb[col]
             flag = sgn[e]

@@ -281,24 +281,22 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
 # --------------------------------------------------------------------------- from limbs
 
 @numba.njit(cache=True)
-def _write_marshal(limbs, neg, cap):  # pragma: no cover - compiled
-    """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry.
+def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
+    """Append the marshal items of ``±magnitude`` per entry to ``buf[:pos]``.
 
-    Returns ``(buf, n)``: the stream is ``buf[:n]``; ``n = -1`` on a limb that
-    is not an integer in ``[0, 65536)``. ``buf`` starts with ``cap`` bytes and
-    doubles when an entry block might not fit, so one pass suffices.
+    Returns ``(buf, pos)``, the stream now ``buf[:pos]``; ``pos = -1`` on a limb
+    that is not an integer in ``[0, 65536)``. ``buf`` is replaced by one twice
+    as large whenever an entry block might not fit, so one pass suffices.
 
-    Limbs are read through a ``(_BLOCK, L)`` tile, filled row by row: reading
+    Limbs are read through a ``(_BLOCK, L + 1)`` tile, filled row by row: reading
     each entry's column of ``limbs`` touches ``L`` lines ``E`` items apart,
-    which share one cache set when ``E`` is a power of two.
+    which share one cache set when ``E`` is a power of two. The extra zero
+    column lets every 15-bit digit be cut from two neighbouring limbs without
+    a branch.
     """
     L, E = limbs.shape
     most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry
-    buf = np.empty(max(cap, 5), dtype=np.uint8)
-    buf[0] = _LIST
-    _write_i32(buf, 1, E)
-    pos = 5
-    tile = np.empty((_BLOCK, max(L, 1)), dtype=np.int64)
+    tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
     for e0 in range(0, E, _BLOCK):
         nb = min(_BLOCK, E - e0)
         bad = False
@@ -333,22 +331,26 @@ def _write_marshal(limbs, neg, cap):  # pragma: no cover - compiled
             buf[pos] = _LONG
             _write_i32(buf, pos + 1, -nd if sign else nd)
             pos += 5
-            # exactly nd 15-bit digits, so the top one is nonzero (normalised)
-            acc = np.int64(0)
-            nbits = 0
-            j = 0
-            for _ in range(nd):
-                if nbits < 15 and j <= t:
-                    acc |= tile[b, j] << nbits
-                    nbits += 16
-                    j += 1
-                d = acc & 0x7FFF
-                acc >>= 15
-                nbits = max(nbits - 15, 0)
-                buf[pos] = d & 0xFF
-                buf[pos + 1] = d >> 8
-                pos += 2
+            # exactly nd 15-bit digits, so the top one is nonzero (normalised);
+            # digit i is bits 15 i .. 15 i + 14, within limbs q and q + 1
+            for i in range(nd):
+                q = (15 * i) >> 4
+                d = ((tile[b, q] | (tile[b, q + 1] << 16)) >> ((15 * i) & 15)) & 0x7FFF
+                buf[pos + 2 * i] = d & 0xFF
+                buf[pos + 2 * i + 1] = d >> 8
+            pos += 2 * nd
     return buf, np.int64(pos)
+
+
+@numba.njit(cache=True)
+def _write_marshal(limbs, neg, cap):  # pragma: no cover - compiled
+    """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry, as
+    ``(buf, n)`` with the stream ``buf[:n]`` (see :func:`_append_marshal`);
+    ``buf`` starts with ``cap`` bytes."""
+    buf = np.empty(max(cap, 5), dtype=np.uint8)
+    buf[0] = _LIST
+    _write_i32(buf, 1, limbs.shape[1])
+    return _append_marshal(limbs, neg, buf, np.int64(5))
 
 
 #: First buffer of :func:`_write_marshal` at most this large: limbs sized well
@@ -410,6 +412,61 @@ def _from_limbs_bytes(
               for i in range(E)]
     out[neg] = -out[neg]
     return out
+
+
+class IntWriter:
+    """Python ints from the limbs of their magnitudes, given a chunk of entries at a time.
+
+    ``w = IntWriter(E, L)``, then ``w.add(limbs, neg)`` for consecutive chunks of
+    entries (``limbs`` of shape ``(L, c)`` and ``neg`` as for :func:`from_limbs`),
+    then ``w.result()``: :func:`from_limbs` of the chunks side by side, without
+    the whole ``(L, E)`` limbs ever existing. The marshal stream is written as the
+    chunks come, so a chunk's limbs are read while still in cache.
+
+    Examples
+    --------
+    >>> w = IntWriter(3, 2)
+    >>> w.add(np.array([[1, 0], [0, 1]], dtype=np.uint16), np.array([False, True]))
+    >>> w.add(np.array([[5], [0]], dtype=np.uint16))
+    >>> w.result()
+    array([1, -65536, 5], dtype=object)
+    """
+
+    def __init__(self, E: int, L: int):
+        self._size, self._filled = E, 0
+        self._buf = self._out = None
+        if _marshal_ok() and E <= _MAX_ENTRIES:
+            cap = 5 + E * (5 + 2 * ((16 * L + 14) // 15))
+            self._buf = np.empty(max(5, min(cap, _MAX_FIRST_BUFFER)), dtype=np.uint8)
+            self._buf[:5] = np.frombuffer(bytes([_LIST]) + E.to_bytes(4, "little"), dtype=np.uint8)
+            self._pos = 5
+        else:
+            self._out = np.empty(E, dtype=object)
+
+    def add(self, limbs: np.ndarray, neg: np.ndarray | None = None) -> None:
+        """Append the next ``limbs.shape[1]`` entries."""
+        limbs, neg = _check_limbs(limbs, neg)
+        c = limbs.shape[1]
+        if self._filled + c > self._size:
+            raise ValueError(f"{self._filled + c} entries given to an IntWriter of {self._size}")
+        if self._buf is not None:
+            self._buf, pos = _append_marshal(limbs, neg, self._buf, np.int64(self._pos))
+            if pos < 0:
+                raise ValueError("limbs must hold integers in [0, 65536)")
+            self._pos = int(pos)
+        else:
+            self._out[self._filled:self._filled + c] = _from_limbs_bytes(limbs, neg)
+        self._filled += c
+
+    def result(self) -> np.ndarray:
+        """The 1-D object array of all ``E`` entries."""
+        if self._filled != self._size:
+            raise ValueError(f"{self._filled} of the IntWriter's {self._size} entries given")
+        if self._buf is None:
+            return self._out
+        out = np.empty(self._size, dtype=object)
+        out[:] = marshal.loads(self._buf[:self._pos])  # exactly the stream
+        return out
 
 
 def from_limbs(limbs: np.ndarray, neg: np.ndarray | None = None) -> np.ndarray:

@@ -27,7 +27,7 @@ import numba
 import numpy as np
 
 from ._backend import namespace
-from ._rns import _fmod
+from ._rns import _balanced, _fmod
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "exact_bits", "fast_exponents", "accurate_exponents",
            "quantize", "residues", "twom_residues", "twom_combine"]
@@ -171,7 +171,7 @@ def _residues_kernel(x, m, out):  # pragma: no cover - compiled
     half = np.floor((mf - 1.0) / 2.0)
     for e in range(x.shape[0]):
         r = _res(x[e], mf, minv, c32)
-        out[e] = r - mf * (r > half)
+        out[e] = _balanced(r, mf, half)
 
 
 @numba.njit(cache=True)
@@ -185,9 +185,9 @@ def _twom_kernel(xr, xi, m, s, plus, minus):  # pragma: no cover - compiled
         r = _res(xr[e], mf, minv, c32)
         t = _fmod(_res(xi[e], mf, minv, c32) * sf, mf, minv)
         a = _fmod(r + t, mf, minv)
-        plus[e] = a - mf * (a > half)
+        plus[e] = _balanced(a, mf, half)
         b = _fmod(r - t, mf, minv)
-        minus[e] = b - mf * (b > half)
+        minus[e] = _balanced(b, mf, half)
 
 
 def residues(x: np.ndarray, m: int, dtype) -> np.ndarray:

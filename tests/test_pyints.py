@@ -353,3 +353,48 @@ def test_scan_rejects_malformed_streams():
     assert not P._scan_marshal(np.append(good, np.uint8(0)), 3)[0]  # trailing bytes
     tup = np.frombuffer(marshal.dumps((1, 2), 2), dtype=np.uint8)
     assert not P._scan_marshal(tup, 2)[0]
+
+
+# --------------------------------------------------------------------------- IntWriter
+
+
+def _written(vals, cuts, L=None, dtype=np.uint16):
+    """IntWriter fed the values' limbs in the chunks between ``cuts``."""
+    limbs, neg = mag_limbs(vals, L=L, dtype=dtype)
+    w = P.IntWriter(len(vals), limbs.shape[0])
+    edges = [0, *cuts, len(vals)]
+    for a, b in zip(edges, edges[1:]):
+        w.add(limbs[:, a:b], neg[a:b])
+    return w.result()
+
+
+@pytest.mark.parametrize("marshal_ok", [True, False], ids=["marshal", "bytes"])
+@pytest.mark.parametrize("dt", [np.uint16, np.int64, np.float64])
+def test_int_writer_chunks_equal_from_limbs(monkeypatch, marshal_ok, dt):
+    if not marshal_ok:
+        monkeypatch.setattr(P, "_marshal_ok", lambda: False)
+    vals = boundaries(30) + [(-1) ** k * 7**k for k in range(300)]
+    for cuts in ([], [1], [63, 64, 65], list(range(0, len(vals), 97)), [len(vals)]):
+        out = _written(vals, cuts, L=60, dtype=dt)
+        assert out.dtype == object and out.tolist() == vals
+        assert all(type(v) is int for v in out)
+
+
+def test_int_writer_grows_its_buffer(monkeypatch):
+    # the first buffer far too small for the stream: it grows chunk after chunk
+    monkeypatch.setattr(P, "_MAX_FIRST_BUFFER", 16)
+    vals = [(-1) ** k * 3 ** (k % 500) for k in range(1500)]
+    assert _written(vals, list(range(0, 1500, 128)), L=60).tolist() == vals
+
+
+def test_int_writer_empty_and_errors():
+    assert P.IntWriter(0, 3).result().shape == (0,)
+    limbs, neg = mag_limbs([1, 2, 3])
+    w = P.IntWriter(2, 1)
+    with pytest.raises(ValueError, match="3 entries given to an IntWriter of 2"):
+        w.add(limbs, neg)
+    w.add(limbs[:, :1], neg[:1])
+    with pytest.raises(ValueError, match="1 of the IntWriter's 2 entries given"):
+        w.result()
+    with pytest.raises(ValueError, match=r"\[0, 65536\)"):
+        w.add(np.array([[0.5]]), None)
