@@ -133,14 +133,43 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
 
     Branch-free so that it vectorises; returns how many entries broke the
     assumption (their words are then wrong and the caller reduces and redoes).
+    One pass over ``x`` per word, each recomputing the residue (:func:`_word`):
+    with the loop over words inside the loop over entries, nothing vectorises
+    (2.25 -> 0.75 ns per entry for two words).
     """
     h = p // 2
+    half = (p - 1) // 2
     outside = 0
-    for idx in range(x.shape[0]):
-        r = x[idx]
-        outside += (r < -h) | (r >= p)
-        _split_into(r, p, s, u, words, idx)
+    for i in range(u):
+        dst = words[i]
+        for idx in range(x.shape[0]):
+            r = x[idx]
+            if i == 0:  # loop-invariant: LLVM unswitches it
+                outside += (r < -h) | (r >= p)
+            dst[idx] = _word(r - p * (r > half), s, i, u)
     return outside
+
+
+@numba.njit(cache=True, inline="always")
+def _round_shift(r, k):  # pragma: no cover - compiled
+    """``floor(r / 2**k + 1/2)`` for ``0 <= k < 63`` (``r`` itself for ``k = 0``)."""
+    return (r + ((np.int64(1) << k) >> 1)) >> k
+
+
+@numba.njit(cache=True, inline="always")
+def _word(r, s, i, u):  # pragma: no cover - compiled
+    """Word ``i`` of the ``u`` balanced base-``2**s`` words of ``r``, from ``r`` alone.
+
+    Peeling words off from the top (``d_i = Q(r_i, s*i)``, ``r_(i-1) = r_i - d_i 2**(s*i)``
+    with ``Q(y, k) = floor(y / 2**k + 1/2)``) leaves ``r_i = r - 2**(s*(i+1)) Q(r, s*(i+1))``
+    below the top, by induction: ``2**(s*(i+1)) Q(r, s*(i+1))`` is a multiple of
+    ``2**(s*i)`` and leaves the floor. So the top word is ``Q(r, s*(u-1))`` and word
+    ``i`` below it is ``Q(r, s*i) - 2**s Q(r, s*(i+1))`` (``Q(r, 0) = r``).
+    """
+    q = _round_shift(r, s * i)
+    if i == u - 1:
+        return q
+    return q - (_round_shift(r, s * (i + 1)) << s)
 
 
 @numba.njit(cache=True, inline="always")
