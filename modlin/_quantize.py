@@ -153,41 +153,63 @@ def quantize(x: np.ndarray, shift: np.ndarray, axis: int) -> tuple[np.ndarray, i
 
 # --------------------------------------------------------------------------- residues
 
+#: Entries per chunk of the residue kernels: their buffers stay in the L1 cache.
+_CHUNK = 512
+
+
 @numba.njit(cache=True, inline="always")
-def _res(v, m, minv, c32):  # pragma: no cover - compiled
-    """``v mod m`` in ``[0, m)`` for an integer-valued float64 ``|v| < 2**85``, ``m < 2**26``:
-    ``v = hi * 2**32 + lo`` with ``hi < 2**53`` and ``0 <= lo < 2**32`` exactly, and
-    ``(hi mod m) * (2**32 mod m) + lo < 2**53``."""
+def _folded(v, m, minv, c32):  # pragma: no cover - compiled
+    """An integer-valued float64 in ``[0, 2**53)`` congruent to ``v`` modulo ``m``, for an
+    integer-valued ``|v| < 2**85`` and ``m < 2**26``: ``v = hi * 2**32 + lo`` with
+    ``hi < 2**53`` and ``0 <= lo < 2**32`` exactly, and ``(hi mod m) * (2**32 mod m) + lo < 2**53``."""
     hi = np.floor(v * 2.0**-32)
     lo = v - hi * 2.0**32
-    return _fmod(_fmod(hi, m, minv) * c32 + lo, m, minv)
+    return _fmod(hi, m, minv) * c32 + lo
 
 
 @numba.njit(cache=True)
 def _residues_kernel(x, m, out):  # pragma: no cover - compiled
+    """``out = x mod m``, balanced, chunk by chunk: :func:`_folded` and the reduction of
+    its result in two loops, since with both reductions in one LLVM vectorises neither."""
     mf = np.float64(m)
     minv = 1.0 / mf
     c32 = np.float64(2**32 % m)
     half = np.floor((mf - 1.0) / 2.0)
-    for e in range(x.shape[0]):
-        r = _res(x[e], mf, minv, c32)
-        out[e] = _balanced(r, mf, half)
+    buf = np.empty(_CHUNK)
+    for e0 in range(0, x.shape[0], _CHUNK):
+        e1 = min(e0 + _CHUNK, x.shape[0])
+        src, dst = x[e0:e1], out[e0:e1]
+        for e in range(e1 - e0):
+            buf[e] = _folded(src[e], mf, minv, c32)
+        for e in range(e1 - e0):
+            dst[e] = _balanced(_fmod(buf[e], mf, minv), mf, half)
 
 
 @numba.njit(cache=True)
 def _twom_kernel(xr, xi, m, s, plus, minus):  # pragma: no cover - compiled
+    """``plus, minus = xr +- s*xi mod m``, balanced, chunk by chunk: one loop per chained
+    reduction (with two chained in one loop, LLVM vectorises neither)."""
     mf = np.float64(m)
     minv = 1.0 / mf
     c32 = np.float64(2**32 % m)
     half = np.floor((mf - 1.0) / 2.0)
     sf = np.float64(s)
-    for e in range(xr.shape[0]):
-        r = _res(xr[e], mf, minv, c32)
-        t = _fmod(_res(xi[e], mf, minv, c32) * sf, mf, minv)
-        a = _fmod(r + t, mf, minv)
-        plus[e] = _balanced(a, mf, half)
-        b = _fmod(r - t, mf, minv)
-        minus[e] = _balanced(b, mf, half)
+    r, t = np.empty(_CHUNK), np.empty(_CHUNK)
+    for e0 in range(0, xr.shape[0], _CHUNK):
+        e1 = min(e0 + _CHUNK, xr.shape[0])
+        sr, si, dp, dm = xr[e0:e1], xi[e0:e1], plus[e0:e1], minus[e0:e1]
+        c = e1 - e0
+        for e in range(c):
+            r[e] = _folded(sr[e], mf, minv, c32)
+            t[e] = _folded(si[e], mf, minv, c32)
+        for e in range(c):
+            r[e] = _fmod(r[e], mf, minv)
+            t[e] = _fmod(t[e], mf, minv) * sf
+        for e in range(c):
+            t[e] = _fmod(t[e], mf, minv)
+        for e in range(c):
+            dp[e] = _balanced(_fmod(r[e] + t[e], mf, minv), mf, half)
+            dm[e] = _balanced(_fmod(r[e] - t[e], mf, minv), mf, half)
 
 
 def residues(x: np.ndarray, m: int, dtype) -> np.ndarray:
