@@ -5,7 +5,8 @@ kernels ``step`` and ``finalize`` rely on them. Here every claim is checked on
 adversarial values (exact multiples of p, rounding ties of ``y/p``, ``+-y_max``,
 values next to ``2**53``) by converting the kernel's floating-point output back
 to Python ints. ``balanced_words`` must reconstruct its input modulo p and stay
-within ``word_bounds``.
+within ``word_bounds``. 2M's images (``twom_split``, ``twom_words``) and their
+inverse (``twom_combine``) are checked against Python ints too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import modlin
-from modlin._modular import Reduction, balanced_words, finalize, step, word_bounds
+from modlin._modular import (Reduction, balanced_words, finalize, step, twom_combine, twom_split,
+                             twom_words, word_bounds)
 from modlin._plan import Plan, candidates
 
 KERNEL_L = 2**53  # the kernels compute in float64
@@ -353,3 +355,28 @@ def test_word_bounds_hand_checked():
     # x = 7 in base 4, balanced: 7 = 2*4 - 1 -> words (-1, 2)
     W = balanced_words(np.array([7]), 101, 2, 2, np.int64)
     assert W[:, 0].tolist() == [-1, 2]
+
+
+# ----------------------------------------------------------------- 2M images
+
+@pytest.mark.parametrize("m", [5, 8101, 2**31 - 1, 2**50 - 27, 2**52 - 47])
+def test_twom_images_and_combine_against_python_ints(m, rng):
+    """Parts in ``[-m, m)`` in some 512-entry chunks (reduced by a select), anywhere in
+    int64 in others (divided), and a short last chunk; the largest moduli test the
+    quotient bound of the products by ``s``."""
+    n = 3 * 512 + 77
+    re, im = (rng.integers(-m, m, n, dtype=np.int64) for _ in range(2))
+    re[600], im[700] = -(2**63), 2**63 - 1
+    re[1600:1610] = rng.integers(-(2**63), 2**63 - 1, 10, endpoint=True, dtype=np.int64)
+    re[:4], im[:4] = [m - 1, -m, 0, -1], [m - 1, m - 1, -m, 1]
+    s = next(c for c in (m - 1, m - 2, 3 * m // 4) if np.gcd(2 * c, m) == 1)
+    want_plus = [(int(a) + s * int(b)) % m for a, b in zip(re.tolist(), im.tolist())]
+    want_minus = [(int(a) - s * int(b)) % m for a, b in zip(re.tolist(), im.tolist())]
+    plus, minus = twom_split(re, im, s, m)
+    assert plus.tolist() == want_plus and minus.tolist() == want_minus
+    shift = (m.bit_length() + 1) // 2
+    for words, want in zip(twom_words(re, im, s, m, shift, 2, np.int64), (want_plus, want_minus)):
+        assert reconstruct(words, shift) == [w - m if w > (m - 1) // 2 else w for w in want]
+    back_re, back_im = twom_combine(plus, minus, s, m)
+    assert back_re.tolist() == [int(a) % m for a in re.tolist()]
+    assert back_im.tolist() == [int(b) % m for b in im.tolist()]
