@@ -131,11 +131,11 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     The residue is taken in ``[-p//2, (p-1)//2]`` (for even ``p`` one short of
     symmetric, so that ``p = 256`` fits int8 words); its magnitude is at most ``p//2``.
 
-    Branch-free so that it vectorises; returns how many entries broke the
-    assumption (their words are then wrong and the caller reduces and redoes).
-    One pass over ``x`` per word, each recomputing the residue (:func:`_word`):
-    with the loop over words inside the loop over entries, nothing vectorises
-    (2.25 -> 0.75 ns per entry for two words).
+    Returns how many entries broke the assumption (their words are then wrong
+    and the caller reduces and redoes). One pass over ``x`` per word, each
+    recomputing the residue (:func:`_word`), and no branch but a loop-invariant
+    one, which LLVM hoists: with the loop over words inside the loop over
+    entries, nothing vectorised (2.25 -> 0.75 ns per entry for two words).
     """
     h = p // 2
     half = (p - 1) // 2
@@ -144,7 +144,7 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
         dst = words[i]
         for idx in range(x.shape[0]):
             r = x[idx]
-            if i == 0:  # loop-invariant: LLVM unswitches it
+            if i == 0:
                 outside += (r < -h) | (r >= p)
             dst[idx] = _word(r - p * (r > half), s, i, u)
     return outside
@@ -195,7 +195,8 @@ _BITS_2_52 = 0x4330000000000000
 def _to_float(x):  # pragma: no cover - compiled
     """``float64(x)`` for an int64 ``0 <= x < 2**52``, through the bits of ``2**52 + x``: AVX2
     has no packed int64-float64 conversions, and LLVM's emulation of them made the
-    vectorised loops slower than scalar code (1.7x on :func:`_twom_combine_kernel`)."""
+    vectorised loops slower than scalar ones (:func:`_twom_combine_kernel` compiled for
+    AVX2: 2.4 ns per entry scalar, 3.4 vectorised, 2.0 vectorised with these)."""
     return np.int64(x | _BITS_2_52).view(np.float64) - 2.0**52
 
 
