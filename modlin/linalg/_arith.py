@@ -41,14 +41,16 @@ def _mulmod_narrow(a, b, p, pinv):  # pragma: no cover - compiled
     The float64 quotient ``fl(fl(a*b) * pinv)`` is ``y = a*b/p`` times three
     roundings ``(1 + d)``, ``|d| <= 2**-53``, so it lies within ``3.01 * y *
     2**-53 < 1.51`` of ``y`` (as ``y < p < 2**52``); truncated, it is between
-    ``floor(y) - 2`` and ``floor(y) + 1``. The remainder ``a*b - q*p`` is then in
-    ``[-p, 3p)``: far inside int64, so the wrapping int64 products give it
-    exactly. Branch-free corrections, so that loops over entries vectorise.
+    ``floor(y) - 2`` and ``floor(y) + 2``. The remainder ``a*b - q*p`` is then in
+    ``[-2p, 3p)``: far inside int64, so the wrapping int64 products give it
+    exactly, and two corrections each way settle it. Branch-free, so that loops
+    over entries vectorise.
     """
     q = np.int64(np.float64(a) * np.float64(b) * pinv)
     r = a * b - q * p
     r -= p * (r >= p)
     r -= p * (r >= p)
+    r += p * (r < 0)
     r += p * (r < 0)
     return r
 
