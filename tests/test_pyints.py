@@ -112,6 +112,20 @@ def test_H_choice_edges(f, j):
     assert f(obj([-top, 0, 1])).shape[0] == j
 
 
+@pytest.mark.parametrize("E", [1, 3, 63, 64, 65, 255, 256, 257, 300, 511, 513, 1029])
+@pytest.mark.parametrize("top", [31, 64, 255, 1100])
+def test_blocks_flushes_and_stream_end(E, top, rng):
+    # entries go 64 at a time and out 256 at a time, and the last ones are read
+    # byte by byte up to the stream's end: every boundary, with sizes from 0 to
+    # top bits mixed ('i' entries among 'l' ones), both signs, and E % 4 != 0
+    vals = []
+    for b in rng.integers(0, top + 1, E).tolist():
+        sign = -1 if rng.integers(2) else 1
+        vals.append(sign * (int.from_bytes(rng.bytes(b // 8 + 1), "little") % 2**b))
+    vals[-1] = -(2 ** (top - 1))  # the last entry long (when top is) and at a sign edge
+    check_halves(P._to_halves_marshal, obj(vals))
+
+
 ints = st.integers(1, 3000).flatmap(lambda b: st.integers(-(2**b), 2**b))
 
 
