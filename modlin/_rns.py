@@ -568,7 +568,7 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
     # numpy's cast (2.5x faster than through marshal)
     small = (p is not None and p <= 2**64) or (p is None and not as_object)
     out = np.empty(E, dtype=np.int64) if small else None
-    writer = None if small else IntWriter(E, L)
+    writer = None if small else IntWriter(E)
     neg = np.zeros(E, dtype=np.bool_)
     step = max(1024, min(16384, 2**18 // (L + min(N, CRT_BLOCK))))
     for e0 in range(0, E, step):

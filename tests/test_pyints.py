@@ -338,7 +338,7 @@ def test_marshal_stream_is_what_dumps_writes(cap):
     limbs, neg = mag_limbs(vals, L=60)
     if cap is None:
         cap = 5 + len(vals) * (5 + 2 * 64)
-    buf, n = P._write_marshal(limbs, neg, cap)
+    buf, n = P._write_marshal(limbs, neg, np.empty(max(cap, 5), dtype=np.uint8))
     assert buf[:n].tobytes() == marshal.dumps(vals, 2)
 
 
@@ -375,7 +375,7 @@ def test_scan_rejects_malformed_streams():
 def _written(vals, cuts, L=None, dtype=np.uint16):
     """IntWriter fed the values' limbs in the chunks between ``cuts``."""
     limbs, neg = mag_limbs(vals, L=L, dtype=dtype)
-    w = P.IntWriter(len(vals), limbs.shape[0])
+    w = P.IntWriter(len(vals))
     edges = [0, *cuts, len(vals)]
     for a, b in zip(edges, edges[1:]):
         w.add(limbs[:, a:b], neg[a:b])
@@ -394,6 +394,15 @@ def test_int_writer_chunks_equal_from_limbs(monkeypatch, marshal_ok, dt):
         assert all(type(v) is int for v in out)
 
 
+@pytest.mark.parametrize("f", [P.from_limbs, P._from_limbs_marshal])
+def test_several_streams(monkeypatch, f):
+    # one marshal stream per 7 entries, the buffer reused from one to the next
+    monkeypatch.setattr(P, "_STREAM_ENTRIES", 7)
+    vals = boundaries(20) + [(-1) ** k * 3**k for k in range(200)]
+    check_from(f, *mag_limbs(vals), vals)
+    assert _written(vals, [5, 6, 30, 31, 100]).tolist() == vals
+
+
 def test_int_writer_grows_its_buffer(monkeypatch):
     # the first buffer far too small for the stream: it grows chunk after chunk
     monkeypatch.setattr(P, "_MAX_FIRST_BUFFER", 16)
@@ -402,9 +411,9 @@ def test_int_writer_grows_its_buffer(monkeypatch):
 
 
 def test_int_writer_empty_and_errors():
-    assert P.IntWriter(0, 3).result().shape == (0,)
+    assert P.IntWriter(0).result().shape == (0,)
     limbs, neg = mag_limbs([1, 2, 3])
-    w = P.IntWriter(2, 1)
+    w = P.IntWriter(2)
     with pytest.raises(ValueError, match="3 entries given to an IntWriter of 2"):
         w.add(limbs, neg)
     w.add(limbs[:, :1], neg[:1])
