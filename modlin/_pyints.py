@@ -35,7 +35,7 @@ from functools import cache
 import numba
 import numpy as np
 
-__all__ = ["from_limbs", "python_ints", "to_halves"]
+__all__ = ["IntWriter", "from_limbs", "python_ints", "to_halves"]
 
 # Type codes of Python/marshal.c.
 _LIST = ord("[")
@@ -544,8 +544,9 @@ class IntWriter:
     """Python ints from the limbs of their magnitudes, given a chunk of entries at a time.
 
     ``w = IntWriter(E)``, then ``w.add(limbs, neg)`` for consecutive chunks of
-    entries (``limbs`` of shape ``(L, c)`` and ``neg`` as for :func:`from_limbs`), then ``w.result()``: :func:`from_limbs` of the chunks
-    side by side, without the whole ``(L, E)`` limbs ever existing. Each chunk is
+    entries (``limbs`` of shape ``(L, c)`` and ``neg`` as for :func:`from_limbs`),
+    then ``w.result()``: :func:`from_limbs` of the chunks side by side, without
+    the whole ``(L, E)`` limbs ever existing. Each chunk is
     converted as it comes, while its limbs are still in cache, through one
     marshal buffer reused from chunk to chunk.
 
@@ -616,9 +617,9 @@ def from_limbs(limbs: np.ndarray, neg: np.ndarray | None = None) -> np.ndarray:
     array([1, -65536, -5], dtype=object)
     """
     limbs, neg = _check_limbs(limbs, neg)
-    if _marshal_ok():
-        return _from_limbs_marshal(limbs, neg)
-    return _from_limbs_bytes(limbs, neg)
+    w = IntWriter(limbs.shape[1])
+    w.add(limbs, neg)
+    return w.result()
 
 
 # --------------------------------------------------------------------------- self-check

@@ -631,7 +631,7 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np
         # budget; balanced residues are the single words of each modulus' (1,1)-product
         subs = pl.subplans
         entries = max(ha.halves.shape[1] + hb.halves.shape[1], 1)
-        budget = max(RESIDUE_BYTES, 8 * len(subs) * E)  # at least the products' own matrices
+        budget = max(RESIDUE_BYTES, rc[:, :E].nbytes)  # at least the products' own matrices
         group = max(1, budget // (np.dtype(dtype).itemsize * entries))
         group = -(-len(subs) // -(-len(subs) // group))
         bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]

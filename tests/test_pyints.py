@@ -300,6 +300,7 @@ def test_public_functions_use_fallback(monkeypatch):
 
     monkeypatch.setattr(P, "_to_halves_marshal", boom)
     monkeypatch.setattr(P, "_from_limbs_marshal", boom)
+    monkeypatch.setattr(P, "_ints_marshal", boom)
     vals = boundaries(10)
     check_halves(P.to_halves, obj(vals))
     assert P.to_halves(obj([1, True])) is None

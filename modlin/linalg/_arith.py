@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _multiword
 from .._matmul import matmul
+from .._modular import _mulmod1
 from .._plan import MAX_MODULUS, Plan, plan
 from .._rnsplan import RNSPlan
 
@@ -23,7 +24,7 @@ __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "reduce", "mul", "mulsub", "negate"
 INT64_LIMIT = 2**63
 
 #: From this modulus on, a product of two residues no longer has a float64 quotient
-#: accurate to within 1.5 (see :func:`_mulmod_narrow`): the kernels split one factor.
+#: accurate to within 1.5 (see :func:`modlin._modular._mulmod1`): the kernels split one factor.
 WIDE = 2**52
 
 
@@ -33,27 +34,6 @@ def is_wide(p: int) -> bool:
 
 
 # --------------------------------------------------------------------------- scalar kernels
-
-@numba.njit(cache=True, inline="always")
-def _mulmod_narrow(a, b, p, pinv):  # pragma: no cover - compiled
-    """``a * b mod p`` for ``0 <= a, b < p < 2**52`` and ``pinv = fl(1/p)``.
-
-    The float64 quotient ``fl(fl(a*b) * pinv)`` is ``y = a*b/p`` times three
-    roundings ``(1 + d)``, ``|d| <= 2**-53``, so it lies within ``3.01 * y *
-    2**-53 < 1.51`` of ``y`` (as ``y < p < 2**52``); truncated, it is between
-    ``floor(y) - 2`` and ``floor(y) + 2``. The remainder ``a*b - q*p`` is then in
-    ``[-2p, 3p)``: far inside int64, so the wrapping int64 products give it
-    exactly, and two corrections each way settle it. Branch-free, so that loops
-    over entries vectorise.
-    """
-    q = np.int64(np.float64(a) * np.float64(b) * pinv)
-    r = a * b - q * p
-    r -= p * (r >= p)
-    r -= p * (r >= p)
-    r += p * (r < 0)
-    r += p * (r < 0)
-    return r
-
 
 @numba.njit(cache=True)
 def _mulmod_small(s, m, p, invp):  # pragma: no cover - compiled
@@ -99,7 +79,7 @@ def mulmod(a, b, p, pinv, wide):  # pragma: no cover - compiled
     """``a * b mod p`` for residues ``a, b`` in ``[0, p)``, ``p < 2**63``."""
     if wide:
         return _mulmod_wide(a, b, p, pinv)
-    return _mulmod_narrow(a, b, p, pinv)
+    return _mulmod1(a, b, p, pinv)
 
 
 @numba.njit(cache=True, inline="always")
