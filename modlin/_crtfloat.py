@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
+from ._jit import njit
 from ._pyints import _bit_length
 from ._rns import CHUNK, Basis, _garner_step
 
 __all__ = ["to_double"]
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _round_limbs(limb, nl, S):  # pragma: no cover - compiled
     """``value(limb[:nl]) * 2**-S`` rounded to the nearest double (ties to even)."""
     j = nl - 1
@@ -63,7 +63,7 @@ def _round_limbs(limb, nl, S):  # pragma: no cover - compiled
     return np.ldexp(np.float64(q), nb - keep - S)
 
 
-@numba.njit(cache=True)
+@njit
 def _exact_entry(buf, e, neg, moduli, limb, S):  # pragma: no cover - compiled
     """The correctly rounded ``value * 2**-S`` of the mixed-radix digits ``buf[:, e]`` (a
     magnitude; with ``neg`` the complemented value's), through exact 32-bit limbs."""
@@ -86,7 +86,7 @@ def _exact_entry(buf, e, neg, moduli, limb, S):  # pragma: no cover - compiled
     return _round_limbs(limb, nl, S)
 
 
-@numba.njit(cache=True)
+@njit
 def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cover - compiled
     """``out[i, j] = round(C'_ij * 2**-(sa_i + sb_j))`` from residues ``res[:, i*n + j]``.
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from ._backend import is_cupy
+from ._jit import njit
 
 __all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine",
            "word_bounds", "step", "finalize"]
@@ -124,7 +124,7 @@ def word_bounds(h: int, s: int, u: int) -> tuple[int, ...]:
 
 # --------------------------------------------------------------------------- kernels
 
-@numba.njit(cache=True)
+@njit
 def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     """Split ``x`` into ``u`` balanced words of ``x mod p``, assuming ``-p//2 <= x < p``.
 
@@ -150,13 +150,13 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     return outside
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _round_shift(r, k):  # pragma: no cover - compiled
     """``floor(r / 2**k + 1/2)`` for ``0 <= k < 63`` (``r`` itself for ``k = 0``)."""
     return (r + ((np.int64(1) << k) >> 1)) >> k
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _word(r, s, i, u):  # pragma: no cover - compiled
     """Word ``i`` of the ``u`` balanced base-``2**s`` words of ``r``, from ``r`` alone.
 
@@ -172,7 +172,7 @@ def _word(r, s, i, u):  # pragma: no cover - compiled
     return q - (_round_shift(r, s * (i + 1)) << s)
 
 
-@numba.njit(cache=True)
+@njit
 def _lift_kernel(x, p, out):  # pragma: no cover - compiled
     """``out = x mod p`` in ``[-(p//2), (p-1)//2]`` for int64 ``x`` and ``2 <= p < 2**63``."""
     half = (p - 1) // 2
@@ -191,7 +191,7 @@ def _lift_kernel(x, p, out):  # pragma: no cover - compiled
 _BITS_2_52 = 0x4330000000000000
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _to_float(x):  # pragma: no cover - compiled
     """``float64(x)`` for an int64 ``0 <= x < 2**52``, through the bits of ``2**52 + x``: AVX2
     has no packed int64-float64 conversions, and LLVM's emulation of them made the
@@ -200,13 +200,13 @@ def _to_float(x):  # pragma: no cover - compiled
     return np.int64(x | _BITS_2_52).view(np.float64) - 2.0**52
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _to_int(f):  # pragma: no cover - compiled
     """``int64(f)`` for an integer-valued float64 ``0 <= f < 2**52``, as :func:`_to_float` backwards."""
     return np.float64(f + 2.0**52).view(np.int64) - _BITS_2_52
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _mulmod1(x, c, m, minv):  # pragma: no cover - compiled
     """``x * c mod m`` for ``0 <= x, c < m < 2**52``, ``minv = fl(1/m)``.
 
@@ -227,7 +227,7 @@ def _mulmod1(x, c, m, minv):  # pragma: no cover - compiled
     return r
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _reduce1(x, m):  # pragma: no cover - compiled
     """``x mod m`` in ``[0, m)``, without a division when ``x`` already is."""
     if 0 <= x < m:
@@ -239,7 +239,7 @@ def _reduce1(x, m):  # pragma: no cover - compiled
 _CHUNK = 512
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _image_pair(r, y, s, m, minv):  # pragma: no cover - compiled
     """``(r + s*y, r - s*y) mod m`` in ``[0, m)`` for ``r, y`` in ``[0, m)``."""
     t = _mulmod1(y, s, m, minv)
@@ -248,7 +248,7 @@ def _image_pair(r, y, s, m, minv):  # pragma: no cover - compiled
     return a - m if a >= m else a, b + m if b < 0 else b
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _images(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
     """``plus, minus = (re + s*im, re - s*im) mod m`` in ``[0, m)`` over 1-D slices.
 
@@ -271,7 +271,7 @@ def _images(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
             plus[e], minus[e] = _image_pair(x + m if x < 0 else x, y + m if y < 0 else y, s, m, minv)
 
 
-@numba.njit(cache=True)
+@njit
 def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compiled
     """``plus = re + s*im``, ``minus = re - s*im`` (mod m, in ``[0, m)``), chunk by chunk."""
     minv = 1.0 / np.float64(m)
@@ -280,7 +280,7 @@ def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compile
         _images(re[e0:e1], im[e0:e1], s, m, minv, plus[e0:e1], minus[e0:e1])
 
 
-@numba.njit(cache=True)
+@njit
 def _twom_combine_kernel(X, Y, inv2, inv2s, m, re, im):  # pragma: no cover - compiled
     """``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` (mod m) in one pass; ``X, Y`` in ``[0, m)``."""
     minv = 1.0 / np.float64(m)
@@ -293,7 +293,7 @@ def _twom_combine_kernel(X, Y, inv2, inv2s, m, re, im):  # pragma: no cover - co
         im[i] = _mulmod1(b, inv2s, m, minv)
 
 
-@numba.njit(cache=True)
+@njit
 def _twom_words_kernel(re, im, s, m, shift, u, plus, minus):  # pragma: no cover - compiled
     """:func:`_twom_split_kernel` writing the images straight as balanced words.
 
@@ -378,7 +378,7 @@ def balanced_lift_word(x: np.ndarray, p: int) -> np.ndarray:
     return out.view(np.int64).reshape(x.shape)
 
 
-@numba.njit(cache=True)
+@njit
 def _lift_word_kernel(bits, signed, p, half, out):  # pragma: no cover - compiled
     """``out`` = the bits of the balanced residue modulo ``2**63 <= p < 2**64`` of each entry
     (int64 two's complement when ``signed``, else uint64), all in wrapping uint64:
@@ -397,7 +397,7 @@ def _lift_word_kernel(bits, signed, p, half, out):  # pragma: no cover - compile
         out[i] = r
 
 
-@numba.njit(cache=True)
+@njit
 def _step(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2):  # pragma: no cover - compiled
     """``x <- red2(scale * red1(x [+ t]))`` row by row; a reduction with q = 0 is skipped."""
     rows, cols = x.shape
@@ -414,7 +414,7 @@ def _step(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2):  # pragma: no cover - c
             x[i, j] = y
 
 
-@numba.njit(cache=True)
+@njit
 def _finalize(x, t, add, q, hi, lo, p, out):  # pragma: no cover - compiled
     """``out <- (x [+ t]) mod p`` in ``[0, p)`` as int64."""
     rows, cols = x.shape

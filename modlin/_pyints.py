@@ -32,8 +32,9 @@ import marshal
 import math
 from functools import cache
 
-import numba
 import numpy as np
+
+from ._jit import njit
 
 __all__ = ["IntWriter", "from_limbs", "python_ints", "to_halves"]
 
@@ -54,7 +55,7 @@ _FLUSH = 256
 
 # --------------------------------------------------------------------------- helpers
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _load_le(buf, pos, nbytes):  # pragma: no cover - compiled
     """The little-endian unsigned int of ``nbytes`` (a constant 1..8) bytes at
     ``buf[pos]`` (uint8), as int64 (wrapping for 8 bytes).
@@ -71,13 +72,13 @@ def _load_le(buf, pos, nbytes):  # pragma: no cover - compiled
     return v
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _read_i32(buf, pos):  # pragma: no cover - compiled
     """The signed little-endian int32 at ``buf[pos:pos + 4]`` (as int64)."""
     return np.int64(np.int32(_load_le(buf, pos, 4)))
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _write_i32(buf, pos, v):  # pragma: no cover - compiled
     """Write ``v`` (an int64 in signed or unsigned 32-bit range) as 4 LE bytes."""
     u = v & 0xFFFFFFFF  # two's complement of a negative v
@@ -87,13 +88,13 @@ def _write_i32(buf, pos, v):  # pragma: no cover - compiled
     buf[pos + 3] = (u >> 24) & 0xFF
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _read_u16(buf, pos):  # pragma: no cover - compiled
     """The little-endian uint16 at ``buf[pos:pos + 2]`` (as int64): a digit."""
     return _load_le(buf, pos, 2)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _bit_length(x):  # pragma: no cover - compiled
     """Bits of an integer ``0 <= x < 2**53``: exact in float64, so frexp's exponent (no
     branch: a loop that stops at the top bit mispredicts on random data)."""
@@ -102,7 +103,7 @@ def _bit_length(x):  # pragma: no cover - compiled
 
 # --------------------------------------------------------------------------- to halves
 
-@numba.njit(cache=True)
+@njit
 def _long_pieces(buf, d0, nd, neg):  # pragma: no cover - compiled
     """The fewest pieces (at least 1) holding the ``'l'`` entry of ``nd`` digits
     from ``buf[d0]``, negative when ``neg``."""
@@ -127,7 +128,7 @@ def _long_pieces(buf, d0, nd, neg):  # pragma: no cover - compiled
     return h
 
 
-@numba.njit(cache=True)
+@njit
 def _scan_marshal(buf, count):  # pragma: no cover - compiled
     """Validate a ``marshal.dumps(list, 2)`` stream of ``count`` ints.
 
@@ -173,7 +174,7 @@ def _scan_marshal(buf, count):  # pragma: no cover - compiled
     return pos == n, H
 
 
-@numba.njit(cache=True)
+@njit
 def _block_words(CH, NEG, LOW, R, C, tile):  # pragma: no cover - compiled
     """The two's complement of ``_BLOCK`` entries, 64 bits per row, into
     ``tile[:, k]`` for entry (lane) ``k``.
@@ -217,7 +218,7 @@ def _block_words(CH, NEG, LOW, R, C, tile):  # pragma: no cover - compiled
             C[k] &= np.int64(w == 0)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _transpose_block(tile, T, c0):  # pragma: no cover - compiled
     """Pieces of ``tile`` (column ``s _BLOCK / 4 + q`` holding entry ``4 q + s``)
     into columns ``c0 .. c0 + _BLOCK / 4`` of ``T`` (row ``4 i + u`` holding
@@ -246,7 +247,7 @@ def _transpose_block(tile, T, c0):  # pragma: no cover - compiled
             T[4 * i + 3, c0 + q] = ((ab13 >> 32) & lo32) | (cd13 & ~lo32)
 
 
-@numba.njit(cache=True)
+@njit
 def _halves_from_marshal(buf, out):  # pragma: no cover - compiled
     """Fill ``out[:, e]`` (uint16, ``(H, E)``) with the two's-complement pieces
     of entry ``e`` of a stream already validated by :func:`_scan_marshal`.
@@ -389,7 +390,7 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
 
 # --------------------------------------------------------------------------- from limbs
 
-@numba.njit(cache=True)
+@njit
 def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
     """Append the marshal items of ``±magnitude`` per entry to ``buf[:pos]``.
 
@@ -451,7 +452,7 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
     return buf, np.int64(pos)
 
 
-@numba.njit(cache=True)
+@njit
 def _write_marshal(limbs, neg, buf):  # pragma: no cover - compiled
     """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry, as
     ``(buf, n)`` with the stream ``buf[:n]``, written into ``buf`` (at least 5

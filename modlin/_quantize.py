@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 
 from ._backend import namespace
+from ._jit import njit
 from ._rns import _balanced, _fmod
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "exact_bits", "fast_exponents", "accurate_exponents",
@@ -157,7 +157,7 @@ def quantize(x: np.ndarray, shift: np.ndarray, axis: int) -> tuple[np.ndarray, i
 _CHUNK = 512
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _folded(v, m, minv, c32):  # pragma: no cover - compiled
     """An integer-valued float64 in ``[0, 2**53)`` congruent to ``v`` modulo ``m``, for an
     integer-valued ``|v| < 2**85`` and ``m < 2**26``: ``v = hi * 2**32 + lo`` with
@@ -167,7 +167,7 @@ def _folded(v, m, minv, c32):  # pragma: no cover - compiled
     return _fmod(hi, m, minv) * c32 + lo
 
 
-@numba.njit(cache=True)
+@njit
 def _residues_kernel(x, m, out):  # pragma: no cover - compiled
     """``out = x mod m``, balanced, chunk by chunk: :func:`_folded` and the reduction of
     its result in two loops, since with both reductions in one LLVM vectorises neither."""
@@ -185,7 +185,7 @@ def _residues_kernel(x, m, out):  # pragma: no cover - compiled
             dst[e] = _balanced(_fmod(buf[e], mf, minv), mf, half)
 
 
-@numba.njit(cache=True)
+@njit
 def _twom_kernel(xr, xi, m, s, plus, minus):  # pragma: no cover - compiled
     """``plus, minus = xr +- s*xi mod m``, balanced, chunk by chunk: one loop per chained
     reduction (with two chained in one loop, LLVM vectorises neither)."""
@@ -230,7 +230,7 @@ def twom_residues(xr: np.ndarray, xi: np.ndarray, m: int, s: int, dtype) -> tupl
     return plus, minus
 
 
-@numba.njit(cache=True)
+@njit
 def _twom_combine_kernel(X, Y, m, inv2, inv2s, re, im):  # pragma: no cover - compiled
     mf = np.float64(m)
     minv = 1.0 / mf

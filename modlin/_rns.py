@@ -19,9 +19,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numba
 import numpy as np
 
+from ._jit import njit
 from ._pyints import IntWriter, python_ints, to_halves
 
 __all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
@@ -173,7 +173,7 @@ RESIDUE_STEP = 32768
 RESIDUE_BYTES = 2**28
 
 
-@numba.njit(cache=True)
+@njit
 def _fmod(x, m, minv):  # pragma: no cover - compiled
     """``x mod m`` in ``[0, m)`` for an integer-valued float ``0 <= |x| < 2**53``.
 
@@ -188,7 +188,7 @@ def _fmod(x, m, minv):  # pragma: no cover - compiled
     return r
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _balanced(r, m, half):  # pragma: no cover - compiled
     """``r`` in ``[0, m)`` moved into ``[-(m//2), (m-1)//2]`` (``half = (m-1)//2``), as a select."""
     return r - (m if r > half else 0.0)
@@ -203,7 +203,7 @@ def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
     return np.empty((rows, E + pad), dtype=dtype)
 
 
-@numba.njit(cache=True)
+@njit
 def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
     """``buf[:H]`` = the pieces of entries ``e0 .. e0 + c`` as float64, ``buf[H]``
     whether each is negative (top piece at or above ``2**15``), and ``buf[H + 1]`` its
@@ -223,7 +223,7 @@ def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
             dst[e] = src[e]
 
 
-@numba.njit(cache=True)
+@njit
 def _balance_rows(x, e0, moduli, c):  # pragma: no cover - compiled
     """``x[i, e0 + q] <- x[i, e0 + q] mod moduli[i]``, balanced into ``[-(m//2), (m-1)//2]``,
     in place, for ``q < c`` (``|x| < 2**53``, integer-valued). In place through one slice:
@@ -237,7 +237,7 @@ def _balance_rows(x, e0, moduli, c):  # pragma: no cover - compiled
             seg[q] = _balanced(_fmod(seg[q], m, minv), m, half)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _compare(h, e, K):  # pragma: no cover - compiled
     """Sign of ``value(h[:, e]) - value(K)`` (-1, 0 or 1) for two's-complement pieces of
     one length: differing signs decide it, equal ones compare as unsigned pieces."""
@@ -251,7 +251,7 @@ def _compare(h, e, K):  # pragma: no cover - compiled
     return 0
 
 
-@numba.njit(cache=True)
+@njit
 def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
     """``shift[e]`` in {-1, 0, 1} such that ``v + shift * p`` is the balanced residue of
     ``v = value(h[:, e])`` modulo ``p``, given the pieces of ``hi = (p-1)//2``, ``top = p - 1``,
@@ -267,7 +267,7 @@ def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
     return not bad
 
 
-@numba.njit(cache=True)
+@njit
 def _extremes(h):  # pragma: no cover - compiled
     """Indices of the largest and the smallest value of two's-complement pieces ``h``."""
     imax = imin = 0
@@ -365,7 +365,7 @@ def residues(x: np.ndarray, basis: Basis, dtype=np.float64) -> np.ndarray:
 
 # --------------------------------------------------------------------------- CRT
 
-@numba.njit(cache=True)
+@njit
 def _garner_step(t, c, m, minv, w):  # pragma: no cover - compiled
     """``t <- ((t - c) mod m) * w mod m`` over 1-D float64 slices (vectorises): one step of
     Garner's mixed-radix digits, which :mod:`modlin._crtfloat` needs for its sign test.
@@ -385,7 +385,7 @@ CRT_BLOCK = 1024
 AMBIGUOUS = 2.0**-36
 
 
-@numba.njit(cache=True)
+@njit
 def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
     """``y <- (y mod m) * w mod m``; ``k + f += y / m`` kept as whole part ``k`` and fraction ``f``
     (so the float error does not grow with ``k``), over 1-D slices. Two loops: with both
@@ -401,7 +401,7 @@ def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
         f[e] = s - whole
 
 
-@numba.njit(cache=True)
+@njit
 def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
     """Residues ``x[i, e]``, ``e < E`` (float64 integers below ``2**53`` in magnitude, congruent
     to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
@@ -426,7 +426,7 @@ def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
             k[e0 + e] = kk[e] + (f[e] >= 0.5)
 
 
-@numba.njit(cache=True)
+@njit
 def _carry(t, acc, top):  # pragma: no cover - compiled
     """``acc + t`` (float64 ``(L, c)``, exact integers) normalised into 16-bit limbs in ``acc``;
     what passes the top limb is added to ``top``. Limb-outer loops vectorise over entries."""
@@ -442,7 +442,7 @@ def _carry(t, acc, top):  # pragma: no cover - compiled
         top[e] += carry[e]
 
 
-@numba.njit(cache=True)
+@njit
 def _sub_limbs(acc, q, pl, top):  # pragma: no cover - compiled
     """``acc <- acc - q * pl`` in 16-bit limbs (float64), the final borrow added to ``top``.
     Each ``q * pl[j]`` is below ``2**53``: ``q < 2**37``, limbs below ``2**16``."""
@@ -458,7 +458,7 @@ def _sub_limbs(acc, q, pl, top):  # pragma: no cover - compiled
         top[e] += b[e]
 
 
-@numba.njit(cache=True)
+@njit
 def _reduce(acc, top, pl, ps):  # pragma: no cover - compiled
     """``V = top * 2**(16 L) + value(acc)``, with ``0 <= V < 2**37 p``, reduced modulo ``p``
     into ``acc`` (``top`` becomes 0); ``pl`` are the limbs of ``p`` (``L >= 3``) and ``ps`` is
@@ -484,7 +484,7 @@ def _reduce(acc, top, pl, ps):  # pragma: no cover - compiled
     top[:] = 0.0
 
 
-@numba.njit(cache=True)
+@njit
 def _negate(acc, top):  # pragma: no cover - compiled
     """Magnitudes of two's-complement values (``top`` is -1 for negatives, else 0)."""
     L, c = acc.shape
@@ -498,7 +498,7 @@ def _negate(acc, top):  # pragma: no cover - compiled
             acc[j, e] += ng * (v - 65536.0 * hi - acc[j, e])
 
 
-@numba.njit(cache=True)
+@njit
 def _limbs_to_int64(acc, neg, out):  # pragma: no cover - compiled
     """``out = (-1)**neg * value(acc[:4])`` for magnitudes below ``2**63``; without signs, the
     bits of values below ``2**64`` (read as uint64). Pairs of limbs are joined in float64

@@ -76,7 +76,10 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``modlin`` console script."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="modlin", description="Exact A @ B mod p on floating-point GEMMs.")
+    parser.add_argument("--version", action="version", version=f"modlin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_demo = sub.add_parser("demo", help="multiply random matrices mod several primes and check them")

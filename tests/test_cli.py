@@ -93,3 +93,16 @@ def test_bench_ozaki_tables():
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "numpy.matmul float64" in r.stdout and "zgemm" in r.stdout
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"modlin {modlin.__version__}"
+
+
+def test_one_version():
+    from importlib.metadata import version
+
+    assert version("modlin") == modlin.__version__  # pyproject reads it from the package

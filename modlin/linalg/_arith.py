@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numba
 import numpy as np
 
 from .. import _multiword
+from .._jit import njit
 from .._matmul import matmul
 from .._modular import _mulmod1
 from .._plan import MAX_MODULUS, Plan, plan
@@ -35,7 +35,7 @@ def is_wide(p: int) -> bool:
 
 # --------------------------------------------------------------------------- scalar kernels
 
-@numba.njit(cache=True)
+@njit
 def _mulmod_small(s, m, p, invp):  # pragma: no cover - compiled
     """``s * m mod p`` for uint64 ``0 <= s < p <= 2**63`` and ``0 <= m < 2**26``.
 
@@ -52,7 +52,7 @@ def _mulmod_small(s, m, p, invp):  # pragma: no cover - compiled
     return r
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def _mulmod_wide(a, b, p, pinv):  # pragma: no cover - compiled
     """``a * b mod p`` for ``0 <= a, b < p < 2**63``: ``b`` in three 25-bit limbs, Horner.
 
@@ -74,7 +74,7 @@ def _mulmod_wide(a, b, p, pinv):  # pragma: no cover - compiled
     return np.int64(r)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def mulmod(a, b, p, pinv, wide):  # pragma: no cover - compiled
     """``a * b mod p`` for residues ``a, b`` in ``[0, p)``, ``p < 2**63``."""
     if wide:
@@ -82,14 +82,14 @@ def mulmod(a, b, p, pinv, wide):  # pragma: no cover - compiled
     return _mulmod1(a, b, p, pinv)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(inline="always")
 def submul(c, a, b, p, pinv, wide):  # pragma: no cover - compiled
     """``(c - a*b) mod p`` for residues in ``[0, p)``."""
     t = c - mulmod(a, b, p, pinv, wide)
     return t + p * (t < 0)
 
 
-@numba.njit(cache=True)
+@njit
 def inverse(a, p):  # pragma: no cover - compiled
     """``a**-1 mod p`` for ``a`` in ``[1, p)`` coprime to ``p`` (extended Euclid; every
     intermediate is at most ``p`` in magnitude)."""
@@ -102,7 +102,7 @@ def inverse(a, p):  # pragma: no cover - compiled
     return s0 + p if s0 < 0 else s0
 
 
-@numba.njit(cache=True)
+@njit
 def _reduce_kernel(x, p, out):  # pragma: no cover - compiled
     """``out = x mod p`` in ``[0, p)``, dividing only the entries outside it (1-D)."""
     for i in range(x.shape[0]):
@@ -110,7 +110,7 @@ def _reduce_kernel(x, p, out):  # pragma: no cover - compiled
         out[i] = v if 0 <= v < p else v % p
 
 
-@numba.njit(cache=True)
+@njit
 def _sub_kernel(c, t, p):  # pragma: no cover - compiled
     """``c <- (c - t) mod p`` for residues in ``[0, p)``, row by row (``c`` may be a strided view)."""
     for i in range(c.shape[0]):
@@ -121,7 +121,7 @@ def _sub_kernel(c, t, p):  # pragma: no cover - compiled
             ci[j] = d + p * (d < 0)
 
 
-@numba.njit(cache=True)
+@njit
 def _parity_kernel(perm):  # pragma: no cover - compiled
     """``(n - number of cycles) mod 2`` of the permutation ``perm`` of ``range(n)``."""
     seen = np.zeros(perm.shape[0], dtype=np.bool_)

@@ -9,9 +9,9 @@ time.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from .._jit import njit
 from ._arith import inverse, is_wide, mulmod, submul
 
 __all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
@@ -19,7 +19,7 @@ __all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
 
 # --------------------------------------------------------------------------- PLUQ of a small block
 
-@numba.njit(cache=True)
+@njit
 def _eliminate(a, p, wide, pivot_rows, cols):  # pragma: no cover - compiled
     """Row-by-row elimination of the C-contiguous block ``a``, in place; returns the rank.
 
@@ -112,7 +112,7 @@ def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
 
 # --------------------------------------------------------------------------- triangular inverse
 
-@numba.njit(cache=True)
+@njit
 def _lower_inverse(t, p, wide, unit, x):  # pragma: no cover - compiled
     """``x = t**-1 mod p`` for the lower triangle of ``t`` (its diagonal taken as ones
     when ``unit``): row ``i`` of ``x`` is ``t[i,i]**-1 (e_i - sum_j<i t[i,j] x[j])``."""
