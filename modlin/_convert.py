@@ -10,7 +10,8 @@ import numpy as np
 from ._modular import balanced_lift_int64, balanced_lift_word
 from ._pyints import python_ints
 
-__all__ = ["field_of", "unwrap_fields", "residues_int64", "integers", "balanced_lift", "balanced_halves"]
+__all__ = ["field_of", "unwrap_fields", "float_integers", "residues_int64", "integers", "balanced_lift",
+           "balanced_halves"]
 
 
 def field_of(x) -> type | None:
@@ -65,10 +66,37 @@ def _native(x: np.ndarray) -> np.ndarray:
     return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
 
 
-def residues_int64(x, p: int, name: str) -> np.ndarray:
-    """``x`` as an int64 array congruent to it modulo ``p`` (not necessarily reduced).
+def _integral_floats(x: np.ndarray, name: str) -> np.ndarray:
+    """Float ``x`` widened to float64 (longdouble kept) after checking that every entry
+    is a finite integer; ValueError naming ``name`` otherwise."""
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} holds NaN or Inf; pass integer values")
+    wide = x.astype(np.longdouble if x.dtype == np.longdouble else np.float64, copy=False)
+    if not np.array_equal(wide, np.trunc(wide)):
+        raise ValueError(f"{name} holds non-integral floats; round them first (numpy.rint) or pass integers")
+    return wide
 
-    Never modifies ``x``; a copy is made only when the dtype or values need it.
+
+def float_integers(x: np.ndarray, name: str) -> np.ndarray:
+    """The exact integer values of a float array holding integers.
+
+    int64 when every entry is below ``2**63`` in magnitude (the cast is then
+    exact), otherwise an object array of Python ints (``int`` of a float is
+    exact at any magnitude). Raises ValueError for NaN, Inf or fractions.
+    """
+    wide = _integral_floats(x, name)
+    if not np.any(np.abs(wide) >= 2.0**63):
+        return wide.astype(np.int64)
+    out = np.empty(wide.shape, dtype=object)
+    out[...] = np.frompyfunc(int, 1, 1)(wide)
+    return out
+
+
+def residues_int64(x, p: int, name: str) -> np.ndarray:
+    """``x`` as an int64 array congruent to it modulo ``p < 2**63`` (not necessarily reduced).
+
+    Exact for every accepted dtype at every such ``p``, floats of any magnitude
+    included. Never modifies ``x``; a copy is made only when the dtype or values need it.
     """
     x = _native(np.asarray(x))
     kind = x.dtype.kind
@@ -79,15 +107,12 @@ def residues_int64(x, p: int, name: str) -> np.ndarray:
             return np.remainder(x, np.uint64(p)).astype(np.int64)
         return x.astype(np.int64)
     if kind == "f":
-        if not np.all(np.isfinite(x)):
-            raise ValueError(f"{name} holds NaN or Inf; matmul needs integer values")
-        wide = x.astype(np.longdouble if x.dtype == np.longdouble else np.float64, copy=False)
-        if not np.array_equal(wide, np.trunc(wide)):
-            raise ValueError(
-                f"{name} holds non-integral floats; round them first (numpy.rint) or pass integers"
-            )
-        # fmod is exact for floating-point operands, so no value is rounded here
-        return np.fmod(wide, wide.dtype.type(p)).astype(np.int64)
+        wide = _integral_floats(x, name)
+        if int(wide.dtype.type(p)) == p:
+            # fmod is exact for floating-point operands, so no value is rounded here
+            return np.fmod(wide, wide.dtype.type(p)).astype(np.int64)
+        # p itself has no exact float (p > 2**53 for float64): reduce the integers instead
+        return residues_int64(float_integers(x, name), p, name)
     if kind == "O":
         if x.size == 0:
             return x.astype(np.int64)
@@ -145,12 +170,7 @@ def balanced_lift(x, p: int, name: str) -> np.ndarray:
     """
     x = np.asarray(x)
     if x.dtype.kind == "f":
-        if not np.all(np.isfinite(x)):
-            raise ValueError(f"{name} holds NaN or Inf; matmul needs integer values")
-        if not np.array_equal(x, np.trunc(x)):
-            raise ValueError(f"{name} holds non-integral floats; round them first (numpy.rint) or pass integers")
-        # exact: every finite float is an integer here, and int() converts it exactly
-        x = np.frompyfunc(int, 1, 1)(x) if x.size else x.astype(np.int64)
+        x = float_integers(x, name)
     elif x.dtype.kind in "iubO":
         x = integers(x, name)
     else:
@@ -165,7 +185,7 @@ def balanced_lift(x, p: int, name: str) -> np.ndarray:
             return balanced_lift_int64(np.remainder(x, np.uint64(p)).astype(np.int64), p)  # uint64, p < 2**63
         # p = 2**64: the balanced residue of a 64-bit word is the word read as int64
         return x.astype(np.int64) if x.dtype == np.int64 else x.view(np.int64).copy()
-    r = x.astype(object) % p
-    if p <= 2**64:
-        return np.where(r > half, r - p, r).astype(np.int64)
-    return np.where(r > half, r - p, r)
+    r = np.empty(x.shape, dtype=object)  # an array even for 0-d x, whose % would give an int
+    r[...] = x.astype(object) % p
+    np.subtract(r, p, out=r, where=r > half)
+    return r.astype(np.int64) if p <= 2**64 else r

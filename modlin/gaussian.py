@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _rns
 from ._backend import cpu_only, namespace
-from ._convert import integers, residues_int64
+from ._convert import float_integers, integers, residues_int64
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_split, twom_words
@@ -612,11 +612,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
     parts = []
     for X, name in ((A, "A"), (B, "B")):
-        re, im = _parts(X, name)
-        for part in (re, im):
-            if part.dtype.kind == "f" and (not np.all(np.isfinite(part)) or not np.array_equal(part, np.trunc(part))):
-                raise ValueError(f"{name}: parts must be finite integers")
-        re, im = (np.frompyfunc(int, 1, 1)(x) if x.dtype.kind == "f" and x.size else x for x in (re, im))
+        re, im = (float_integers(x, name) if x.dtype.kind == "f" else x for x in _parts(X, name))
         parts.append((integers(re, name), integers(im, name)))
     (ar, ai), (br, bi) = parts
     (mm, k, n), full, shape = _matmul_shapes(ar.shape, br.shape)

@@ -526,3 +526,59 @@ def test_plan_argument_type():
         modlin.matmul(A23, B34, 7, plan="fp64")
     with pytest.raises(TypeError, match="plan must be a modlin.Plan"):
         modlin.matmul(A23, B34, 7, plan=dataclasses.asdict(modlin.plan(7, 2, 3, 4)))
+
+
+# ------------------------------------------- one conversion for every function: regressions
+
+WIDE_PRIMES = [2**53 - 111, 2**61 - 1, 2**62 - 57, 2**63 - 25]
+
+
+@pytest.mark.parametrize("p", [7, 2**52 - 47] + WIDE_PRIMES + [2**64 - 59, 2**127 - 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.longdouble])
+def test_float_residues_are_exact_at_every_modulus(p, dtype):
+    """Floats >= 2**53 (and ones whose magnitude passes 2**63) reduce exactly, though
+    float(p) rounds above 2**53: ``residues_int64`` and ``balanced_lift`` agree with ints."""
+    from modlin._convert import balanced_lift, float_integers, residues_int64
+
+    x = np.array([[2.0**62, -(2.0**62), 2.0**100, -(2.0**70), 2.0**53 + 2, 3.0], [-1.0, 0.0, -0.0, 1.0, 5.0, 2.0**63]],
+                 dtype=dtype)
+    ints = [int(v) for v in x.ravel().tolist()]
+    assert float_integers(x, "A").ravel().tolist() == ints
+    assert [int(v) % p for v in balanced_lift(x, p, "A").ravel()] == [v % p for v in ints]
+    if p < 2**63:
+        assert [int(v) % p for v in residues_int64(x, p, "A").ravel()] == [v % p for v in ints]
+
+
+@pytest.mark.parametrize("p", WIDE_PRIMES)
+def test_linalg_float_inputs_above_2_53(p):
+    """The reproducer: 2**62 mod 2**61 - 1 is 2, not 0."""
+    A = np.array([[2.0**62]])
+    want = 2**62 % p
+    assert modlin.linalg.rank(A, p) == 1
+    assert int(modlin.linalg.det(A, p)) == want
+    assert int(modlin.linalg.inv(A, p)[0, 0]) * want % p == 1
+    assert int(modlin.linalg.solve(A, np.array([[2.0**62]]), p)[0, 0]) == 1
+    assert int(modlin.linalg.trsm(A.astype(np.float32), np.array([[float(want)]]), p)[0, 0]) == 1
+
+
+@pytest.mark.parametrize("p", [7, 2**61 - 1, 2**64 - 59, 2**127 - 1])
+@pytest.mark.parametrize("fn", ["rank", "det", "inv", "pluq", "rref", "nullspace"])
+def test_linalg_shape_checked_before_conversion(fn, p):
+    with pytest.raises(ValueError, match="2-D matrix"):
+        getattr(modlin.linalg, fn)(np.int64(5), p)
+    with pytest.raises(ValueError, match="2-D matrix"):
+        getattr(modlin.linalg, fn)(np.array(2**100, dtype=object), p)
+
+
+def test_balanced_lift_of_a_scalar_above_2_64():
+    from modlin._convert import balanced_lift
+
+    p = 2**127 - 1
+    assert balanced_lift(np.int64(5), p, "A").tolist() == 5
+    assert balanced_lift(np.array(p - 1, dtype=object), p, "A").tolist() == -1
+
+
+def test_gaussian_intmul_empty_float_operands():
+    for A, B in ((np.ones((2, 0), complex), np.ones((0, 3), complex)), (np.ones((2, 0)), np.ones((0, 3)))):
+        re, im = modlin.gaussian.intmul(A, B)
+        assert re.shape == im.shape == (2, 3) and not re.any() and not im.any()

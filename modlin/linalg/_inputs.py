@@ -42,31 +42,38 @@ def working(x, p: int, name: str) -> np.ndarray:
     return out
 
 
-def prepare(p, *arrays, names: tuple[str, ...], prime_for: str | None):
-    """``(p, field, working copies)`` of the inputs of a public function.
+def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,
+            shapes: tuple[str | None, ...] = ()):
+    """``(p, field, working copies)`` of the inputs of the public function ``fn``.
 
-    ``prime_for`` names the function when it needs a field (then ``p`` must be
-    prime); FieldArrays of GF(p) are prime fields already.
+    With ``prime`` the modulus must be prime (FieldArrays of GF(p) are prime
+    fields already). ``shapes`` says, operand by operand, whether it must be a
+    ``"matrix"`` (2-D) or a ``"square"`` one (None: no requirement); shapes are
+    checked before any entry is converted, so a bad shape is reported as such
+    whatever the modulus.
     """
-    cpu_only(f"modlin.linalg.{prime_for or 'trsm'}", *arrays)
+    cpu_only(f"modlin.linalg.{fn}", *arrays)
     p, field, plain = unwrap_fields(p, *arrays)
     p = _check_modulus(p)
-    if prime_for is not None and field is None:
-        require_prime(p, prime_for)
+    for x, name, form in zip(plain, names, shapes):
+        if form is not None:
+            (square if form == "square" else matrix)(np.shape(x), fn, name)
+    if prime and field is None:
+        require_prime(p, fn)
     return p, field, [working(x, p, name) for x, name in zip(plain, names)]
 
 
-def matrix(x: np.ndarray, fn: str, name: str = "A") -> None:
-    """ValueError unless ``x`` is 2-D."""
-    if x.ndim != 2:
-        raise ValueError(f"{fn}: {name} must be a 2-D matrix, got an array of shape {x.shape}")
+def matrix(shape: tuple[int, ...], fn: str, name: str = "A") -> None:
+    """ValueError unless ``shape`` is that of a 2-D matrix."""
+    if len(shape) != 2:
+        raise ValueError(f"{fn}: {name} must be a 2-D matrix, got an array of shape {shape}")
 
 
-def square(x: np.ndarray, fn: str, name: str = "A") -> None:
-    """ValueError unless ``x`` is a square matrix."""
-    matrix(x, fn, name)
-    if x.shape[0] != x.shape[1]:
-        raise ValueError(f"{fn}: {name} must be square, got shape {x.shape}")
+def square(shape: tuple[int, ...], fn: str, name: str = "A") -> None:
+    """ValueError unless ``shape`` is that of a square matrix."""
+    matrix(shape, fn, name)
+    if shape[0] != shape[1]:
+        raise ValueError(f"{fn}: {name} must be square, got shape {shape}")
 
 
 def check_unit_diagonal(t: np.ndarray, p: int) -> None:

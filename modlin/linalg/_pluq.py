@@ -17,7 +17,7 @@ import numpy as np
 from ..typing import ArrayLike
 from ._arith import mulsub, parity
 from ._elimination import pluq_base
-from ._inputs import as_field, matrix, prepare, square
+from ._inputs import as_field, prepare
 from ._triangular import solve_triangular_inplace
 
 __all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "is_identity", "THRESHOLD"]
@@ -226,8 +226,7 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
     >>> bool(np.array_equal(A[P][:, Q] % 7, (L @ U) % 7))
     True
     """
-    p, field, (W,) = prepare(p, A, names=("A",), prime_for="pluq")
-    matrix(W, "pluq")
+    p, field, (W,) = prepare(p, A, names=("A",), fn="pluq", shapes=("matrix",))
     P, Q, r = pluq_inplace(W, p)
     L, U = _factors(W, r)
     return PLUQ(P, as_field(L, field), as_field(U, field), Q, r)
@@ -267,8 +266,7 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     >>> linalg.rank([[1, 2], [3, 4]], 2)  # det = -2 = 0 mod 2
     1
     """
-    p, _, (W,) = prepare(p, A, names=("A",), prime_for="rank")
-    matrix(W, "rank")
+    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",))
     return pluq_inplace(W, p)[2]
 
 
@@ -309,8 +307,7 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     >>> linalg.det([[1, 2], [2, 4]], 7)
     0
     """
-    p, field, (W,) = prepare(p, A, names=("A",), prime_for="det")
-    square(W, "det")
+    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",))
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
     d = 0

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..typing import ArrayLike
 from ._arith import mulsub, negate
-from ._inputs import as_field, matrix, prepare, square
+from ._inputs import as_field, prepare
 from ._pluq import is_identity, pluq_inplace
 from ._triangular import invert_triangular, solve_triangular_inplace
 
@@ -62,8 +62,7 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     array([[1, 0],
            [0, 1]])
     """
-    p, field, (W,) = prepare(p, A, names=("A",), prime_for="inv")
-    square(W, "inv")
+    p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",))
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
     if r < n:
@@ -132,8 +131,7 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     ...
     ValueError: solve: A @ X = B has no solution modulo 11: column 0 of B is not in the column space of A (rank 1)
     """
-    p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), prime_for="solve")
-    matrix(W, "solve")
+    p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",))
     m, n = W.shape
     vector = Bw.ndim == 1
     if vector:
@@ -214,8 +212,7 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     >>> linalg.nullspace(A, 7, left=True)
     array([[5, 1]])
     """
-    p, field, (W,) = prepare(p, A, names=("A",), prime_for="nullspace")
-    matrix(W, "nullspace")
+    p, field, (W,) = prepare(p, A, names=("A",), fn="nullspace", shapes=("matrix",))
     m, n = W.shape
     P, Q, r = pluq_inplace(W, p)
     if left:
@@ -283,8 +280,7 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     >>> pivots
     array([1, 3])
     """
-    p, field, (W,) = prepare(p, A, names=("A",), prime_for="rref")
-    matrix(W, "rref")
+    p, field, (W,) = prepare(p, A, names=("A",), fn="rref", shapes=("matrix",))
     m, n = W.shape
     _, Q, r = pluq_inplace(W, p)
     X = np.array(W[:r, r:])

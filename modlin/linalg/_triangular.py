@@ -17,7 +17,7 @@ import numpy as np
 from ..typing import ArrayLike
 from ._arith import mul, mulsub, negate
 from ._elimination import triangular_inverse
-from ._inputs import as_field, check_unit_diagonal, prepare, square
+from ._inputs import as_field, check_unit_diagonal, prepare
 
 __all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "THRESHOLD"]
 
@@ -162,8 +162,7 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    p, field, (t, b) = prepare(p, T, B, names=("T", "B"), prime_for=None)
-    square(t, "trsm", "T")
+    p, field, (t, b) = prepare(p, T, B, names=("T", "B"), fn="trsm", prime=False, shapes=("square",))
     k = t.shape[0]
     vector = b.ndim == 1 and side == "left"
     if vector:
