@@ -558,3 +558,65 @@ def test_check_refuses_int8_plans_whose_words_do_not_fit():
     except ValueError:
         return  # refused: fine
     assert_exact(modlin.matmul(A, B, p, plan=pl), A, B, p)  # or else it must be exact
+
+
+# ---------------------------------------------------------------- the guide's limit tables
+
+GUIDE = __import__("pathlib").Path(__file__).parent.parent / "docs" / "guide" / "matmul.rst"
+
+
+def _guide_rows():
+    """``(engine, (u, v), largest p with lambda >= 1, largest p with lambda >= 2048)`` per row
+    of the two limit tables in docs/guide/matmul.rst."""
+    import re
+
+    rows, engine = [], None
+    for line in GUIDE.read_text().splitlines():
+        head = re.match(r"\*\*(fp64|fp32) engine\*\*", line)
+        if head:
+            engine = head.group(1)
+        row = re.match(r"\((\d),(\d)\)\s+\d+\s+(\d+)\s+\S+\s+(\d+)\s+\S+\s*$", line)
+        if row and engine:
+            rows.append((engine, (int(row.group(1)), int(row.group(2))), int(row.group(3)), int(row.group(4))))
+    return rows
+
+
+def _admits(p: int, engine: str, words, lam: int) -> bool:
+    try:
+        return modlin.plan(p, 1, 1, 1, engine=engine, words=words).block >= lam
+    except ValueError:
+        return False
+
+
+def test_guide_tables_were_found():
+    rows = _guide_rows()
+    assert {e for e, *_ in rows} == {"fp64", "fp32"} and len(rows) == 14
+
+
+@pytest.mark.parametrize("engine, words, largest, largest_2048", _guide_rows(),
+                         ids=lambda v: str(v).replace(" ", ""))
+def test_guide_limits_are_the_planners(engine, words, largest, largest_2048):
+    """Each entry is sharp: admitted, and the next modulus is not (or is past the engine's
+    cap). Admission is monotone in p (every bound grows with p // 2), so a sharp step is
+    the only one; the windows below check that too, near each boundary."""
+    cap = min(ENGINES[engine].max_modulus, modlin.MAX_MODULUS - 1)
+    for value, lam in ((largest, 1), (largest_2048, 2048)):
+        assert all(_admits(q, engine, words, lam) for q in range(value - 40, value + 1))
+        assert value == cap or not any(_admits(q, engine, words, lam) for q in range(value + 1, value + 41))
+        v, u = words  # the transposed shape admits the same moduli
+        assert _admits(value, engine, (v, u), lam) and (value == cap or not _admits(value + 1, engine, (v, u), lam))
+
+
+@pytest.mark.parametrize("p, words", [(2**23, (2, 2)), (2**23, (2, 3)), (2**23, (3, 3)), (2**23 - 1, (2, 2)),
+                                      (1458889, (1, 4)), (1458888, (1, 4)), (8191, (1, 1))])
+def test_fp32_at_its_largest_moduli_is_exact(p, words, rng):
+    """Products at the largest moduli the fp32 engine admits, with the worst-case entries
+    (all p - 1 and balanced extremes) and k past one and several blocks."""
+    pl = modlin.plan(p, 4, 64, 4, engine="fp32", words=words)
+    for k in sorted({1, pl.block, pl.block + 1, 3 * pl.block + 2}):
+        for A, B in ((np.full((3, k), p - 1), np.full((k, 2), p - 1)),
+                     (np.full((3, k), p // 2), np.full((k, 2), -(p // 2))),
+                     (rng.integers(0, p, (3, k)), rng.integers(0, p, (k, 2)))):
+            for variant in ("horner", "concat-b") if words[1] > 1 else ("horner",):
+                plk = modlin.plan(p, 3, k, 2, engine="fp32", words=words, variant=variant)
+                assert_exact(modlin.matmul(A, B, p, plan=plk), A, B, p)
