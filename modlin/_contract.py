@@ -30,7 +30,7 @@ def is_exact(k: int, a_max: int, b_max: int, c_max: int, L: int) -> bool:
 def max_block(a_max: int, b_max: int, c_max: int, L: int) -> int:
     """The largest ``k`` with ``is_exact(k, a_max, b_max, c_max, L)``; 0 if none.
 
-    This is the delayed-reduction block size lambda of seed 001 (Alg 2.3).
+    This is the delayed-reduction block size lambda of arXiv 2601.07508 (Alg 2.3).
     """
     _check_ints(a_max, b_max, c_max, L)
     if c_max > L:

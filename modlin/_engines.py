@@ -88,7 +88,7 @@ class Engine:
 
 
 ENGINES: dict[str, Engine] = {
-    # The floating-point reduction (seed 001, Alg 2.1) needs p < 2**52.
+    # The floating-point reduction (arXiv 2601.07508, Alg 2.1) needs p < 2**52.
     "fp64": Engine("fp64", np.dtype(np.float64), np.dtype(np.float64), 2**53, 1.0, 2**52 - 1),
     # SGEMM runs at about twice the DGEMM rate on the CPUs we measured. The cap
     # 2**23 is not a bound of the proof: reductions run in float64 and the contract

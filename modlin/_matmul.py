@@ -65,7 +65,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     Notes
     -----
     The product is computed with floating-point GEMMs on small integer words
-    (seed 001): ``A`` and ``B`` are reduced into the balanced range
+    (arXiv 2601.07508): ``A`` and ``B`` are reduced into the balanced range
     ``[-p//2, p//2]``, split into words when ``p`` is large, and multiplied in
     blocks small enough that no partial sum exceeds ``2**53`` (``2**24`` for
     the fp32 engine). Beyond ``2**52`` (or where the cost model prefers it),

@@ -40,7 +40,7 @@ class Reduction:
 
     The kernel computes ``c = rint(fl(y * q))`` with ``q = fl(1/p)`` and
     ``r = (y - c*p_hi) - c*p_lo`` where ``p = p_hi + p_lo`` and ``p_hi`` is a
-    multiple of ``2**z`` (Alg 2.1 of seed 001, with ``p`` split so that ``c*p``
+    multiple of ``2**z`` (Alg 2.1 of arXiv 2601.07508, with ``p`` split so that ``c*p``
     stays exact when ``y`` is far above ``2**t``, as in modular scaling).
 
     Bounds, for precision ``t`` (unit roundoff ``u = 2**-t``): ``fl(y*q)`` is
@@ -479,7 +479,7 @@ def step(
     """In place: ``x <- scaled(2**scale_exp * reduce(x + t))``, each part optional.
 
     Multiplying by a power of two is exact in floating point, so the modular
-    scaling of seed 001 (Alg 2.2) needs only the split reduction ``scaled``.
+    scaling of arXiv 2601.07508 (Alg 2.2) needs only the split reduction ``scaled``.
     """
     q1 = reduce.constants() if reduce is not None else _NO_REDUCTION
     q2 = scaled.constants() if scaled is not None else _NO_REDUCTION

@@ -1,4 +1,4 @@
-"""Multiword (u,v)-products modulo p (seed 001, Alg 3.1-3.3), run from a Plan's schedule."""
+"""Multiword (u,v)-products modulo p (arXiv 2601.07508, Alg 3.1-3.3), run from a Plan's schedule."""
 
 from __future__ import annotations
 

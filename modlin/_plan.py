@@ -47,7 +47,7 @@ class Plan:
     ``A`` is written as ``u`` balanced words in base ``2**a_shift`` and ``B`` as
     ``v`` words in base ``2**b_shift``; ``C = sum 2**(a_shift*i + b_shift*j) A_i B_j``
     is accumulated by GEMMs on the ``engine`` whose inner dimension between two
-    reductions never exceeds ``block`` (the lambda of seed 001).
+    reductions never exceeds ``block`` (the lambda of arXiv 2601.07508).
 
     Attributes
     ----------
@@ -246,9 +246,9 @@ class Plan:
 
 
 _VARIANT_TEXT = {
-    "horner": "in-place products (Alg 3.2): word pairs grouped by power of two, accumulator scaled between groups",
-    "concat-b": "concatenated words of B (Alg 3.3): one GEMM A_i [B_0 ... B_v-1] per word of A",
-    "concat-a": "concatenated words of A (Alg 3.3): one GEMM [A_0; ...; A_u-1] B_j per word of B",
+    "horner": "in-place products (arXiv 2601.07508, Alg 3.2): word pairs grouped by power of two, accumulator scaled between groups",
+    "concat-b": "concatenated words of B (arXiv 2601.07508, Alg 3.3): one GEMM A_i [B_0 ... B_v-1] per word of A",
+    "concat-a": "concatenated words of A (arXiv 2601.07508, Alg 3.3): one GEMM [A_0; ...; A_u-1] B_j per word of B",
 }
 
 

@@ -55,7 +55,9 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
     rng = np.random.default_rng(seed)
     x = rng.random((n, n))
     y = rng.random((n, n))
-    print(f"modlin demo: A @ B mod p for random {n}x{n} matrices, checked against Python integers", file=out)
+    check = min(check, n)
+    print(f"modlin demo: A @ B mod p for random {n}x{n} matrices; 'check' compares the top-left "
+          f"{check}x{check} block of each product with exact Python integers", file=out)
     print(f"{'p':>39} {'bits':>4} {'plan':<42} {'modlin':>9} {'dgemm':>9} {'ratio':>6} {'check':>6}", file=out)
     failures = 0
     for p in DEMO_PRIMES:
@@ -74,22 +76,25 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
     return failures
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``modlin`` console script."""
+def parser() -> argparse.ArgumentParser:
+    """The ``modlin`` command's argument parser (docs/reference.rst describes every option)."""
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="modlin", description="Exact A @ B mod p on floating-point GEMMs.")
-    parser.add_argument("--version", action="version", version=f"modlin {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    ap = argparse.ArgumentParser(prog="modlin", description="Exact A @ B mod p on floating-point GEMMs.")
+    ap.add_argument("--version", action="version", version=f"modlin {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
 
     p_demo = sub.add_parser("demo", help="multiply random matrices mod several primes and check them")
     p_demo.add_argument("-n", type=int, default=512, help="matrix size (default 512)")
 
     p_plan = sub.add_parser("plan", help="print the plan for a product and why it was chosen")
     p_plan.add_argument("p", type=int, help="modulus")
-    p_plan.add_argument("--shape", type=int, nargs=3, metavar=("M", "K", "N"), default=(1024, 1024, 1024))
-    p_plan.add_argument("--engine", choices=["fp64", "fp32", "int8"], default=None)
-    p_plan.add_argument("--algorithm", choices=["auto", "multiword", "rns"], default="auto")
+    p_plan.add_argument("--shape", type=int, nargs=3, metavar=("M", "K", "N"), default=(1024, 1024, 1024),
+                        help="an M x K by K x N product (default 1024 1024 1024)")
+    p_plan.add_argument("--engine", choices=["fp64", "fp32", "int8"], default=None,
+                        help="restrict the plan to one GEMM engine (default: the planner weighs fp64 and fp32)")
+    p_plan.add_argument("--algorithm", choices=["auto", "multiword", "rns"], default="auto",
+                        help="restrict the plan to one algorithm (default auto: the cheaper exact one)")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
@@ -100,17 +105,22 @@ def main(argv: list[str] | None = None) -> int:
                               "solve against one modlin.matmul, flint and galois; ozaki: emulated dgemm/zgemm "
                               "against numpy.matmul (about 10 minutes at 1024 and 2048); ozaki-accuracy: their "
                               "error against an exact oracle per moduli count; all (default): the first four")
-    p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+    p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048],
+                         help="square matrix sizes n (default 1024 2048)")
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
                          help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
                               "and of the linalg table (default 20 31 50)")
-    p_bench.add_argument("--repeats", type=int, default=3)
+    p_bench.add_argument("--repeats", type=int, default=3, help="timed runs per figure; medians are shown (default 3)")
     p_bench.add_argument("--galois-timeout", type=float, default=60.0,
                          help="seconds after which a galois run is abandoned (default 60)")
     p_bench.add_argument("--no-flint", action="store_true", help="skip python-flint")
     p_bench.add_argument("--no-galois", action="store_true", help="skip galois")
+    return ap
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``modlin`` console script."""
+    args = parser().parse_args(argv)
     try:
         if args.command == "demo":
             return 1 if demo(args.n) else 0

@@ -1,5 +1,5 @@
 """Gaussian-integer matrix products: complex products mod m with 2M, 3M or 4M, exact
-products over Z[i], and HERK / SYRK / HER2K / SYR2K with the corollaries of seed 000.
+products over Z[i], and HERK / SYRK / HER2K / SYR2K with the corollaries of Caday, arXiv 2609.05419.
 
 **2M.** When every prime factor of an odd ``m`` is ``1 (mod 4)`` there is ``s``
 with ``s**2 = -1 (mod m)``, and the maps ``a + ib -> a +- s b`` are ring
@@ -347,7 +347,7 @@ def _hermitian_from(X: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarr
 
 
 def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-    """``A @ A^H mod m`` with one real GEMM (seed 000, HERK corollary).
+    """``A @ A^H mod m`` with one real GEMM (Caday, arXiv 2609.05419, HERK corollary).
 
     With ``X = A+ (A-)^T`` (a full, unmasked GEMM), ``phi+(C) = X`` and
     ``phi-(C) = X^T``, so ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)``: the

@@ -10,7 +10,7 @@ once to double and unscaled. The only error is the rounding of the inputs to
 ``A'`` and ``B'``, so the accuracy is set by the moduli's product ``M``
 (about ``M**-0.5`` relative to ``|A| |B|``), not by the GEMM.
 
-Complex products use 2M (seed 000): modulo ``m`` with ``s**2 = -1 (mod m)``,
+Complex products use 2M (Caday, arXiv 2609.05419): modulo ``m`` with ``s**2 = -1 (mod m)``,
 ``(A_r + s A_i)(B_r + s B_i)`` and ``(A_r - s A_i)(B_r - s B_i)`` give the real
 and imaginary parts with two real GEMMs instead of three (3M) or four (4M).
 The choice among 2M, 3M and 4M changes the speed, never the result.
@@ -670,7 +670,7 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
     Rows of ``A`` are scaled alike on both sides, so the result is exactly
     symmetric. The halves of ``A``'s columns form a complex matrix
     ``Z = A_1 + i A_2`` with ``A A^T = Re(Z Z^H)``; modulo each 2M modulus that
-    is one real GEMM of ``n x k/2`` by ``k/2 x n`` (seed 000's SYRK corollary).
+    is one real GEMM of ``n x k/2`` by ``k/2 x n`` (the SYRK corollary of Caday, arXiv 2609.05419).
     Moduli without a square root of -1 take the plain ``A' A'^T``.
 
     Parameters
@@ -706,8 +706,8 @@ def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine
 
     Modulo ``q`` with ``s**2 = -1``, ``X = (A_r + s A_i)(A_r - s A_i)^T`` is
     ``C_r + s C_i``; since ``C_r`` is symmetric and ``C_i`` antisymmetric,
-    ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)`` (seed 000's HERK
-    corollary). The result is exactly Hermitian, with a real diagonal.
+    ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)`` (the HERK corollary
+    of Caday, arXiv 2609.05419). The result is exactly Hermitian, with a real diagonal.
 
     Parameters
     ----------

@@ -106,3 +106,29 @@ def test_one_version():
     from importlib.metadata import version
 
     assert version("modlin") == modlin.__version__  # pyproject reads it from the package
+
+
+def _subcommands():
+    ap = cli.parser()
+    sub = next(a for a in ap._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    return sub.choices
+
+
+def test_every_option_has_help():
+    for name, sp in _subcommands().items():
+        for action in sp._actions:
+            assert action.help, f"modlin {name} {action.option_strings or action.dest} has no help text"
+
+
+def test_reference_describes_the_cli():
+    """docs/reference.rst names every subcommand and, for bench, every --table choice."""
+    import pathlib
+
+    ref = (pathlib.Path(__file__).parent.parent / "docs" / "reference.rst").read_text()
+    subs = _subcommands()
+    for name in subs:
+        assert f"``modlin {name}" in ref, f"docs/reference.rst does not describe 'modlin {name}'"
+    table = next(a for a in subs["bench"]._actions if "--table" in a.option_strings)
+    assert f"[--table {{{','.join(table.choices)}}}]" in ref
+    for choice in table.choices:
+        assert f"**{choice}**" in ref or choice == "all", f"the {choice} table is not described"
