@@ -11,10 +11,11 @@ integer ones.
 from . import gaussian, linalg, ozaki
 from ._engines import ENGINES
 from ._intmul import intmul
+from ._limits import limits
 from ._matmul import matmul
 from ._plan import MAX_MODULUS, Plan, plan
 from ._rnsplan import RNSPlan
 
 __version__ = "0.2.0.dev0"
 
-__all__ = ["matmul", "intmul", "plan", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "linalg", "ozaki", "__version__"]
+__all__ = ["matmul", "intmul", "plan", "limits", "Plan", "RNSPlan", "MAX_MODULUS", "ENGINES", "gaussian", "linalg", "ozaki", "__version__"]

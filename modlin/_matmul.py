@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _multiword, _rns
 from ._backend import namespace
 from ._convert import balanced_halves, residues_int64, unwrap_fields
+from ._modular import add_into
 from ._plan import Plan, _check_modulus, plan as make_plan
 from ._rnsplan import RNSPlan
 from .typing import ArrayLike
@@ -108,18 +111,10 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     direct = out is not None and field is None and _usable_out(out, shape, dtype)
     if out is not None and not direct:
         _check_out(out, shape, field, dtype)
-    if isinstance(plan, Plan):
-        result = out if direct else np.empty(full, dtype=np.int64)
-        target = result.reshape(full) if direct else result
-        if target.size:
-            _multiword.multiply(plan, _as_matrix(residues_int64(A, p, "A"), 0),
-                                _as_matrix(residues_int64(B, p, "B"), 1), target)
-    else:
-        a = balanced_halves(_as_matrix(np.asarray(A), 0), p, "A")
-        b = balanced_halves(_as_matrix(np.asarray(B), 1), p, "B")
-        result = _rns.multiply(plan, a, b) if np.prod(full) else np.zeros(full, dtype=dtype)
-        if direct:
-            out.reshape(full)[...] = result
+    result = out.reshape(full) if direct else np.empty(full, dtype=dtype)
+    if result.size:
+        _product(plan, _as_matrix(np.asarray(A), 0), _as_matrix(np.asarray(B), 1), p, result)
+    result = out if direct else result
     if direct:
         return out
     result = result.reshape(shape)
@@ -129,6 +124,45 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if field is not None:
         return field(result)
     return result[()] if result.ndim == 0 else result
+
+
+def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result: np.ndarray) -> None:
+    """``result[...] = a @ b mod p`` (2-D or stacked operands, any accepted dtype), tile by
+    tile within the memory budget of :func:`modlin.limits` (:meth:`Plan.tiling`).
+
+    A stack is tiled as a whole, or matrix by matrix when even its smallest tiles would
+    not fit together. Each tile's operands are converted as its product needs them
+    (int64 residues, or the pieces of balanced residues), so no whole-operand copy is
+    made; partial products over k-panels are added modulo ``p``.
+    """
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    stack = result.shape[:-2]
+    try:
+        tiling = plan.tiling((m, k, n), batch=math.prod(stack))
+        items = [((), a, b)]
+    except ValueError:
+        if not stack:
+            raise
+        tiling = plan.tiling((m, k, n))  # one matrix of the stack at a time, or the budget's error
+        a, b = np.broadcast_to(a, stack + a.shape[-2:]), np.broadcast_to(b, stack + b.shape[-2:])
+        items = ((idx, a[idx], b[idx]) for idx in np.ndindex(stack))
+    multiword = isinstance(plan, Plan)
+    for idx, x, y in items:
+        dst = result[idx]
+        for rows, inner, cols in tiling.blocks():
+            xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
+            first = inner.start == 0
+            if multiword:
+                part = tile if first else np.empty(tile.shape, dtype=np.int64)
+                _multiword.multiply(plan, np.ascontiguousarray(residues_int64(xt, p, "A")),
+                                    np.ascontiguousarray(residues_int64(yt, p, "B")), part)
+            else:
+                part = _rns.multiply(plan, balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B"),
+                                     memory=tiling.budget - 8 * tile.size)
+                if first:
+                    tile[...] = part
+            if not first:
+                add_into(tile, part, p)
 
 
 def _gpu_residues(x, p: int, name: str):

@@ -22,7 +22,7 @@ from ._backend import is_cupy
 from ._jit import njit
 
 __all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine",
-           "word_bounds", "step", "finalize"]
+           "word_bounds", "step", "finalize", "add_into"]
 
 
 #: Precision of the kernels' arithmetic: they compute in float64 whatever the
@@ -437,6 +437,20 @@ def _finalize(x, t, add, q, hi, lo, p, out):  # pragma: no cover - compiled
 
 
 # --------------------------------------------------------------------------- wrappers
+
+def add_into(x: np.ndarray, y: np.ndarray, p: int) -> None:
+    """In place: ``x <- (x + y) mod p`` for residues in ``[0, p)`` (``y`` is consumed).
+
+    int64 for ``p <= 2**63`` without overflow (``x - (p - y)`` lies in ``[-p, p)``);
+    object arrays of Python ints above.
+    """
+    if x.dtype == object:
+        x[...] = (x + y) % p
+        return
+    np.subtract(y, p, out=y)
+    x += y
+    np.add(x, p, out=x, where=x < 0)
+
 
 def _slices(*arrays: np.ndarray | None):
     """Matching 2-D slices of arrays of one shape (``None`` passes through as the first).

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Iterator, Literal
 
 from . import _contract
 from ._engines import ENGINES, engines_on, get_engine, relative_cost
+from ._limits import current as current_limits
 from ._modular import Reduction, word_bounds
+from ._tiles import Tiling, choose as choose_tiles
 
 if TYPE_CHECKING:
     from ._rnsplan import RNSPlan
@@ -220,6 +222,30 @@ class Plan:
         m, k, n = self.shape if shape is None else shape
         return self.cost((m, k, n)) / max(_gemm_cost(m, k, n), 1.0)
 
+    def workspace(self, shape: tuple[int, int, int] | None = None) -> int:
+        """Bytes the product allocates beyond its operands and result, for ``shape``
+        (default: its own); an upper bound, the tile scheduler's model.
+
+        The int64 residues of both operands (copies: tiles are views), the words,
+        and the accumulators: for Horner ``C`` (when it cannot live in the output)
+        and the workspace ``T`` (whenever more than one GEMM runs); for
+        concatenation the concatenated words, their product ``Tcat`` and ``C``.
+        """
+        m, k, n = self.shape if shape is None else shape
+        eng = get_engine(self.engine)
+        w, acc = eng.dtype.itemsize, eng.acc_dtype.itemsize
+        total = 8 * (m * k + k * n) + w * (self.u * m * k + self.v * k * n)
+        if self.variant == "horner":
+            return total + acc * m * n * (1 + (self.u * self.v > 1 or k > self.block))
+        cat, other = (self.v, n) if self.variant == "concat-b" else (self.u, m)
+        return total + w * cat * k * other + acc * m * n * (cat + 1)
+
+    def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
+               budget: int | None = None) -> Tiling:
+        """How the product of ``shape`` (default: the plan's; ``batch`` matrices at once)
+        is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`')."""
+        return _tiling(self, self.shape if shape is None else shape, batch, budget)
+
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""
         eng = get_engine(self.engine)
@@ -238,6 +264,7 @@ class Plan:
             f"  schedule  : {self.gemm_count()} GEMM call(s), "
             f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
             f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
+            f"  tiles     : {self.tiling().describe()}",
         ]
         if self.scale_steps:
             lines.insert(5, f"  scaling   : accumulator multiplied by 2**g, g in {list(self.scale_steps)}, "
@@ -250,6 +277,26 @@ _VARIANT_TEXT = {
     "concat-b": "concatenated words of B (arXiv 2601.07508, Alg 3.3): one GEMM A_i [B_0 ... B_v-1] per word of A",
     "concat-a": "concatenated words of A (arXiv 2601.07508, Alg 3.3): one GEMM [A_0; ...; A_u-1] B_j per word of B",
 }
+
+
+def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None) -> Tiling:
+    """:meth:`Plan.tiling` and :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`: the output
+    of a tile is a view of the result, except the partial products of k-panels (and every
+    RNS tile), which are written apart and then added into it."""
+    budget = current_limits().memory if budget is None else budget
+
+    def memory(mt, kt, nt):
+        apart = 8 * mt * nt if kt < shape[1] or not isinstance(pl, Plan) else 0
+        return batch * (pl.workspace((mt, kt, nt)) + apart)
+
+    tiling = choose_tiles(shape, memory, budget, lambda mt, kt, nt: batch * pl.cost((mt, kt, nt)))
+    if isinstance(pl, Plan):
+        return tiling
+    # an RNS product takes residues of as many moduli at once as the budget allows
+    mt, kt, nt = tiling.tile
+    group = pl.group(batch * mt * kt, batch * kt * nt, batch * mt * nt, kt, budget - batch * 8 * mt * nt)
+    return replace(tiling, peak=memory(mt, kt, nt) + batch * (pl.workspace(tiling.tile, group=group)
+                                                              - pl.workspace(tiling.tile)))
 
 
 def _gemm_cost(m: int, k: int, n: int) -> float:

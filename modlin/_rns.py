@@ -165,12 +165,6 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
 CHUNK = 2048
 #: Entries per GEMM of :meth:`_Halves.residues`.
 RESIDUE_STEP = 32768
-#: Memory for the residue matrices of one group of moduli in :func:`multiply`, at
-#: least: the products' own matrices (which the CRT needs all at once) set the
-#: budget when larger. Fewer, larger groups convert the pieces fewer times and
-#: make the weights' GEMM less thin (0.25 -> 0.13 s for 24 moduli of a 2048**2
-#: operand in one group rather than six).
-RESIDUE_BYTES = 2**28
 
 
 @njit
@@ -554,6 +548,18 @@ def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_objec
     return _reconstruct_rows(np.ascontiguousarray(x), x.shape[1], basis, p, as_object).reshape(res.shape[1:])
 
 
+def _crt_step(N: int, L: int) -> int:
+    """Entries per chunk of the CRT's limb loops (their buffers stay in cache)."""
+    return max(1024, min(16384, 2**18 // (L + min(N, CRT_BLOCK))))
+
+
+def crt_scratch(N: int, modulus: int) -> int:
+    """Bytes of the CRT's chunk buffers for ``N`` moduli and results modulo ``modulus``
+    (or up to it): limb sums, accumulators and conversion buffers, of one chunk."""
+    L = max(-(-modulus.bit_length() // 16), 3) + 1
+    return 8 * _crt_step(N, L) * (4 * L + 4)
+
+
 def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool) -> np.ndarray:
     """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous float64
     ``(N, E + pad)`` workspace (see :func:`padded_rows`); returns the flat result."""
@@ -570,7 +576,7 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
     out = np.empty(E, dtype=np.int64) if small else None
     writer = None if small else IntWriter(E)
     neg = np.zeros(E, dtype=np.bool_)
-    step = max(1024, min(16384, 2**18 // (L + min(N, CRT_BLOCK))))
+    step = _crt_step(N, L)
     for e0 in range(0, E, step):
         e1 = min(E, e0 + step)
         c = e1 - e0
@@ -608,13 +614,15 @@ def _exact_entry(y: np.ndarray, basis: Basis, p: int | None) -> int:
     return c if p is None else c % p
 
 
-def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np.ndarray:
+def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memory: int | None = None) -> np.ndarray:
     """``a @ b`` (or ``a @ b mod pl.p``) through the RNS plan ``pl`` (an :class:`RNSPlan`).
 
     ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
     :class:`_Halves`, of shapes ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
     ``pl.bound``. Each modulus' product is one multiword plan; only the
-    residues, their products and the result are allocated.
+    residues, their products and the result are allocated, the residues of as
+    many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
+    default: the budget of :func:`modlin.limits`).
     """
     from . import _multiword
     from ._engines import get_engine
@@ -629,11 +637,11 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np
     if E:
         # moduli in groups of equal size whose residue matrices stay within the
         # budget; balanced residues are the single words of each modulus' (1,1)-product
+        from ._limits import current
+
         subs = pl.subplans
-        entries = max(ha.halves.shape[1] + hb.halves.shape[1], 1)
-        budget = max(RESIDUE_BYTES, rc[:, :E].nbytes)  # at least the products' own matrices
-        group = max(1, budget // (np.dtype(dtype).itemsize * entries))
-        group = -(-len(subs) // -(-len(subs) // group))
+        memory = current().memory if memory is None else memory
+        group = pl.group(ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
         bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
         for i0 in range(0, len(subs), group):
             q = basis.moduli[i0:i0 + group]
@@ -645,4 +653,5 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False) -> np
                     eng.gemm(ra[i], rb[i], out=out)
                 else:
                     _multiword.multiply_words(sub, ra[i:i + 1], rb[i:i + 1], out)
+        del bufs, ra, rb  # the CRT needs only the products: free the residues first
     return _reconstruct_rows(rc, E, basis, pl.p, as_object).reshape(full)

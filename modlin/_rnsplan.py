@@ -17,8 +17,9 @@ from functools import lru_cache
 import numpy as np
 
 from ._engines import engines_on, get_engine
-from ._plan import Plan, _best_plan, _gemm_cost
-from ._rns import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_range, primes_below
+from ._plan import Plan, _best_plan, _gemm_cost, _tiling
+from ._rns import MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, int8_moduli, planned_range, primes_below
+from ._tiles import Tiling
 
 __all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
 
@@ -122,6 +123,57 @@ class RNSPlan:
         m, k, n = self.shape if shape is None else shape
         return self.cost((m, k, n)) / max(_gemm_cost(m, k, n), 1.0)
 
+    def pieces(self) -> int:
+        """16-bit pieces per operand entry the model assumes: those of a balanced residue
+        modulo ``p`` (operands are reduced into ``[-p, p)`` first), at least the four of an
+        int64; for an exact product, those of a value whose square reaches the bound."""
+        bits = self.p.bit_length() if self.p else (self.bound.bit_length() + 1) // 2 + 1
+        return max(4, bits // 16 + 1)
+
+    def workspace(self, shape: tuple[int, int, int] | None = None, *, group: int = 1) -> int:
+        """Bytes :func:`modlin._rns.multiply` allocates beyond operands and result for
+        ``shape`` (default: its own) with residues of ``group`` moduli at a time; an upper
+        bound, the tile scheduler's model."""
+        m, k, n = self.shape if shape is None else shape
+        return self._memory(m * k, k * n, m * n, k, group)
+
+    def _memory(self, ea: int, eb: int, e: int, k: int, group: int) -> int:
+        """:meth:`workspace` for operands of ``ea`` and ``eb`` entries, ``e`` results and
+        inner dimension ``k``.
+
+        The operands' 16-bit pieces live throughout; beside them, first one operand's
+        balanced lift (int64), then the residues of one group of moduli with every
+        modulus' product (and a multiword product's accumulators), then the products
+        with the CRT's per-entry arrays and chunk buffers.
+        """
+        N = len(self.moduli)
+        w = get_engine(self.engine).dtype.itemsize
+        pad = 8 * 4160 * (N + 2 * group)  # padded_rows: each row starts 4 KiB + 64 bytes apart
+        pieces = 2 * self.pieces() * (ea + eb)
+        products = 8 * N * e + pad
+        one_gemm = self.engine == "fp64" and all(s.gemm_count(k) == 1 for s in self.subplans)
+        multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e)
+        crt = 18 * e + crt_scratch(N, self.p or self.basis.M)
+        return pieces + max(8 * max(ea, eb), products + multiply, products + crt)
+
+    def group(self, ea: int, eb: int, e: int, k: int, memory: int) -> int:
+        """Moduli whose residues :func:`modlin._rns.multiply` computes at once within
+        ``memory`` bytes (operands of ``ea`` and ``eb`` entries, ``e`` results): as many
+        as fit, since fewer, larger groups convert the pieces fewer times and make the
+        weights' GEMM less thin; in groups of equal size, at least one modulus."""
+        N = len(self.moduli)
+        lo, hi = 1, N  # the largest group that fits (the memory grows with it)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self._memory(ea, eb, e, k, mid) <= memory else (lo, mid - 1)
+        return -(-N // -(-N // lo))
+
+    def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
+               budget: int | None = None) -> Tiling:
+        """How the product of ``shape`` (default: the plan's; ``batch`` matrices at once)
+        is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`')."""
+        return _tiling(self, self.shape if shape is None else shape, batch, budget)
+
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""
         m, k, n = self.shape
@@ -142,6 +194,7 @@ class RNSPlan:
             + (" on the GPU" if self.device == "cuda" else "")
             + f", {self.gemm_count()} GEMM call(s) in all",
             f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
+            f"  tiles     : {self.tiling().describe()}",
         ]
         return "\n".join(lines)
 

@@ -943,14 +943,18 @@ def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
     # residues computed a few moduli and a few entries at a time, reusing their buffers
     import modlin._rns as rns
 
-    # a budget of the products' matrices (8 * 130 bytes per modulus) holds the residues
-    # (8 * (150 + 195) bytes per modulus) of fewer than half the moduli
-    monkeypatch.setattr(rns, "RESIDUE_BYTES", 0)
+    # a memory budget that holds the residues of two moduli at a time
+    from modlin._convert import balanced_halves
+
     monkeypatch.setattr(rns, "RESIDUE_STEP", 37)  # and 37 entries per GEMM
     A = rand_ints(rng, (10, 15), 0, p)
     B = rand_ints(rng, (15, 13), 0, p)
-    assert len(modlin.plan(p, 10, 15, 13).moduli) > 2
-    assert _same(modlin.matmul(A, B, p), ref_matmul(A, B, p))
+    pl = modlin.plan(p, 10, 15, 13)
+    assert len(pl.moduli) > 2
+    memory = pl.workspace(group=2)
+    assert pl.group(150, 195, 130, 15, memory) == 2 and pl.group(150, 195, 130, 15, memory - 1) == 1
+    got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+    assert _same(got, ref_matmul(A, B, p))
 
 
 def _same(got, want):

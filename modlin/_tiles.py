@@ -1,0 +1,147 @@
+"""The tile scheduler: one product cut into tiles whose working memory fits a budget.
+
+Every product algorithm states its working memory for an ``mt x kt`` by
+``kt x nt`` product (a *workspace model*, written beside the algorithm), and
+its modelled time (the planner's cost model). :func:`choose` picks the tile
+shape with the lowest modelled total time among those whose workspace fits:
+output panels first (rows of ``A``, columns of ``B``), then, when even thin
+panels would not fit, panels of ``k`` as well, whose partial products are
+combined exactly by the caller (a sum modulo ``p`` for products mod ``p``).
+
+One mechanism serves every path; a :class:`Tiling` is plain data, shown by
+``explain()``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ._limits import format_size
+
+__all__ = ["Tiling", "choose", "MIN_TILE"]
+
+#: Tiles are never cut thinner than this (or the dimension itself): below it GEMMs
+#: lose most of their speed, and a budget that needs thinner tiles is refused.
+MIN_TILE = 64
+
+#: Modelled cost, in multiply-adds of a large fp64 GEMM per output entry, of adding
+#: one k-panel's partial product into the result (one element-wise pass).
+COMBINE_PASS = 40.0
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a product ``(m, k, n)`` is cut: tiles of ``tile = (mt, kt, nt)``.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``(m, k, n)`` of the product (of one matrix of a stack).
+    tile : tuple of int
+        ``(mt, kt, nt)``: at most ``mt`` rows of ``A``, ``kt`` columns of ``A``
+        (rows of ``B``) and ``nt`` columns of ``B`` per tile; the last tile of a
+        dimension may be smaller.
+    peak : int
+        Modelled working memory of one tile, in bytes (beyond operands and result).
+    budget : int
+        The memory budget it was chosen for.
+    """
+
+    shape: tuple[int, int, int]
+    tile: tuple[int, int, int]
+    peak: int
+    budget: int
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """Tiles along ``m``, ``k`` and ``n``."""
+        return tuple(-(-d // t) if d else 1 for d, t in zip(self.shape, self.tile))
+
+    @property
+    def count(self) -> int:
+        """Number of tile products."""
+        return math.prod(self.grid)
+
+    def blocks(self) -> Iterator[tuple[slice, slice, slice]]:
+        """``(rows, inner, cols)`` slices of every tile, the k-panels of one output tile
+        consecutive (so its partial products can be combined as they come)."""
+        (m, k, n), (mt, kt, nt) = self.shape, self.tile
+        for i0 in range(0, max(m, 1), mt):
+            for j0 in range(0, max(n, 1), nt):
+                for k0 in range(0, max(k, 1), kt):
+                    yield slice(i0, i0 + mt), slice(k0, k0 + kt), slice(j0, j0 + nt)
+
+    def describe(self) -> str:
+        """One line for ``explain()``."""
+        peak = f"modelled working memory {format_size(self.peak)} (budget {format_size(self.budget)})"
+        if self.count == 1:
+            return f"1 tile (the whole product), {peak}"
+        a, c, b = self.grid
+        mt, kt, nt = self.tile
+        panels = f", k in {c} panels combined mod p" if c > 1 else ""
+        return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}), {peak}"
+
+
+def _sizes(d: int) -> list[int]:
+    """Candidate tile sizes for a dimension ``d``: ``ceil(d/s)`` for growing ``s``, equal
+    tiles (so no tiny last tile), down to :data:`MIN_TILE`."""
+    if d <= MIN_TILE:
+        return [max(d, 1)]
+    out, s = [], 1
+    while True:
+        t = -(-d // s)
+        if t < MIN_TILE:
+            break
+        if not out or t != out[-1]:
+            out.append(t)
+        s = s + 1 if s < 8 else int(s * 1.25) + 1
+    if out[-1] != MIN_TILE:
+        out.append(MIN_TILE)
+    return out
+
+
+def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int], budget: int,
+           cost: Callable[[int, int, int], float], *, split_k: bool = True) -> Tiling:
+    """The cheapest tiling of ``shape`` whose tiles' ``workspace(mt, kt, nt)`` fits ``budget``.
+
+    ``cost(mt, kt, nt)`` is the modelled time of one tile product; k-panels add
+    :data:`COMBINE_PASS` per output entry each. With ``split_k=False`` only
+    output panels are considered (for products whose partial sums could not be
+    combined exactly).
+
+    Raises
+    ------
+    ValueError
+        When even the smallest tile does not fit: the message names its size.
+    """
+    m, k, n = shape
+    whole = workspace(max(m, 1), max(k, 1), max(n, 1))
+    if whole <= budget:
+        return Tiling(shape, (max(m, 1), max(k, 1), max(n, 1)), whole, budget)
+    best = None
+    for kt in _sizes(k) if split_k else [max(k, 1)]:
+        ks = -(-k // kt) if k else 1
+        for mt in _sizes(m):
+            # the widest column panel that fits: workspace grows with nt
+            fits = [nt for nt in _sizes(n) if workspace(mt, kt, nt) <= budget]
+            if not fits:
+                continue
+            nt = fits[0]
+            tiles = (-(-m // mt) if m else 1) * (-(-n // nt) if n else 1)
+            total = tiles * ks * cost(mt, kt, nt) + (ks - 1) * m * n * COMBINE_PASS
+            if best is None or total < best[0]:
+                best = (total, (mt, kt, nt))
+    if best is None:
+        t = tuple(min(max(d, 1), MIN_TILE) for d in shape)
+        if not split_k:
+            t = (t[0], max(k, 1), t[2])
+        need = workspace(*t)
+        raise ValueError(
+            f"the memory budget of {format_size(budget)} is too small for this product: its smallest tile "
+            f"({t[0]}x{t[1]} @ {t[1]}x{t[2]}) needs {format_size(need)} ({need} bytes); raise it with "
+            f"modlin.limits(memory=...) or MODLIN_MEMORY"
+        )
+    tile = best[1]
+    return Tiling(shape, tile, workspace(*tile), budget)

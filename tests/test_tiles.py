@@ -1,0 +1,224 @@
+"""The memory budget: ``modlin.limits``, the tile scheduler, and products cut into tiles.
+
+Products are exact whatever the tiling, so every tiled result is compared with
+the untiled one and with Python integers; the tilings are found by scanning
+budgets, so that 1, 2, a handful and many tiles, k-panels and uneven last tiles
+all occur.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import modlin
+from modlin import _limits, _tiles
+
+from conftest import rand_ints, ref_matmul
+
+
+@pytest.fixture(autouse=True)
+def _restore_limits():
+    """Each test starts from the limits in force and leaves them so."""
+    before = _limits.current()
+    yield
+    _limits._state[0] = before
+
+
+# ------------------------------------------------------------------------ limits
+
+@pytest.mark.parametrize("text, size", [
+    (1024, 1024), ("1024", 1024), ("1.5GiB", 3 * 2**29), ("512 MiB", 2**29), ("2GB", 2 * 10**9),
+    ("1e9", 10**9), ("64kib", 2**16), ("3k", 3000), (" 7 B ", 7), ("1TiB", 2**40),
+])
+def test_parse_size(text, size):
+    assert _limits.parse_size(text) == size
+
+
+@pytest.mark.parametrize("bad, exc", [("", ValueError), ("GiB", ValueError), ("1.5 parsecs", ValueError),
+                                      (0, ValueError), (-5, ValueError), ("-1GiB", ValueError),
+                                      (True, TypeError), (1.5, TypeError), (None, TypeError)])
+def test_parse_size_refuses(bad, exc):
+    with pytest.raises(exc, match="memory"):
+        _limits.parse_size(bad)
+
+
+def test_limits_context_manager_and_global_setter():
+    before = modlin.limits.current()
+    with modlin.limits(memory="64MiB", threads=3, progress=True) as lim:
+        now = modlin.limits.current()
+        assert (now.memory, now.threads, now.progress) == (2**26, 3, True)
+        assert "64 MiB" in repr(lim)
+        with modlin.limits(threads=1):  # nested: only what is given changes
+            assert modlin.limits.current() == _limits.Limits(2**26, 1, True)
+        assert modlin.limits.current() == now
+    assert modlin.limits.current() == before
+    modlin.limits(memory=12345)  # a plain call sets it for the process
+    assert modlin.limits.current().memory == 12345 and modlin.limits.current().threads == before.threads
+
+
+@pytest.mark.parametrize("bad", [dict(threads=0), dict(threads=1.5), dict(threads="x"), dict(progress="maybe"),
+                                 dict(memory="lots")])
+def test_limits_refuse_bad_values(bad):
+    before = modlin.limits.current()
+    with pytest.raises(ValueError):
+        modlin.limits(**bad)
+    assert modlin.limits.current() == before
+
+
+def test_limits_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MODLIN_MEMORY", "1.5GiB")
+    monkeypatch.setenv("MODLIN_THREADS", "5")
+    monkeypatch.setenv("MODLIN_PROGRESS", "1")
+    assert _limits._from_environment() == _limits.Limits(3 * 2**29, 5, True)
+    monkeypatch.setenv("MODLIN_MEMORY", "much")
+    with pytest.raises(ValueError, match="MODLIN_MEMORY"):
+        _limits._from_environment()
+    for var in ("MODLIN_MEMORY", "MODLIN_THREADS", "MODLIN_PROGRESS"):
+        monkeypatch.delenv(var)
+    lim = _limits._from_environment()
+    assert lim.memory == _limits.default_memory() <= _limits.DEFAULT_MEMORY_CAP
+    assert lim.threads == _limits.blas_threads() >= 1 and lim.progress is False
+
+
+# ------------------------------------------------------------------- the scheduler
+
+def test_scheduler_covers_every_entry_once():
+    shape = (301, 257, 130)
+    ws = lambda mt, kt, nt: 8 * (mt * kt + kt * nt + mt * nt)  # noqa: E731
+    cost = lambda mt, kt, nt: mt * kt * nt + 50 * (mt * kt + kt * nt)  # noqa: E731
+    seen = set()
+    for budget in (10**9, 600_000, 300_000, 150_000, 100_000):
+        t = _tiles.choose(shape, ws, budget, cost)
+        assert t.peak == ws(*t.tile) <= budget
+        hits = np.zeros((shape[0], shape[1], shape[2]), dtype=np.int64)[:, :1, :]
+        kcover = np.zeros((shape[0], shape[1], shape[2]), dtype=bool)
+        for rows, inner, cols in t.blocks():
+            hits[rows, :, cols] += inner.start == 0
+            kcover[rows, inner, cols] = True
+        assert (hits == 1).all() and kcover.all()
+        seen.add(t.count)
+    assert len(seen) >= 4 and 1 in seen
+
+
+def test_scheduler_without_k_panels_and_too_small_budgets():
+    ws = lambda mt, kt, nt: 8 * (mt * kt + kt * nt + mt * nt)  # noqa: E731
+    cost = lambda mt, kt, nt: float(mt * kt * nt)  # noqa: E731
+    t = _tiles.choose((500, 4000, 500), ws, 8 * (64 * 4000 * 2 + 64 * 64), cost, split_k=False)
+    assert t.tile[1] == 4000 and t.grid[1] == 1
+    with pytest.raises(ValueError, match=r"smallest tile \(64x4000 @ 4000x64\) needs"):
+        _tiles.choose((500, 4000, 500), ws, 1000, cost, split_k=False)
+    with pytest.raises(ValueError, match=r"too small.*smallest tile \(64x64 @ 64x64\).*modlin.limits"):
+        _tiles.choose((500, 4000, 500), ws, 1000, cost)
+    # tiny dimensions are their own smallest tiles
+    assert _tiles.choose((3, 5, 2), ws, 10**6, cost).tile == (3, 5, 2)
+
+
+# ------------------------------------------------------------------ tiled products
+
+MODULI = [251, 65521, 2**31 - 1, 2**50 - 27, 2**61 - 1, 2**64 - 59, 2**127 - 1]
+
+
+def _tilings(p, shape, batch=1):
+    """Budgets from the whole product's down to the smallest tile's, one per distinct tiling."""
+    pl = modlin.plan(p, *shape)
+    out, budget = {}, pl.tiling(shape, batch=batch).peak * 2
+    while True:
+        try:
+            t = pl.tiling(shape, batch=batch, budget=budget)
+        except ValueError:
+            break
+        out.setdefault((t.tile, t.grid), budget)
+        budget = int(budget / 1.6)
+    return list(out.values())
+
+
+@pytest.mark.parametrize("p", MODULI, ids=lambda p: f"{p.bit_length()}bit")
+def test_tiled_products_equal_untiled(p, rng):
+    # RNS tiles carry the CRT's fixed buffers: larger products reach as many tiles
+    m, k, n = (301, 257, 130) if p < 2**52 else (601, 257, 330)
+    A = rand_ints(rng, (m, k), 0, p)
+    B = rand_ints(rng, (k, n), 0, p)
+    want = modlin.matmul(A, B, p)
+    assert np.array_equal(want[:40].astype(object), ref_matmul(A[:40], B, p))  # the untiled run is exact
+    budgets = _tilings(p, (m, k, n))
+    counts = set()
+    for budget in budgets:
+        with modlin.limits(memory=budget):
+            counts.add(modlin.plan(p, m, k, n).tiling().count)
+            got = modlin.matmul(A, B, p)
+        assert got.dtype == want.dtype and np.array_equal(got, want), budget
+    assert 1 in counts and max(counts) >= 7 and len(counts) >= 3
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, 2**50 - 27, 2**61 - 1], ids=lambda p: f"{p.bit_length()}bit")
+def test_tiled_worst_case_across_lambda(p):
+    """All entries p - 1, k one past a multiword block, cut into k-panels at and off
+    the block boundary."""
+    pl = modlin.plan(p, 200, 200, 200)
+    k = pl.block + 1 if isinstance(pl, modlin.Plan) and pl.block < 4000 else 700
+    A = np.full((130, k), p - 1, dtype=np.int64)
+    B = np.full((k, 70), p - 1, dtype=np.int64)
+    want = ref_matmul(A, B, p)
+    for budget in _tilings(p, (130, k, 70)):
+        with modlin.limits(memory=budget):
+            got = modlin.matmul(A, B, p)
+        assert np.array_equal(got.astype(object), want)
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, 2**61 - 1], ids=lambda p: f"{p.bit_length()}bit")
+def test_tiled_stacks_one_d_and_thin(p, rng):
+    A = rand_ints(rng, (3, 1, 150, 90), 0, p)
+    B = rand_ints(rng, (2, 90, 70), 0, p)
+    want = modlin.matmul(A, B, p)
+    small = min(_tilings(p, (150, 90, 70)))  # too small for a whole stack of tiles
+    with modlin.limits(memory=small):
+        assert np.array_equal(modlin.matmul(A, B, p), want)
+    with modlin.limits(memory=_tilings(p, (150, 90, 70), batch=6)[-1]):
+        assert np.array_equal(modlin.matmul(A, B, p), want)
+    v = rand_ints(rng, (90,), 0, p)
+    thin = rand_ints(rng, (2000, 90), 0, p)
+    with modlin.limits(memory=small):
+        assert np.array_equal(modlin.matmul(thin, v, p), modlin.matmul(thin, v[:, None], p)[:, 0])
+        assert np.array_equal(modlin.matmul(v, thin.T, p).astype(object), ref_matmul(v[None], thin.T, p)[0])
+
+
+def test_tiled_inputs_of_every_kind(rng):
+    """Float, uint64, object and non-contiguous operands go through the same per-tile
+    conversion; inputs are never modified."""
+    p = 2**61 - 1
+    A = rand_ints(rng, (200, 120), 0, 2**62).astype(np.float64)
+    B = rand_ints(rng, (120, 90), 0, 2**64 - 1).astype(np.uint64)
+    Bo = (B.astype(object) * 2**70) + 5
+    At = np.asfortranarray(A)[:, ::-1]
+    copies = [x.copy() for x in (A, B, Bo, At)]
+    budget = min(_tilings(p, (200, 120, 90)))
+    for x, y in ((A, B), (A, Bo), (At, B)):
+        want = ref_matmul(np.array([[int(v) for v in row] for row in x.tolist()], dtype=object), y, p)
+        with modlin.limits(memory=budget):
+            assert modlin.plan(p, 200, 120, 90).tiling().count > 1
+            assert np.array_equal(modlin.matmul(x, y, p).astype(object), want)
+    for x, c in zip((A, B, Bo, At), copies):
+        assert np.array_equal(x, c)
+
+
+def test_budget_too_small_for_one_tile():
+    A = np.ones((500, 500), dtype=np.int64)
+    for p in (2**31 - 1, 2**127 - 1):
+        with modlin.limits(memory="16KiB"):
+            with pytest.raises(ValueError, match=r"memory budget of 16 KiB is too small.*smallest tile"):
+                modlin.matmul(A, A, p)
+            with pytest.raises(ValueError, match="too small"):
+                modlin.plan(p, 500, 500, 500).explain()
+
+
+def test_explain_shows_the_tiles():
+    pl = modlin.plan(2**31 - 1, 4096, 4096, 4096)
+    with modlin.limits(memory="64MiB"):
+        t = pl.tiling()
+        text = pl.explain()
+    assert t.count > 1 and t.peak <= 2**26
+    assert f"tiles     : {t.count} tiles of {t.tile[0]}x{t.tile[1]} @ {t.tile[1]}x{t.tile[2]}" in text
+    assert "budget 64 MiB" in text
+    with modlin.limits(memory="4GiB"):
+        assert "1 tile (the whole product)" in modlin.plan(2**61 - 1, 512, 512, 512).explain()
