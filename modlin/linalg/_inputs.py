@@ -46,12 +46,13 @@ def prepare(p, *arrays, names: tuple[str, ...], prime_for: str | None):
     """``(p, field, working copies)`` of the inputs of a public function.
 
     ``prime_for`` names the function when it needs a field (then ``p`` must be
-    prime); FieldArrays of GF(p) are prime fields already.
+    prime); FieldArrays of GF(p) are prime fields already, python-flint's
+    modular matrices may have any modulus.
     """
     cpu_only(f"modlin.linalg.{prime_for or 'trsm'}", *arrays)
-    p, field, plain = unwrap_fields(p, *arrays)
+    p, field, plain = unwrap_fields(p, *arrays, names=names, fn=f"modlin.linalg.{prime_for or 'trsm'}")
     p = _check_modulus(p)
-    if prime_for is not None and field is None:
+    if prime_for is not None and not getattr(field, "is_prime_field", False):
         require_prime(p, prime_for)
     return p, field, [working(x, p, name) for x, name in zip(plain, names)]
 

@@ -24,15 +24,18 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     Parameters
     ----------
     A : array_like, shape (n, n)
-        Square integer matrix, or a galois ``FieldArray``.
+        Square integer matrix, a galois ``FieldArray`` or a python-flint
+        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
     ndarray, shape (n, n)
         ``A**-1 mod p`` with entries in ``[0, p)``: int64 for ``p < 2**63``,
-        Python ints above, a ``FieldArray`` for a ``FieldArray`` input.
+        Python ints above, a ``FieldArray`` for a ``FieldArray`` input, the
+        input's python-flint type for a flint matrix.
 
     Raises
     ------
@@ -40,7 +43,9 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
         ``A`` singular modulo ``p`` (the message gives its rank), not square,
         ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -61,6 +66,10 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> (A @ X) % 7
     array([[1, 0],
            [0, 1]])
+    >>> import flint
+    >>> F = flint.nmod_mat([[1, 2], [3, 4]], 7)
+    >>> linalg.inv(F) == F.inv()
+    True
     """
     p, field, (W,) = prepare(p, A, names=("A",), prime_for="inv")
     square(W, "inv")
@@ -82,18 +91,21 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     B : array_like, shape (m, k) or (m,)
         Right-hand side(s).
     p : int, optional
         A prime modulus, of any size; may be omitted when ``A`` or ``B`` is a
-        ``FieldArray``.
+        ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
     ndarray, shape (n, k) or (n,)
         A solution ``X`` with entries in ``[0, p)`` (int64 for ``p < 2**63``,
-        Python ints above, a ``FieldArray`` for ``FieldArray`` inputs). When
+        Python ints above, a ``FieldArray`` for ``FieldArray`` inputs, the
+        python-flint type of flint inputs: a 1-D ``B`` then gives an
+        ``n x 1`` matrix). When
         ``A`` has dependent columns the solutions form an affine space; the one
         returned is zero at every non-pivot column of ``A`` (the free variables
         of its reduced row echelon form, see :func:`rref`), so it is unique
@@ -108,7 +120,9 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
         2-D; ``B`` not of ``m`` rows; ``p`` not prime; the input errors of
         :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -162,9 +176,11 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
     left : bool
         Return the left kernel (vectors ``y`` with ``y @ A = 0``) instead of
         the right one.
@@ -176,7 +192,8 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
         **columns** are a basis, ``A @ N = 0``. Left kernel: ``K`` of shape
         ``(m - rank, m)`` whose **rows** are a basis, ``K @ A = 0``. Entries are
         in ``[0, p)`` (int64 for ``p < 2**63``, Python ints above, a
-        ``FieldArray`` for a ``FieldArray`` input).
+        ``FieldArray`` for a ``FieldArray`` input, the input's python-flint
+        type for a flint matrix).
 
         The basis is the canonical one of the reduced row echelon form: column
         ``j`` of ``N`` is 1 at the ``j``-th non-pivot column of ``A`` (in
@@ -190,7 +207,9 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     ValueError
         ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -239,9 +258,11 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
@@ -251,7 +272,8 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         and zeros left of it, each pivot column is zero outside its pivot,
         and the other rows are zero. Entries in ``[0, p)`` (int64 for
         ``p < 2**63``, Python ints above, a ``FieldArray`` for a
-        ``FieldArray`` input).
+        ``FieldArray`` input, the input's python-flint type for a flint
+        matrix).
     pivots : ndarray of int64, shape (rank,)
         The pivot columns, increasing: the column rank profile of ``A`` (the
         first ``rank`` linearly independent columns).
@@ -261,7 +283,9 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     ValueError
         ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----

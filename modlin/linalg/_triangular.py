@@ -106,14 +106,17 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     Parameters
     ----------
     T : array_like, shape (k, k)
-        The triangular matrix (any integers; they are reduced modulo ``p``).
+        The triangular matrix (any integers; they are reduced modulo ``p``),
+        a galois ``FieldArray`` or a python-flint ``nmod_mat``,
+        ``fmpz_mod_mat`` or ``fmpz_mat``.
     B : array_like, shape (k, w) or (k,) for ``side="left"``; (w, k) for ``side="right"``
         The right-hand side.
     p : int, optional
         The modulus, ``p >= 2``. May be omitted when ``T`` or ``B`` is a galois
-        ``FieldArray``. It need not be prime: the solve needs only the inverses
-        of the diagonal entries, so it works modulo any ``p`` whose diagonal
-        entries are units (every ``p`` with ``unit_diagonal=True``).
+        ``FieldArray``, an ``nmod_mat`` or an ``fmpz_mod_mat``. It need not be
+        prime: the solve needs only the inverses of the diagonal entries, so it
+        works modulo any ``p`` whose diagonal entries are units (every ``p``
+        with ``unit_diagonal=True``).
     side : {"left", "right"}
         ``"left"`` solves ``T @ X = B``, ``"right"`` solves ``X @ T = B``.
     lower : bool
@@ -125,8 +128,9 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     -------
     ndarray
         ``X``, of the shape of ``B``, with entries in ``[0, p)``: int64 for
-        ``p < 2**63``, an object array of Python ints above, or a
-        ``FieldArray`` when an input is one.
+        ``p < 2**63``, an object array of Python ints above, a
+        ``FieldArray`` when an input is one, or the python-flint type of
+        flint inputs.
 
     Raises
     ------
@@ -135,7 +139,9 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
         that is zero modulo ``p`` (or not a unit, for composite ``p``), an
         unknown ``side``, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
