@@ -24,7 +24,8 @@ import numpy as np
 
 from . import _rns
 from ._backend import cpu_only, namespace
-from ._convert import integers, residues_int64
+from ._convert import integer_operands, integers, residues_int64, unwrap_fields
+from ._flint import FlintType
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_split, twom_words
@@ -201,6 +202,52 @@ def _residues(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     return tuple(np.remainder(x, m) for x in _congruent(X, m, name))
 
 
+def _flatten(operands: dict):
+    """The parts of Gaussian operands (each one array or a ``(real, imag)`` pair), their
+    names for messages, and a function putting converted parts back into that shape."""
+    flat, names, pairs = [], [], []
+    for name, X in operands.items():
+        pairs.append(isinstance(X, tuple))
+        if isinstance(X, tuple):
+            if len(X) != 2:
+                raise ValueError(f"{name}: a Gaussian matrix given as a tuple must be a (real, imag) pair")
+            flat += X
+            names += [f"{name} (real part)", f"{name} (imaginary part)"]
+        else:
+            flat.append(X)
+            names.append(name)
+
+    def rebuild(plain):
+        parts = iter(plain)
+        return [(next(parts), next(parts)) if pair else next(parts) for pair in pairs]
+
+    return flat, tuple(names), rebuild
+
+
+def _front(m, fn: str, **operands):
+    """``(m, field, operands)`` after the front-door checks of every part.
+
+    All the parts go through :func:`modlin._convert.unwrap_fields` together, so
+    a galois ``FieldArray`` or python-flint modular matrix fixes ``m`` (and
+    ``field`` is the type the result parts should have), as in :func:`modlin.matmul`.
+    """
+    flat, names, rebuild = _flatten(operands)
+    m, field, plain = unwrap_fields(m, *flat, names=names, fn=fn, modulus="m")
+    return m, field, rebuild(plain)
+
+
+def _ndim(X) -> int:
+    return np.ndim(X[0] if isinstance(X, tuple) else X)
+
+
+def _typed(field, result, a_ndim: int = 2):
+    """Each part of ``result`` as ``field`` (a FieldArray class or python-flint type), or unchanged."""
+    if field is None:
+        return result
+    conv = (lambda x: field.product(x, a_ndim)) if isinstance(field, FlintType) else field
+    return tuple(conv(x) for x in result) if isinstance(result, tuple) else conv(result)
+
+
 def _check_m(m) -> int:
     m = _check_modulus(m)
     if m >= MAX_MODULUS:
@@ -238,7 +285,7 @@ def _add_mod(x, y, m):
 
 # --------------------------------------------------------------------- products mod m
 
-def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Product of Gaussian-integer matrices modulo ``m``.
 
     Follows :func:`numpy.matmul` shape rules.
@@ -247,8 +294,12 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     ----------
     A, B : complex array_like, or (real, imag) pairs of integer array_like
         The operands; complex arrays must have integral parts.
-    m : int
-        The modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
         ``"2m"``: two real products (``m`` odd with every prime factor
         ``1 (mod 4)``); ``"3m"``: three (Karatsuba); ``"4m"``: four (the
@@ -268,7 +319,10 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
         ``3 (mod 4)`` (the message names it); non-integral parts; mismatched
         shapes or pairs; ``m`` out of range.
     TypeError
-        Operands that are neither complex nor integer pairs.
+        Operands that are neither complex nor integer pairs, or not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand or part); ``m`` omitted with
+        no operand that fixes it.
 
     Examples
     --------
@@ -279,7 +333,21 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     >>> re + 1j * im
     array([[10.+3.j, 10.+5.j],
            [11.+4.j, 11.+2.j]])
+
+    With galois ``FieldArray`` parts the modulus is the field's:
+
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> # (1+2i)(1) + (3i)(4+5i) = -14 + 14i
+    >>> re, im = gaussian.matmul((GF([[1, 0]]), GF([[2, 3]])), (GF([[1], [4]]), GF([[0], [5]])))
+    >>> re, im
+    (GF([[12]], order=13), GF([[1]], order=13))
     """
+    m, field, (A, B) = _front(m, "modlin.gaussian.matmul", A=A, B=B)
+    return _typed(field, _matmul_mod(A, B, m, algorithm), _ndim(A))
+
+
+def _matmul_mod(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if namespace(*[y for x in (A, B) for y in (x if isinstance(x, tuple) else (x,))]) is not np:
@@ -346,7 +414,7 @@ def _hermitian_from(X: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarr
     return _twom_combine(X, np.ascontiguousarray(_T(X)), s, m)
 
 
-def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """``A @ A^H mod m`` with one real GEMM (seed 000, HERK corollary).
 
     With ``X = A+ (A-)^T`` (a full, unmasked GEMM), ``phi+(C) = X`` and
@@ -358,8 +426,12 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
     ----------
     A : complex array_like or (real, imag) pair
         ``n x k`` (or stacked).
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -375,18 +447,23 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
     (1, 0)
     """
     cpu_only("modlin.gaussian.herk", A)
+    m, field, (A,) = _front(m, "modlin.gaussian.herk", A=A)
+    return _typed(field, _herk(A, m, algorithm))
+
+
+def _herk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     ar, ai = _congruent(A, m, "A")
     if alg != "2m":
         ar, ai = np.remainder(ar, m), np.remainder(ai, m)
-        return matmul((ar, ai), (_T(ar), _T((m - ai) % m)), m, algorithm=alg)
+        return _matmul_mod((ar, ai), (_T(ar), _T((m - ai) % m)), m, alg)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
     return _hermitian_from(_matmul(ap, _T(am), m), s, m)
 
 
-def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """``A @ B^H + B @ A^H mod m`` with two real GEMMs.
 
     With ``X = A+ (B-)^T`` and ``Y = A- (B+)^T``, ``Z = X + Y^T`` is ``phi+(C)``
@@ -396,8 +473,12 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     ----------
     A, B : complex array_like or (real, imag) pairs
         Matrices of one shape ``n x k`` (or stacked).
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -413,12 +494,17 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     (0, 0)
     """
     cpu_only("modlin.gaussian.her2k", A, B)
+    m, field, (A, B) = _front(m, "modlin.gaussian.her2k", A=A, B=B)
+    return _typed(field, _her2k(A, B, m, algorithm))
+
+
+def _her2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     ar, ai = _residues(A, m, "A")
     br, bi = _residues(B, m, "B")
     if alg != "2m":
-        p_r, p_i = matmul((ar, ai), (_T(br), _T((m - bi) % m)), m, algorithm=alg)
+        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T((m - bi) % m)), m, alg)
         return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _sub_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
@@ -427,7 +513,7 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     return _hermitian_from(Z, s, m)
 
 
-def syrk(A, m: int, *, algorithm: str = "auto"):
+def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
     """``A @ A^T mod m``.
 
     For a complex (Gaussian) ``A`` this is two real GEMMs with 2M
@@ -440,8 +526,12 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
     ----------
     A : array_like
         An ``n x k`` matrix: complex or a (real, imag) pair, or a real integer array.
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -460,6 +550,11 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
            [ 6, 12]])
     """
     cpu_only("modlin.gaussian.syrk", A)
+    m, field, (A,) = _front(m, "modlin.gaussian.syrk", A=A)
+    return _typed(field, _syrk(A, m, algorithm))
+
+
+def _syrk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     real = not isinstance(A, tuple) and np.asarray(A).dtype.kind in "iubfO"
@@ -477,13 +572,13 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
         return _hermitian_from(X, s, m)[0]
     ar, ai = _residues(A, m, "A")
     if alg != "2m":
-        return matmul((ar, ai), (_T(ar), _T(ai)), m, algorithm=alg)
+        return _matmul_mod((ar, ai), (_T(ar), _T(ai)), m, alg)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
     return _twom_combine(_matmul(ap, _T(ap), m), _matmul(am, _T(am), m), s, m)
 
 
-def syr2k(A, B, m: int, *, algorithm: str = "auto"):
+def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
     """``A @ B^T + B @ A^T mod m``.
 
     Complex operands: two real GEMMs with 2M (``phi+-(C) = X+- + X+-^T`` with
@@ -495,8 +590,12 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     ----------
     A, B : array_like
         Matrices of one shape ``n x k``: both Gaussian or both real integer arrays.
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -512,6 +611,11 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     array([[9]])
     """
     cpu_only("modlin.gaussian.syr2k", A, B)
+    m, field, (A, B) = _front(m, "modlin.gaussian.syr2k", A=A, B=B)
+    return _typed(field, _syr2k(A, B, m, algorithm))
+
+
+def _syr2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     real = all(not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO" for X in (A, B))
@@ -527,11 +631,11 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
         h = (k + 1) // 2
         padding = [(0, 0)] * (a.ndim - 1) + [(0, 2 * h - k)]
         a, b = np.pad(a, padding), np.pad(b, padding)
-        return her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, algorithm="2m")[0]
+        return _her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, "2m")[0]
     ar, ai = _residues(A, m, "A")
     br, bi = _residues(B, m, "B")
     if alg != "2m":
-        p_r, p_i = matmul((ar, ai), (_T(br), _T(bi)), m, algorithm=alg)
+        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T(bi)), m, alg)
         return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _add_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
@@ -587,7 +691,10 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     A, B : complex array_like or (real, imag) pairs of integer arrays
-        Any integer entries (object arrays of Python ints for large ones).
+        Any integer entries (object arrays of Python ints for large ones,
+        python-flint ``fmpz_mat`` parts). Residues are refused, as by
+        :func:`modlin.intmul`: galois ``FieldArray`` s, ``nmod_mat`` and
+        ``fmpz_mod_mat`` (:func:`matmul` multiplies them modulo their modulus).
     engine : {"fp64", "int8"}
 
     Returns
@@ -595,7 +702,13 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     (ndarray, ndarray)
         Real and imaginary parts: int64 when the bound
         ``k * (max|A_r| + max|A_i|) * (max|B_r| + max|B_i|)`` is below ``2**63``,
-        object arrays of Python ints otherwise.
+        object arrays of Python ints otherwise; ``fmpz_mat`` s when a part is one.
+
+    Raises
+    ------
+    TypeError
+        Residues (above), or operands that are not matrices (``None``,
+        strings, ragged lists, scipy.sparse matrices, masked arrays).
 
     Examples
     --------
@@ -610,6 +723,9 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
+    flat, names, rebuild = _flatten({"A": A, "B": B})
+    ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
+    A, B = rebuild(plain)
     parts = []
     for X, name in ((A, "A"), (B, "B")):
         re, im = _parts(X, name)
@@ -632,4 +748,4 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         rc[0, idx], rc[1, idx] = _gauss(*ops, q, alg, lambda x, y, q=q, pl=pl: _matmul(x, y, q, plan=pl))
     as_object = bound >= 2**63
     out = tuple(_rns.reconstruct(rc[j], basis, as_object=as_object).reshape(shape) for j in range(2))
-    return out
+    return _typed(ftype, out, _ndim(A))

@@ -298,6 +298,65 @@ ONE_OPERAND = {f"linalg.{f}": (lambda a, f=f: getattr(linalg, f)(a, 7))
 RESIDUE_REFUSERS = {"intmul": (lambda a: modlin.intmul(a, a))}
 
 
+# ===================================================================== galois in modlin.gaussian
+
+@pytest.mark.parametrize("m", [13, 2**31 - 1])  # a 2M prime, and one 3 (mod 4) (3M)
+def test_gaussian_takes_the_modulus_from_field_arrays(m, rng):
+    GF = galois.GF(m)
+    ar, ai, br, bi = (GF(rng.integers(0, m, (3, 3))) for _ in range(4))
+    for fn, args in ((gaussian.matmul, ((ar, ai), (br, bi))), (gaussian.herk, ((ar, ai),)),
+                     (gaussian.her2k, ((ar, ai), (br, bi))), (gaussian.syrk, ((ar, ai),)),
+                     (gaussian.syr2k, ((ar, ai), (br, bi))), (gaussian.syrk, (ar,)), (gaussian.syr2k, (ar, br))):
+        got = fn(*args)
+        plain = fn(*[tuple(x.view(np.ndarray) for x in a) if isinstance(a, tuple) else a.view(np.ndarray)
+                     for a in args], m)
+        parts = got if isinstance(got, tuple) else (got,)
+        want = plain if isinstance(plain, tuple) else (plain,)
+        assert all(type(x) is GF for x in parts), fn.__name__
+        assert all(np.array_equal(x.view(np.ndarray), y) for x, y in zip(parts, want)), fn.__name__
+        with_m = fn(*args, m)  # m given, and matching the field
+        assert all(type(x) is GF for x in (with_m if isinstance(with_m, tuple) else (with_m,)))
+    with pytest.raises(ValueError, match=rf"m = 5 does not match .*GF\({m}\)"):
+        gaussian.matmul((ar, ai), (br, bi), 5)
+    with pytest.raises(TypeError, match="modulus m is required"):
+        gaussian.matmul(np.eye(2), np.eye(2))
+    # a plain operand beside a FieldArray is read as integers
+    plain = rng.integers(-(2**40), 2**40, (3, 3))
+    re, im = gaussian.matmul((ar, ai), plain)
+    want_re, want_im = gaussian.matmul((ar.view(np.ndarray), ai.view(np.ndarray)), plain, m)
+    assert type(re) is GF and type(im) is GF
+    assert np.array_equal(re.view(np.ndarray), want_re) and np.array_equal(im.view(np.ndarray), want_im)
+
+
+def test_gaussian_oracle_python_ints(rng):
+    m = 13
+    GF = galois.GF(m)
+    ar, ai, br, bi = (rng.integers(0, m, (2, 3)) for _ in range(4))
+    re, im = gaussian.matmul((GF(ar), GF(ai)), (GF(br.T), GF(bi.T)))
+    for i in range(2):
+        for j in range(2):
+            z = sum(complex(int(ar[i, t]), int(ai[i, t])) * complex(int(br[j, t]), int(bi[j, t])) for t in range(3))
+            assert (int(re[i, j]), int(im[i, j])) == (int(z.real) % m, int(z.imag) % m)
+
+
+FUNCTIONS.update({
+    "gaussian.matmul": (lambda a, b: gaussian.matmul(a, b, 13)),
+    "gaussian.her2k": (lambda a, b: gaussian.her2k(a, b, 13)),
+    "gaussian.syr2k": (lambda a, b: gaussian.syr2k(a, b, 13)),
+    "gaussian.intmul": (lambda a, b: gaussian.intmul(a, b)),
+})
+ONE_OPERAND.update({
+    "gaussian.herk": (lambda a: gaussian.herk(a, 13)),
+    "gaussian.syrk": (lambda a: gaussian.syrk(a, 13)),
+})
+RESIDUE_REFUSERS["gaussian.intmul"] = lambda a: gaussian.intmul(a, a)
+
+
+def test_gaussian_pair_parts_are_named():
+    with pytest.raises(TypeError, match=r"^B \(imaginary part\) is None"):
+        gaussian.matmul((OK2, OK2), (OK2, None), 13)
+
+
 # ===================================================================== refusals: the tests
 
 @pytest.mark.parametrize("bad", BAD, ids=list(BAD))
