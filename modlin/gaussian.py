@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _rns
 from ._backend import cpu_only, namespace
-from ._convert import integer_operands, integers, residues_int64, unwrap_fields
+from ._convert import _index, integer_operands, integers, residues_int64, unwrap_fields
 from ._flint import FlintType
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
@@ -39,32 +39,146 @@ ALGORITHMS = ("auto", "2m", "3m", "4m")
 
 # --------------------------------------------------------------------- number theory
 
-def _factors(m: int) -> dict[int, int]:
+#: Bounds of the factoring behind 2M's square roots of -1, so that a modulus that
+#: cannot be factored quickly is refused rather than left to run for hours: trial
+#: division by the primes below ``TRIAL_BOUND``, then for each composite cofactor at
+#: most ``RHO_STEPS`` steps of Pollard's rho (Brent's variant), which finds prime
+#: factors up to about ``2**34`` (a factor ``q`` needs about ``sqrt(q)`` steps). Every
+#: modulus below ``2**68`` (every modulus of a product, ``m < 2**52``, included)
+#: therefore factors completely; a larger one factors when all but one of its prime
+#: factors (counted with multiplicity, after the perfect powers) are below ``2**34``.
+TRIAL_BOUND = 2**16
+RHO_STEPS = 2**18
+#: The least root is the least of ``2**(r-1)`` CRT combinations for ``r`` distinct
+#: prime factors: more than this many are refused.
+MAX_DISTINCT_FACTORS = 20
+
+
+@lru_cache(maxsize=1)
+def _small_primes() -> tuple[int, ...]:
+    sieve = np.ones(TRIAL_BOUND, dtype=bool)
+    sieve[:2] = False
+    for q in range(2, int(TRIAL_BOUND**0.5) + 1):
+        if sieve[q]:
+            sieve[q * q::q] = False
+    return tuple(int(q) for q in np.flatnonzero(sieve))
+
+
+def _rho(n: int, steps: int) -> int | None:
+    """A nontrivial factor of the odd composite ``n`` (not a perfect power) within ``steps``
+    squarings of Pollard's rho in Brent's form, or None."""
+    used = 0
+    for c in range(1, 64):
+        y, r, q, g, x, ys = 2, 1, 1, 1, 2, 2
+        while g == 1:
+            x = y
+            for _ in range(r):
+                y = (y * y + c) % n
+            k = 0
+            while k < r and g == 1:
+                ys = y
+                for _ in range(min(128, r - k)):
+                    y = (y * y + c) % n
+                    q = q * abs(x - y) % n
+                g = math.gcd(q, n)
+                k += 128
+            used += 2 * r
+            r *= 2
+            if used > steps:
+                return None
+        if g == n:  # the batch overshot: step back one squaring at a time
+            g = 1
+            while g == 1:
+                ys = (ys * ys + c) % n
+                g = math.gcd(abs(x - ys), n)
+        if g != n:
+            return g
+    return None
+
+
+@lru_cache(maxsize=256)
+def _factor(m: int) -> tuple[dict[int, int], int]:
+    """The prime factors of ``m`` found within the bounds above, with their exponents, and
+    the product of what is left unfactored (1 when the factorisation is complete)."""
     import galois
 
-    primes, exps = galois.factors(m)
-    return {int(q): int(e) for q, e in zip(primes, exps)}
+    found: dict[int, int] = {}
+    for q in _small_primes():
+        if q * q > m:
+            break
+        while m % q == 0:
+            m //= q
+            found[q] = found.get(q, 0) + 1
+    left, todo = 1, [m] if m > 1 else []
+    while todo:
+        c = todo.pop()
+        if c < TRIAL_BOUND**2 or galois.is_prime(c):  # no factor below TRIAL_BOUND: c is prime
+            found[c] = found.get(c, 0) + 1
+            continue
+        base, k = (int(v) for v in galois.perfect_power(c))
+        if k > 1:
+            todo += [base] * k
+            continue
+        d = _rho(c, RHO_STEPS)
+        if d is None:
+            left *= c
+        else:
+            todo += [d, c // d]
+    return found, left
+
+
+def _factors(m: int) -> dict[int, int]:
+    """The prime factorisation of ``m``, or ValueError when the bounded search cannot finish it."""
+    found, left = _factor(m)
+    if left > 1:
+        raise ValueError(_unfactored(m, left))
+    return found
+
+
+def _unfactored(m: int, left: int) -> str:
+    return (f"m = {m} has a {left.bit_length()}-bit composite factor that modlin cannot factor quickly "
+            f"(trial division below 2**16, then {RHO_STEPS} steps of Pollard's rho); 2M needs the prime "
+            "factors of m: pass a prime or a product of known primes, or use algorithm='3m'")
 
 
 def _why_not_twom(m: int) -> str | None:
-    """None if ``m`` admits 2M, else the reason (naming the offending factor)."""
+    """None if ``m`` admits 2M, else the reason (naming the offending factor).
+
+    ValueError when that depends on a factor the bounded factoring cannot find.
+    """
     if m % 2 == 0:
         return f"m = {m} is even (2M divides by 2)"
-    for q in sorted(_factors(m)):
+    found, left = _factor(m)
+    for q in sorted(found):
         if q % 4 == 3:
             return f"m = {m} has the prime factor {q} = 3 (mod 4), so -1 has no square root mod m"
+    if left % 4 == 3:  # an odd number of its prime factors are 3 (mod 4)
+        return (f"m = {m} has a factor {left} = 3 (mod 4), so it has a prime factor 3 (mod 4) "
+                "and -1 has no square root mod m")
+    if left > 1:
+        raise ValueError(_unfactored(m, left))
     return None
 
 
 def is_twom_modulus(m: int) -> bool:
     """True when 2M works modulo ``m``: ``m`` odd, every prime factor ``1 (mod 4)``.
 
+    ``m = 1`` gives False (there is nothing to multiply modulo 1).
+
+    Raises
+    ------
+    ValueError
+        ``m < 1``, or a composite ``m`` that cannot be factored quickly (see
+        :func:`sqrt_minus_one`) and is not ruled out by the factors found.
+
     Examples
     --------
     >>> from modlin import gaussian
-    >>> gaussian.is_twom_modulus(221), gaussian.is_twom_modulus(231)
-    (True, False)
+    >>> gaussian.is_twom_modulus(221), gaussian.is_twom_modulus(231), gaussian.is_twom_modulus(1)
+    (True, False, False)
     """
+    if _index(m) == 1:
+        return False
     m = _check_modulus(m)
     return m > 2 and _why_not_twom(m) is None
 
@@ -74,17 +188,22 @@ def sqrt_minus_one(m: int) -> int:
     """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
     prime factors are all ``1 (mod 4)``.
 
-    ``m`` is factored by galois; modulo each prime factor ``q`` the root is
-    ``c**((q-1)/4)`` for the least quadratic non-residue ``c`` (Euler's
-    criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
-    second per prime, this a few modular powers). Roots are lifted to prime
-    powers by Hensel's step and combined by CRT (galois.crt); the least of the
+    ``m`` is factored by trial division below ``2**16`` and a bounded Pollard
+    rho (every ``m < 2**68`` factors; see ``TRIAL_BOUND`` and ``RHO_STEPS``),
+    with galois' primality test for what is left. Modulo each prime factor
+    ``q`` the root is ``c**((q-1)/4)`` for the least quadratic non-residue
+    ``c`` (Euler's criterion: building ``galois.GF(q)`` for its ``sqrt`` costs
+    most of a second per prime, this a few modular powers). Roots are lifted
+    to prime powers by Hensel's step and combined by CRT; the least of the
     ``2**r`` combinations (``r`` distinct prime factors) is returned.
 
     Raises
     ------
     ValueError
-        If no square root of -1 exists modulo ``m`` (the message names why).
+        If no square root of -1 exists modulo ``m`` (the message names why),
+        or ``m`` cannot be factored quickly (a composite part without prime
+        factors below about ``2**34``), or it has more than 20 distinct prime
+        factors.
 
     Examples
     --------
@@ -92,17 +211,22 @@ def sqrt_minus_one(m: int) -> int:
     >>> s = gaussian.sqrt_minus_one(221)
     >>> s, (s * s + 1) % 221
     (21, 0)
+    >>> gaussian.sqrt_minus_one(2**127 + 29)  # a prime 1 (mod 4): no factoring needed
+    70132397335041220679553555900003183873
     """
-    import galois
-
     m = _check_modulus(m)
     if m == 1 or m < 5:
         raise ValueError(f"m = {m} has no square root of -1 usable by 2M; use algorithm='3m'")
     why = _why_not_twom(m)
     if why:
         raise ValueError(f"{why}; use algorithm='3m' or 'auto'")
+    factors = _factors(m)
+    if len(factors) > MAX_DISTINCT_FACTORS:
+        raise ValueError(f"m = {m} has {len(factors)} distinct prime factors; the least square root of -1 "
+                         f"is one of 2**{len(factors) - 1} candidates, too many to search (at most "
+                         f"{MAX_DISTINCT_FACTORS} factors)")
     roots, mods = [], []
-    for q, e in _factors(m).items():
+    for q, e in factors.items():
         c = 2
         while pow(c, (q - 1) // 2, q) != q - 1:
             c += 1
@@ -113,9 +237,13 @@ def sqrt_minus_one(m: int) -> int:
             s = (s - (s * s + 1) * pow(2 * s, -1, qe)) % qe
         roots.append(s)
         mods.append(qe)
-    # each prime power has two roots (s and -s); the least root of m is among their CRT combinations
-    best = min(int(galois.crt(list(combo), mods)) % m if len(mods) > 1 else combo[0] % m
-               for combo in itertools.product(*[(r, q - r) for r, q in zip(roots, mods)]))
+    # each prime power has two roots (s and -s): the roots of m are the sums of +-s_i e_i
+    # (e_i the CRT idempotents); s and m - s are one pair, so the first sign stays fixed
+    terms = [r * (m // q) * pow(m // q, -1, q) % m for r, q in zip(roots, mods)]
+    best = m
+    for signs in itertools.product((1, -1), repeat=len(terms) - 1):
+        x = (terms[0] + sum(t if g > 0 else -t for g, t in zip(signs, terms[1:]))) % m
+        best = min(best, x, m - x)
     assert (best * best + 1) % m == 0
     return best
 

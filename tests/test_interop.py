@@ -357,6 +357,50 @@ def test_gaussian_pair_parts_are_named():
         gaussian.matmul((OK2, OK2), (OK2, None), 13)
 
 
+# ===================================================================== bounded factoring for 2M
+
+def _prime_1mod4(start):
+    q = galois.next_prime(start)
+    while q % 4 != 1:
+        q = galois.next_prime(q)
+    return int(q)
+
+
+def test_is_twom_modulus_of_one():
+    assert gaussian.is_twom_modulus(1) is False
+
+
+def test_unfactorable_moduli_are_refused_quickly():
+    q1 = _prime_1mod4(2**64)
+    q2 = _prime_1mod4(q1)
+    for m in (q1 * q2, 5 * q1 * q2):
+        for fn in (gaussian.is_twom_modulus, gaussian.sqrt_minus_one):
+            t = time.perf_counter()
+            with pytest.raises(ValueError, match="cannot factor quickly"):
+                fn(m)
+            assert time.perf_counter() - t < 10
+
+
+def test_large_moduli_decided_without_full_factoring():
+    q1 = _prime_1mod4(2**64)
+    q2 = _prime_1mod4(q1)
+    assert gaussian.is_twom_modulus(3 * q1 * q2) is False  # a small factor 3 (mod 4)
+    q3 = int(galois.next_prime(2**70))
+    while q3 % 4 != 3:
+        q3 = int(galois.next_prime(q3))
+    assert gaussian.is_twom_modulus(q1 * q3) is False  # 3 (mod 4) itself: some factor is
+    with pytest.raises(ValueError, match="3 \\(mod 4\\)"):
+        gaussian.sqrt_minus_one(q1 * q3)
+
+
+@pytest.mark.parametrize("m", [_prime_1mod4(2**127), _prime_1mod4(2**26) * _prime_1mod4(2**25),
+                               _prime_1mod4(2**33) * _prime_1mod4(2**60), 5**3 * _prime_1mod4(2**200)])
+def test_sqrt_minus_one_of_large_factorable_moduli(m):
+    s = gaussian.sqrt_minus_one(m)
+    assert (s * s + 1) % m == 0 and 0 < s < m - s
+    assert gaussian.is_twom_modulus(m)
+
+
 # ===================================================================== refusals: the tests
 
 @pytest.mark.parametrize("bad", BAD, ids=list(BAD))
