@@ -11,7 +11,7 @@ import numpy as np
 from ._modular import balanced_lift_int64, balanced_lift_word
 from ._pyints import python_ints
 
-__all__ = ["field_of", "check_operand", "unwrap_fields", "integer_operands", "residues_int64",
+__all__ = ["field_of", "check_operand", "unwrap_fields", "integer_operands", "trans_code", "residues_int64",
            "integers", "balanced_lift", "balanced_halves"]
 
 
@@ -199,6 +199,23 @@ def integer_operands(*arrays, names: tuple[str, ...], fn: str):
                 x = found[0]
         out.append(x)
     return ftype, out
+
+
+#: BLAS transposition codes, as scipy.linalg.blas and solve_triangular spell them.
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+
+
+def trans_code(value, name: str = "trans") -> int:
+    """``0`` (no transpose), ``1`` (transpose) or ``2`` (conjugate transpose) from scipy's
+    spellings: the ints 0, 1, 2 or the letters ``'N'``, ``'T'``, ``'C'`` (either case)."""
+    key = value.upper() if isinstance(value, str) else value
+    try:
+        if isinstance(key, (str, int, np.integer)) and not isinstance(key, bool) and key in _TRANS:
+            return _TRANS[key]
+    except TypeError:  # unhashable
+        pass
+    raise ValueError(f"{name} must be 0, 1, 2 or 'N', 'T', 'C' (no transpose, transpose, conjugate "
+                     f"transpose), got {value!r}")
 
 
 def _native(x: np.ndarray) -> np.ndarray:

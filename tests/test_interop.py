@@ -401,6 +401,123 @@ def test_sqrt_minus_one_of_large_factorable_moduli(m):
     assert gaussian.is_twom_modulus(m)
 
 
+# ===================================================================== scipy's BLAS names in modlin.ozaki
+
+@pytest.fixture
+def real(rng):
+    return rng.standard_normal((4, 3)), rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
+
+
+def test_dgemm_trans_matches_scipy_and_the_explicit_transpose(real):
+    A, B, Cm = real
+    got = ozaki.dgemm(A, B, trans_a=1)
+    assert np.array_equal(got, ozaki.dgemm(A.T.copy(), B))
+    assert np.allclose(got, blas.dgemm(1.0, A, B, trans_a=1), rtol=1e-14, atol=1e-14)
+    assert np.array_equal(ozaki.dgemm(A, B, trans_a=2), got)  # 2 (C) is T for real matrices
+    assert np.array_equal(ozaki.dgemm(B, A, trans_a="T"), ozaki.dgemm(B.T.copy(), A))
+    D = B.T @ np.diag([1.0, -2.0, 3.0, 0.5])  # 5 x 4
+    assert np.array_equal(ozaki.dgemm(A, D, trans_a=1, trans_b=1), ozaki.dgemm(A.T.copy(), D.T.copy()))
+    with_c = ozaki.dgemm(A, B, trans_a=1, beta=2.0, c=Cm)
+    assert np.array_equal(with_c, ozaki.dgemm(A, B, trans_a=1, beta=2.0, C=Cm))
+    assert np.allclose(with_c, blas.dgemm(1.0, A, B, beta=2.0, c=Cm, trans_a=1), rtol=1e-14, atol=1e-14)
+    with pytest.raises(TypeError, match="C and c are one argument"):
+        ozaki.dgemm(A, B, trans_a=1, beta=1.0, C=Cm, c=Cm)
+    for bad in (3, -1, "X", 1.0, True, None):
+        with pytest.raises(ValueError, match="trans_a must be 0, 1, 2"):
+            ozaki.dgemm(A, B, trans_a=bad)
+
+
+def test_zgemm_conjugate_transpose(rng):
+    Z = rng.standard_normal((4, 3)) + 1j * rng.standard_normal((4, 3))
+    W = rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))
+    got = ozaki.zgemm(Z, W, trans_b=2)
+    assert np.array_equal(got, ozaki.zgemm(Z, W.conj().T.copy()))
+    assert np.allclose(got, blas.zgemm(1.0, Z, W, trans_b=2), rtol=1e-14, atol=1e-14)
+    assert np.array_equal(ozaki.zgemm(Z, W, trans_b="T"), ozaki.zgemm(Z, W.T.copy()))
+    assert np.array_equal(ozaki.zgemm(Z, Z, trans_a="C"), ozaki.zgemm(Z.conj().T.copy(), Z))
+
+
+def test_dsyrk_trans_and_lower_match_scipy(real):
+    A = real[0]
+    full = ozaki.dsyrk(A, trans=1)
+    assert np.array_equal(full, ozaki.dsyrk(A.T.copy()))
+    assert np.array_equal(full, full.T)  # the default: the full symmetric matrix
+    assert np.allclose(full, A.T @ A, rtol=1e-14)
+    for lower in (0, 1, False, True):
+        for trans in (0, 1):
+            got = ozaki.dsyrk(A, trans=trans, lower=lower)
+            ref = blas.dsyrk(1.0, A, trans=trans, lower=lower)
+            assert np.allclose(got, ref, rtol=1e-14, atol=1e-14), (trans, lower)
+            # the other triangle is zero, as scipy returns it without c
+            other = np.triu(got, 1) if lower else np.tril(got, -1)
+            assert not other.any()
+    C = np.ones((4, 4))
+    got = ozaki.dsyrk(A, lower=True, beta=1.0, c=C)
+    assert np.allclose(np.tril(got), np.tril(blas.dsyrk(1.0, A, beta=1.0, c=C, lower=1)), rtol=1e-14)
+
+
+def test_zherk_trans_and_lower_match_scipy(rng):
+    Z = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    got = ozaki.zherk(Z, trans=2)
+    assert np.array_equal(got, ozaki.zherk(Z.conj().T.copy()))
+    assert np.allclose(np.triu(got), blas.zherk(1.0, Z, trans=2), rtol=1e-14, atol=1e-14)
+    low = ozaki.zherk(Z, lower=True)
+    assert np.allclose(low, blas.zherk(1.0, Z, lower=1), rtol=1e-14, atol=1e-14)
+    assert not np.triu(low, 1).any()
+    with pytest.raises(ValueError, match="not Hermitian"):
+        ozaki.zherk(Z, trans=1)
+
+
+# ===================================================================== trsm: scipy.linalg.solve_triangular's names
+
+@pytest.mark.parametrize("p", [7, 2**61 - 1, P127])
+def test_trsm_trans(p, rng):
+    k = 5
+    T = [[int(v) % p for v in row] for row in rng.integers(0, 2**62, (k, k))]
+    for i in range(k):
+        T[i][i] = T[i][i] or 1
+    B = [[int(v) % p for v in row] for row in rng.integers(0, 2**62, (k, 2))]
+    Tobj, Bobj = np.array(T, dtype=object), np.array(B, dtype=object)
+    for lower in (True, False):
+        tri = np.tril(Tobj) if lower else np.triu(Tobj)
+        for trans in (0, 1, 2, "N", "T", "C", "t"):
+            X = linalg.trsm(Tobj, Bobj, p, lower=lower, trans=trans)
+            op = tri if trans in (0, "N") else tri.T
+            assert ((op.dot(X.astype(object)) - Bobj) % p == 0).all(), (lower, trans)
+            Y = linalg.trsm(Tobj, Bobj.T, p, side="right", lower=lower, trans=trans)
+            assert ((Y.astype(object).dot(op) - Bobj.T) % p == 0).all(), (lower, trans)
+    with pytest.raises(ValueError, match="trans must be 0, 1, 2"):
+        linalg.trsm(Tobj, Bobj, p, trans=3)
+
+
+def test_trsm_trans_on_flint(rng):
+    A = _nonsingular(rng, 5, P64, "nmod")
+    B = nmod(rng, 5, 2, P64)
+    lower = same_type(A, [[A[i, j] if j <= i else 0 for j in range(5)] for i in range(5)])
+    X = linalg.trsm(A, B, trans=1)
+    assert type(X) is flint.nmod_mat and lower.transpose() * X == B
+
+
+FUNCTIONS.update({
+    "ozaki.dgemm": (lambda a, b: ozaki.dgemm(a, b)),
+    "ozaki.zgemm": (lambda a, b: ozaki.zgemm(a, b)),
+})
+ONE_OPERAND.update({
+    "ozaki.dsyrk": (lambda a: ozaki.dsyrk(a)),
+    "ozaki.zherk": (lambda a: ozaki.zherk(a)),
+    "ozaki.dgemm C": (lambda a: ozaki.dgemm(OK2, OK2, beta=1.0, C=a)),
+})
+RESIDUE_REFUSERS.update({
+    "ozaki.dgemm": lambda a: ozaki.dgemm(a, a), "ozaki.zgemm": lambda a: ozaki.zgemm(a, a),
+    "ozaki.dsyrk": lambda a: ozaki.dsyrk(a), "ozaki.zherk": lambda a: ozaki.zherk(a),
+})
+
+
+def test_ozaki_refuses_fmpz_mat():
+    with pytest.raises(TypeError, match="A is a python-flint fmpz_mat"):
+        ozaki.dgemm(flint.fmpz_mat(1, 1, [1]), [[1.0]])
+
+
 # ===================================================================== refusals: the tests
 
 @pytest.mark.parametrize("bad", BAD, ids=list(BAD))

@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from .._convert import trans_code
 from ..typing import ArrayLike
 from ._arith import mul, mulsub, negate
 from ._elimination import triangular_inverse
@@ -96,12 +97,17 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
 
 
 def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["left", "right"] = "left",
-         lower: bool = True, unit_diagonal: bool = False) -> np.ndarray:
-    """Solve a triangular system modulo ``p``: ``T @ X = B`` or ``X @ T = B``.
+         lower: bool = True, unit_diagonal: bool = False, trans: int | str = 0) -> np.ndarray:
+    """Solve a triangular system modulo ``p``: ``op(T) @ X = B`` or ``X @ op(T) = B``.
 
-    Like BLAS ``trsm`` (and :func:`scipy.linalg.solve_triangular`), only the
-    triangle of ``T`` named by ``lower`` is read; the other one may hold
-    anything.
+    Like BLAS ``trsm`` (and :func:`scipy.linalg.solve_triangular`, whose
+    keyword names ``lower``, ``trans`` and ``unit_diagonal`` it takes), only
+    the triangle of ``T`` named by ``lower`` is read; the other one may hold
+    anything. ``op(T)`` is ``T`` or its transpose.
+
+    .. note:: The default ``lower=True`` differs from scipy's
+       ``solve_triangular``, whose default ``lower=False`` reads the upper
+       triangle: pass ``lower=False`` explicitly for scipy's behaviour.
 
     Parameters
     ----------
@@ -123,6 +129,12 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
         Read the lower triangle of ``T`` (default) or the upper one.
     unit_diagonal : bool
         Take the diagonal of ``T`` as all ones, without reading it.
+    trans : {0, 1, 2, "N", "T", "C"}
+        As in :func:`scipy.linalg.solve_triangular`: ``0`` / ``"N"`` solves
+        with ``T``, ``1`` / ``"T"`` with ``T.T`` and ``2`` / ``"C"`` with the
+        conjugate transpose, which for residues modulo ``p`` is ``T.T`` as
+        well. ``lower`` names the triangle of ``T`` itself, so ``lower=True``
+        with ``trans=1`` solves with the upper triangular ``T.T``.
 
     Returns
     -------
@@ -137,7 +149,7 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     ValueError
         ``T`` not square, ``B`` of the wrong shape, a diagonal entry of ``T``
         that is zero modulo ``p`` (or not a unit, for composite ``p``), an
-        unknown ``side``, or the input errors of :func:`modlin.matmul`.
+        unknown ``side`` or ``trans``, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
@@ -165,11 +177,21 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
            [5]])
     >>> linalg.trsm(T, [[4, 5]], 7, side="right", lower=True, unit_diagonal=True)
     array([[3, 5]])
+
+    ``trans=1`` solves with ``T.T`` (the upper triangular ``[[2, 3], [0, 1]]``):
+
+    >>> Y = linalg.trsm(T, [[4], [5]], 7, trans=1)
+    >>> (T.T @ Y) % 7
+    array([[4],
+           [5]])
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    transposed = trans_code(trans) != 0  # residues have no conjugate: "C" is "T"
     p, field, (t, b) = prepare(p, T, B, names=("T", "B"), prime_for=None)
     square(t, "trsm", "T")
+    if transposed:  # the named triangle of T, transposed, is the other triangle of T.T
+        t, lower = np.ascontiguousarray(t.T), not lower
     k = t.shape[0]
     vector = b.ndim == 1 and side == "left"
     if vector:
