@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _multiword, _rns
 from ._backend import namespace
-from ._convert import balanced_halves, residues_int64, unwrap_fields
+from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
 from ._plan import Plan, _check_modulus, plan as make_plan
 from ._rnsplan import RNSPlan
@@ -110,6 +110,8 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     ([2, 0]
     [0, 2], 'nmod_mat', 5)
     """
+    # before the device is decided, so that None or a dict beside a CuPy array is named as such
+    A, B = check_operand(A, "A", "modlin.matmul"), check_operand(B, "B", "modlin.matmul")
     if namespace(A, B, out) is not np:
         return _gpu_matmul(A, B, p, out, plan)
     p, field, (A, B) = unwrap_fields(p, A, B, names=("A", "B"), fn="modlin.matmul")
