@@ -573,6 +573,10 @@ def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarra
     >>> re, im = gaussian.herk([[1 + 2j, 3]], 13)
     >>> int(re[0, 0]), int(im[0, 0])
     (1, 0)
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> gaussian.herk((GF([[1, 2]]), GF([[2, 0]])))  # m = 13 from the field: |1+2i|**2 + 4
+    (GF([[9]], order=13), GF([[0]], order=13))
     """
     cpu_only("modlin.gaussian.herk", A)
     m, field, (A,) = _front(m, "modlin.gaussian.herk", A=A)
@@ -620,6 +624,10 @@ def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.nd
     >>> re, im = gaussian.her2k([[1j]], [[2]], 13)
     >>> int(re[0, 0]), int(im[0, 0])
     (0, 0)
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> gaussian.her2k((GF([[0]]), GF([[1]])), (GF([[1]]), GF([[1]])))  # 2 Re(i (1 - i)) = 2
+    (GF([[2]], order=13), GF([[0]], order=13))
     """
     cpu_only("modlin.gaussian.her2k", A, B)
     m, field, (A, B) = _front(m, "modlin.gaussian.her2k", A=A, B=B)
@@ -676,6 +684,10 @@ def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
     >>> gaussian.syrk(A, 13)
     array([[ 1,  6],
            [ 6, 12]])
+    >>> import galois
+    >>> gaussian.syrk(galois.GF(13)(A))  # m = 13 from the field
+    GF([[ 1,  6],
+        [ 6, 12]], order=13)
     """
     cpu_only("modlin.gaussian.syrk", A)
     m, field, (A,) = _front(m, "modlin.gaussian.syrk", A=A)
@@ -737,6 +749,10 @@ def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
     >>> from modlin import gaussian
     >>> gaussian.syr2k([[1, 2]], [[3, 4]], 13)
     array([[9]])
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> gaussian.syr2k(GF([[1, 2]]), GF([[3, 4]]))
+    GF([[9]], order=13)
     """
     cpu_only("modlin.gaussian.syr2k", A, B)
     m, field, (A, B) = _front(m, "modlin.gaussian.syr2k", A=A, B=B)

@@ -230,6 +230,11 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
            [0, 1, 6]])
     >>> bool(np.array_equal(A[P][:, Q] % 7, (L @ U) % 7))
     True
+    >>> import flint
+    >>> F = flint.nmod_mat(A.tolist(), 7)
+    >>> f = linalg.pluq(F)  # L and U are nmod_mat
+    >>> f.L * f.U == flint.nmod_mat([[int(F[i, j]) for j in f.Q] for i in f.P], 7)
+    True
     """
     p, field, (W,) = prepare(p, A, names=("A",), prime_for="pluq")
     matrix(W, "pluq")
@@ -274,6 +279,9 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     >>> linalg.rank([[1, 2], [2, 4]], 7), linalg.rank([[1, 2], [3, 4]], 7)
     (1, 2)
     >>> linalg.rank([[1, 2], [3, 4]], 2)  # det = -2 = 0 mod 2
+    1
+    >>> import flint
+    >>> linalg.rank(flint.nmod_mat([[1, 2], [2, 4]], 7))  # p from the nmod_mat
     1
     """
     p, _, (W,) = prepare(p, A, names=("A",), prime_for="rank")

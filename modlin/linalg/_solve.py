@@ -145,6 +145,11 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: solve: A @ X = B has no solution modulo 11: column 0 of B is not in the column space of A (rank 1)
+    >>> import flint
+    >>> F = flint.nmod_mat([[1, 2], [3, 4]], 11)
+    >>> X = linalg.solve(F, flint.nmod_mat([[1], [3]], 11))  # an nmod_mat, as F.solve gives
+    >>> F * X == flint.nmod_mat([[1], [3]], 11)
+    True
     """
     p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), prime_for="solve")
     matrix(W, "solve")
@@ -232,6 +237,11 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
            [0, 0]])
     >>> linalg.nullspace(A, 7, left=True)
     array([[5, 1]])
+    >>> import flint
+    >>> linalg.nullspace(flint.nmod_mat(A.tolist(), 7))
+    [5, 4]
+    [1, 0]
+    [0, 1]
     """
     p, field, (W,) = prepare(p, A, names=("A",), prime_for="nullspace")
     matrix(W, "nullspace")
@@ -306,6 +316,10 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
            [0, 0, 0, 0]])
     >>> pivots
     array([1, 3])
+    >>> import flint
+    >>> F = flint.nmod_mat([[0, 2, 4, 1], [0, 1, 2, 3], [0, 3, 6, 4]], 7)
+    >>> linalg.rref(F)[0] == F.rref()[0]
+    True
     """
     p, field, (W,) = prepare(p, A, names=("A",), prime_for="rref")
     matrix(W, "rref")

@@ -184,6 +184,11 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     >>> (T.T @ Y) % 7
     array([[4],
            [5]])
+    >>> import flint
+    >>> F = flint.nmod_mat(T.tolist(), 7)
+    >>> linalg.trsm(F, flint.nmod_mat([[4], [5]], 7))
+    [2]
+    [6]
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
