@@ -862,14 +862,14 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     (1208925819614629174706177, 0)
     """
     cpu_only("modlin.gaussian.intmul", A, B)
+    flat, names, rebuild = _flatten({"A": A, "B": B})
+    ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
+    A, B = rebuild(plain)
     from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import plan
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
-    flat, names, rebuild = _flatten({"A": A, "B": B})
-    ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
-    A, B = rebuild(plain)
     parts = []
     for X, name in ((A, "A"), (B, "B")):
         re, im = _parts(X, name)
