@@ -1,8 +1,9 @@
-"""Front-end input handling: validation, galois interop, and residues as int64."""
+"""Front-end input handling: validation, galois and python-flint interop, and residues as int64."""
 
 from __future__ import annotations
 
 import numbers
+import operator
 import sys
 
 import numpy as np
@@ -10,8 +11,8 @@ import numpy as np
 from ._modular import balanced_lift_int64, balanced_lift_word
 from ._pyints import python_ints
 
-__all__ = ["field_of", "unwrap_fields", "float_integers", "residues_int64", "integers", "balanced_lift",
-           "balanced_halves"]
+__all__ = ["field_of", "check_operand", "unwrap_fields", "integer_operands", "trans_code", "float_integers",
+           "residues_int64", "integers", "balanced_lift", "balanced_halves"]
 
 
 def field_of(x) -> type | None:
@@ -22,15 +23,104 @@ def field_of(x) -> type | None:
     return None
 
 
-def unwrap_fields(p, *arrays):
-    """Return ``(p, field, arrays as plain ndarrays/objects)`` after checking galois fields.
+def _is_masked(x) -> bool:
+    ma = sys.modules.get("numpy.ma")  # no masked array exists before numpy.ma is imported
+    return ma is not None and isinstance(x, ma.MaskedArray)
 
-    ``p`` may be None when a FieldArray fixes it. All FieldArrays must share one
-    prime field, whose order must equal ``p`` when both are given.
+
+def _is_sparse(x) -> bool:
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and bool(sparse.issparse(x))
+
+
+def check_operand(x, name: str, fn: str, *, fields: bool = True, flint: bool = True, of: str = "integers"):
+    """``x`` if ``fn`` can read it as a matrix, else a TypeError naming the operand and what to pass.
+
+    Every public function calls this on each operand before any conversion or
+    kernel. It refuses ``None``, strings, ``dict`` s and other objects that are
+    not arrays; scipy.sparse matrices and arrays (modlin multiplies dense
+    matrices); NumPy masked arrays (the mask would be silently ignored); and
+    ragged nested sequences. A nested sequence is returned as the
+    :func:`numpy.asarray` of it, so it is converted once. ``fields=False``
+    (functions of integers or floats, not of residues) also refuses galois
+    ``FieldArray`` s and python-flint's ``nmod_mat`` / ``fmpz_mod_mat``;
+    ``flint=False`` refuses ``fmpz_mat`` as well. ``of`` names what the
+    entries should be, for the messages.
     """
-    fields = []
+    from ._backend import is_cupy
+    from ._flint import MODULAR, kind_of
+
+    plain = f"NumPy arrays (or nested lists) of {of}"
+    if x is None:
+        raise TypeError(f"{name} is None: {fn} needs {plain}")
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} is a string ({x!r:.20}): {fn} needs {plain}")
+    if is_cupy(x):
+        return x
+    if _is_masked(x):
+        raise TypeError(f"{name} is a NumPy masked array, whose mask {fn} would ignore: pass "
+                        f"{name}.filled(value) to give the masked entries a value, or {name}.data to drop the mask")
+    if _is_sparse(x):
+        raise TypeError(f"{name} is a scipy.sparse {type(x).__name__}: {fn} multiplies dense matrices; "
+                        f"pass {name}.toarray()")
+    field = field_of(x)
+    kind = None if field is not None else kind_of(x)
+    if not fields and (field is not None or kind in MODULAR):
+        what = f"a galois FieldArray of {field.name}" if field is not None else f"a python-flint {kind}"
+        view = (f"{name}.view(numpy.ndarray)" if field is not None
+                else f"numpy.array([[int(e) for e in row] for row in {name}.tolist()])")
+        raise TypeError(f"{name} is {what}: {fn} takes {of}, not residues modulo p. For the product "
+                        f"modulo p use modlin.matmul (it keeps the type); to take the representatives "
+                        f"in [0, p) as {of}, pass {view}")
+    if kind == "fmpz_mat" and not flint:
+        raise TypeError(f"{name} is a python-flint fmpz_mat: {fn} needs {plain}, "
+                        f"e.g. numpy.array({name}.tolist(), dtype=object) converted deliberately")
+    if field is not None or kind is not None or isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (list, tuple)):
+        try:
+            return np.asarray(x)
+        except ValueError:
+            raise TypeError(f"{name} is a ragged nested sequence (rows of different lengths): "
+                            f"{fn} needs rectangular {plain}") from None
+    if isinstance(x, (numbers.Number, np.generic)) or any(
+            hasattr(x, a) for a in ("__array__", "__array_interface__", "__array_struct__")):
+        return x  # scalars (refused later by shape) and array-likes NumPy converts
+    raise TypeError(f"{name} is a {type(x).__name__}, not a matrix: {fn} needs {plain}")
+
+
+def _index(p) -> int | None:
+    """``p`` as an int if it is an integer (``operator.index``: int, NumPy ints, flint's fmpz), else None."""
+    if isinstance(p, bool):
+        return None
+    try:
+        return operator.index(p)
+    except TypeError:
+        return None
+
+
+def unwrap_fields(p, *arrays, names: tuple[str, ...] | None = None, fn: str = "modlin.matmul",
+                  modulus: str = "p"):
+    """Return ``(p, field, arrays as plain ndarrays/objects)`` after checking the operands.
+
+    Each operand goes through :func:`check_operand` first. galois
+    ``FieldArray`` s and python-flint matrices are unwrapped; ``field`` is the
+    type the result should have: the ``FieldArray`` class, a
+    :class:`modlin._flint.FlintType`, or None for plain operands. ``p`` may be
+    None when an operand fixes it: a ``FieldArray``, an ``nmod_mat`` or
+    ``fmpz_mod_mat``, or an object array of python-flint ``nmod`` /
+    ``fmpz_mod`` entries. Every modulus so fixed must be the same one, and equal
+    ``p`` when ``p`` is given too. Plain operands mixed with them are read as
+    integers. ``names`` name the operands in messages (default ``A``, ``B``, ...),
+    ``modulus`` the modulus (``"p"``, or ``"m"`` for :mod:`modlin.gaussian`).
+    """
+    from ._flint import FlintType, kind_of, scalar_entries, to_array
+
+    names = names or tuple("ABCDEFGH"[: len(arrays)])
+    arrays = [check_operand(x, name, fn) for x, name in zip(arrays, names)]
+    fields, flints, fixed = [], [], []  # fixed: (modulus, where it comes from)
     plain = []
-    for x in arrays:
+    for x, name in zip(arrays, names):
         f = field_of(x)
         if f is not None:
             if f.degree != 1:
@@ -40,8 +130,20 @@ def unwrap_fields(p, *arrays):
                 )
             fields.append(f)
             x = x.view(np.ndarray)
+        elif (kind := kind_of(x)) is not None:
+            x, ft = to_array(x, kind)
+            flints.append(ft)
+            if ft.modulus is not None:
+                fixed.append((ft.modulus, f"{name}, an {ft.name}"))
+        elif isinstance(x, np.ndarray) and x.dtype == object:
+            found = scalar_entries(x)
+            if found is not None:
+                x, moduli = found
+                fixed.extend((q, f"python-flint entries of {name} modulo {q}") for q in sorted(moduli))
         plain.append(x)
     field = None
+    if fields and flints:
+        raise TypeError("operands mix galois FieldArrays and python-flint matrices; convert them to one kind first")
     if fields:
         field = fields[0]
         if any(f is not field for f in fields[1:]):
@@ -49,16 +151,71 @@ def unwrap_fields(p, *arrays):
                 f"operands belong to different fields ({', '.join(sorted({f.name for f in fields}))}); "
                 "convert them to one field first"
             )
+        fixed.insert(0, (int(field.characteristic), f"the operands' field {field.name}"))
+    elif flints:
+        modular = [f for f in flints if f.modulus is not None]
+        if len({f.kind for f in modular}) > 1:
+            raise TypeError("operands mix python-flint nmod_mat and fmpz_mod_mat; convert them to one type first")
+        field = modular[0] if modular else FlintType("fmpz_mat")
+    if len({q for q, _ in fixed}) > 1:
+        raise ValueError(f"operands have different moduli: {'; '.join(w for _, w in fixed)}")
+    if fixed:
+        q, where = fixed[0]
         if p is None:
-            p = int(field.characteristic)
-        elif isinstance(p, numbers.Integral) and int(p) != int(field.order):
-            raise ValueError(
-                f"modulus p = {p} does not match the operands' field {field.name}; "
-                "omit p or pass the field's order"
-            )
+            p = q
+        elif _index(p) is not None and _index(p) != q:
+            if field is not None and not isinstance(field, FlintType):
+                where = f"the operands' field {field.name}"
+            raise ValueError(f"modulus {modulus} = {p} does not match {where}; "
+                             f"omit {modulus} or pass {q}")
     if p is None:
-        raise TypeError("the modulus p is required unless an operand is a galois FieldArray")
+        raise TypeError(f"the modulus {modulus} is required unless an operand fixes it "
+                        "(a galois FieldArray, a python-flint nmod_mat or fmpz_mod_mat)")
     return p, field, plain
+
+
+def integer_operands(*arrays, names: tuple[str, ...], fn: str):
+    """``(flint type or None, arrays)`` for a function of integers (:func:`modlin.intmul`).
+
+    Each operand goes through :func:`check_operand` with ``fields=False``;
+    python-flint ``fmpz_mat`` operands are unwrapped, and the result should be
+    an ``fmpz_mat`` when one was given. ``fmpz`` entries of object arrays become
+    Python ints; ``nmod`` / ``fmpz_mod`` entries are residues, refused as
+    ``FieldArray`` s are.
+    """
+    from ._flint import FlintType, kind_of, scalar_entries, to_array
+
+    arrays = [check_operand(x, name, fn, fields=False) for x, name in zip(arrays, names)]
+    out, ftype = [], None
+    for x, name in zip(arrays, names):
+        if kind_of(x) is not None:
+            x, ftype = to_array(x, "fmpz_mat")[0], FlintType("fmpz_mat")
+        elif isinstance(x, np.ndarray) and x.dtype == object:
+            found = scalar_entries(x)
+            if found is not None:
+                if found[1]:
+                    raise TypeError(f"{name} holds python-flint residues (nmod or fmpz_mod entries): {fn} takes "
+                                    "integers; for the product modulo p use modlin.matmul, or convert them with int()")
+                x = found[0]
+        out.append(x)
+    return ftype, out
+
+
+#: BLAS transposition codes, as scipy.linalg.blas and solve_triangular spell them.
+_TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
+
+
+def trans_code(value, name: str = "trans") -> int:
+    """``0`` (no transpose), ``1`` (transpose) or ``2`` (conjugate transpose) from scipy's
+    spellings: the ints 0, 1, 2 or the letters ``'N'``, ``'T'``, ``'C'`` (either case)."""
+    key = value.upper() if isinstance(value, str) else value
+    try:
+        if isinstance(key, (str, int, np.integer)) and not isinstance(key, bool) and key in _TRANS:
+            return _TRANS[key]
+    except TypeError:  # unhashable
+        pass
+    raise ValueError(f"{name} must be 0, 1, 2 or 'N', 'T', 'C' (no transpose, transpose, conjugate "
+                     f"transpose), got {value!r}")
 
 
 def _native(x: np.ndarray) -> np.ndarray:

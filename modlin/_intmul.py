@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _contract, _rns
 from ._backend import cpu_only
-from ._convert import integers
+from ._convert import integer_operands, integers
 from ._engines import ENGINES
 from .typing import ArrayLike
 
@@ -54,8 +54,11 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     Parameters
     ----------
     A, B : array_like
-        Integer matrices: any NumPy integer or boolean dtype, or object arrays
-        of Python ints of any size (negative entries included).
+        Integer matrices: any NumPy integer or boolean dtype, object arrays
+        of Python ints (or python-flint ``fmpz``) of any size (negative
+        entries included), or python-flint ``fmpz_mat`` s. Residues modulo
+        ``p`` are refused: galois ``FieldArray`` s, ``nmod_mat``,
+        ``fmpz_mod_mat`` (use :func:`modlin.matmul` for their product).
     engine : {"fp64", "fp32", "int8"}, optional
         Engine of the products modulo each modulus (default: the cheapest
         automatic one; ``"int8"`` only when asked).
@@ -65,15 +68,19 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
 
     Returns
     -------
-    ndarray
+    ndarray or fmpz_mat
         The exact product: int64 when the bound ``k * max|A| * max|B|`` is
-        below ``2**63``, otherwise an object array of Python ints.
+        below ``2**63``, otherwise an object array of Python ints; an
+        ``fmpz_mat`` when an operand is one.
 
     Raises
     ------
     TypeError
-        Float, complex or non-numeric operands, or object arrays holding
-        something other than integers.
+        Float, complex or non-numeric operands, object arrays holding
+        something other than integers, residues (``FieldArray`` s,
+        ``nmod_mat``, ``fmpz_mod_mat``, ``nmod`` entries), or operands that
+        are not matrices (``None``, strings, ragged lists, scipy.sparse
+        matrices, masked arrays: the message names the operand).
     ValueError
         Mismatched shapes; moduli that are not pairwise coprime or too small.
 
@@ -84,12 +91,18 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     >>> modlin.intmul(A, A)
     array([[1208925819614629174706161, -3298534883349],
            [5497558138915, 34]], dtype=object)
+    >>> import flint
+    >>> modlin.intmul(flint.fmpz_mat([[2**64, 1]]), flint.fmpz_mat([[2**64], [-1]]))
+    [340282366920938463463374607431768211455]
     """
     cpu_only("modlin.intmul", A, B)
     from ._matmul import _matmul_shapes
     from ._rnsplan import as_moduli, rns_plan
 
+    ftype, (A, B) = integer_operands(A, B, names=("A", "B"), fn="modlin.intmul")
     (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
+    if ftype is not None:
+        ftype.check_product(shape)
     (a, amax), (b, bmax) = _operand(A, "A", 0), _operand(B, "B", 1)
     bound = k * amax * bmax
     as_object = bound >= 2**63
@@ -102,4 +115,6 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
         c = _rns.multiply(pl, a, b, as_object=as_object) if np.prod(full) else np.zeros(
             full, dtype=object if as_object else np.int64)
     c = c.reshape(shape)
+    if ftype is not None:
+        return ftype.product(c, np.ndim(A))
     return c[()] if c.ndim == 0 else c

@@ -8,7 +8,8 @@ import numpy as np
 
 from . import _multiword, _rns
 from ._backend import namespace
-from ._convert import balanced_halves, residues_int64, unwrap_fields
+from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
+from ._flint import FlintType
 from ._modular import add_into
 from ._plan import Plan, _check_modulus, plan as make_plan
 from ._rnsplan import RNSPlan
@@ -31,17 +32,23 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     A, B : array_like
         Integer matrices: any NumPy integer or boolean dtype (negative and
         unreduced entries included, ``uint64`` up to ``2**64 - 1``), float
-        arrays holding integers, object arrays of Python ints, or galois
-        ``FieldArray`` s of one prime field. Or CuPy integer arrays (both
-        operands): the product then runs on their GPU, planned for its
-        engines (``modlin.plan(..., device="cuda")``), for ``p < 2**63``.
+        arrays holding integers, object arrays of Python ints (or of
+        python-flint ``fmpz`` / ``nmod`` / ``fmpz_mod`` scalars), galois
+        ``FieldArray`` s of one prime field, or python-flint ``nmod_mat``,
+        ``fmpz_mod_mat`` and ``fmpz_mat`` matrices. A plain operand beside a
+        ``FieldArray`` or flint matrix is read as integers. Or CuPy integer
+        arrays (both operands): the product then runs on their GPU, planned
+        for its engines (``modlin.plan(..., device="cuda")``), for ``p < 2**63``.
     p : int, optional
-        The modulus, any integer ``p >= 2``, prime or composite. May be omitted
-        when an operand is a ``FieldArray``; if given, it must equal the field's
-        order.
+        The modulus, any integer ``p >= 2``, prime or composite: an ``int``, a
+        NumPy integer or a python-flint ``fmpz`` (anything :func:`operator.index`
+        takes). May be omitted when an operand fixes it (a ``FieldArray``, an
+        ``nmod_mat`` or ``fmpz_mod_mat``, ``nmod`` entries); if given, it must
+        equal that modulus.
     out : ndarray, optional
         Where to write the result: an array of the result's dtype and shape
         (a ``FieldArray`` of the operands' field when they are FieldArrays).
+        Not with python-flint operands, whose result is always a new matrix.
     plan : Plan or RNSPlan, optional
         A plan from :func:`modlin.plan` to run instead of choosing one. It is
         checked first: against the exactness contract (a :class:`Plan`), or for
@@ -49,21 +56,31 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
 
     Returns
     -------
-    ndarray
+    ndarray, FieldArray or python-flint matrix
         ``A @ B mod p`` with entries in ``[0, p)``: int64 for ``p <= 2**63``,
         an object array of Python ints above, or a ``FieldArray`` of the
-        operands' field. CuPy operands give a CuPy result on their device.
+        operands' field. python-flint operands give the same flint type: an
+        ``nmod_mat`` or ``fmpz_mod_mat`` with the operands' modulus, or an
+        ``fmpz_mat`` of the residues when only ``fmpz_mat`` s are given (a
+        1-D NumPy operand beside them makes a ``1 x n`` or ``n x 1`` matrix,
+        two 1-D ones the scalar ``nmod`` / ``fmpz_mod``). CuPy operands give
+        a CuPy result on their device.
 
     Raises
     ------
     ValueError
         Mismatched shapes, ``p < 2``, NaN/Inf or non-integral floats, a plan
         for another modulus, one that breaks the contract or whose moduli are
-        too few for this ``k``, an extension field, or operands from different
-        fields.
+        too few for this ``k``, an extension field, operands from different
+        fields or of different moduli, or python-flint operands whose
+        product would be a stack of matrices.
     TypeError
-        Non-numeric or complex operands, a non-integer modulus, a bad ``out``,
-        NumPy and CuPy operands mixed.
+        Operands that are not matrices (``None``, strings, ``dict`` s, ragged
+        nested lists, scipy.sparse matrices, NumPy masked arrays: the
+        message names the operand), non-numeric or complex operands, a
+        non-integer modulus, a bad ``out``, NumPy and CuPy operands mixed,
+        FieldArrays and python-flint matrices mixed, or ``nmod_mat`` and
+        ``fmpz_mod_mat`` mixed.
 
     Notes
     -----
@@ -86,12 +103,28 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     >>> p = 2**50 - 27  # a 50-bit prime: (p-1)**2 needs 100 bits, the result is exact
     >>> modlin.matmul([[p - 1, 1]], [[p - 1], [2]], p)
     array([[3]])
+
+    python-flint matrices come back as the same type, with their modulus:
+
+    >>> import flint
+    >>> F = flint.nmod_mat([[1, 2], [3, 4]], 5)
+    >>> C = modlin.matmul(F, F)
+    >>> C, type(C).__name__, C.modulus()
+    ([2, 0]
+    [0, 2], 'nmod_mat', 5)
     """
+    # before the device is decided, so that None or a dict beside a CuPy array is named as such
+    A, B = check_operand(A, "A", "modlin.matmul"), check_operand(B, "B", "modlin.matmul")
     if namespace(A, B, out) is not np:
         return _gpu_matmul(A, B, p, out, plan)
-    p, field, (A, B) = unwrap_fields(p, A, B)
+    p, field, (A, B) = unwrap_fields(p, A, B, names=("A", "B"), fn="modlin.matmul")
     p = _check_modulus(p)
     (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
+    if isinstance(field, FlintType):
+        if out is not None:
+            raise TypeError("out= takes NumPy arrays and FieldArrays; with python-flint operands "
+                            "the result is a new matrix: omit out")
+        field.check_product(shape)
 
     if plan is None:
         plan = make_plan(p, m, k, n)
@@ -122,7 +155,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         out.view(np.ndarray)[...] = result
         return out
     if field is not None:
-        return field(result)
+        return field.product(result, np.ndim(A)) if isinstance(field, FlintType) else field(result)
     return result[()] if result.ndim == 0 else result
 
 

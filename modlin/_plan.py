@@ -9,6 +9,7 @@ compared, cached, and handed back to :func:`modlin.matmul` by a user.
 from __future__ import annotations
 
 import numbers
+import operator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Iterator, Literal
@@ -572,9 +573,14 @@ def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: s
 
 
 def _check_modulus(p) -> int:
-    if isinstance(p, bool) or not isinstance(p, numbers.Integral):
-        raise TypeError(f"the modulus must be an integer, got {type(p).__name__} {p!r}")
-    p = int(p)
+    """``p`` as a Python int: anything :func:`operator.index` takes (int, NumPy integers,
+    python-flint's ``fmpz``) except booleans, at least 2."""
+    try:
+        if isinstance(p, bool):  # operator.index takes True; NumPy's bool_ it refuses itself
+            raise TypeError
+        p = operator.index(p)
+    except TypeError:
+        raise TypeError(f"the modulus must be an integer, got {type(p).__name__} {p!r}") from None
     if p < 2:
         raise ValueError(f"the modulus must be at least 2, got {p}")
     return p

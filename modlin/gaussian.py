@@ -24,7 +24,8 @@ import numpy as np
 
 from . import _rns
 from ._backend import cpu_only, namespace
-from ._convert import float_integers, integers, residues_int64
+from ._convert import _index, float_integers, integer_operands, integers, residues_int64, unwrap_fields
+from ._flint import FlintType
 from ._intmul import max_abs
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_split, twom_words
@@ -38,32 +39,146 @@ ALGORITHMS = ("auto", "2m", "3m", "4m")
 
 # --------------------------------------------------------------------- number theory
 
-def _factors(m: int) -> dict[int, int]:
+#: Bounds of the factoring behind 2M's square roots of -1, so that a modulus that
+#: cannot be factored quickly is refused rather than left to run for hours: trial
+#: division by the primes below ``TRIAL_BOUND``, then for each composite cofactor at
+#: most ``RHO_STEPS`` steps of Pollard's rho (Brent's variant), which finds prime
+#: factors up to about ``2**34`` (a factor ``q`` needs about ``sqrt(q)`` steps). Every
+#: modulus below ``2**68`` (every modulus of a product, ``m < 2**52``, included)
+#: therefore factors completely; a larger one factors when all but one of its prime
+#: factors (counted with multiplicity, after the perfect powers) are below ``2**34``.
+TRIAL_BOUND = 2**16
+RHO_STEPS = 2**18
+#: The least root is the least of ``2**(r-1)`` CRT combinations for ``r`` distinct
+#: prime factors: more than this many are refused.
+MAX_DISTINCT_FACTORS = 20
+
+
+@lru_cache(maxsize=1)
+def _small_primes() -> tuple[int, ...]:
+    sieve = np.ones(TRIAL_BOUND, dtype=bool)
+    sieve[:2] = False
+    for q in range(2, int(TRIAL_BOUND**0.5) + 1):
+        if sieve[q]:
+            sieve[q * q::q] = False
+    return tuple(int(q) for q in np.flatnonzero(sieve))
+
+
+def _rho(n: int, steps: int) -> int | None:
+    """A nontrivial factor of the odd composite ``n`` (not a perfect power) within ``steps``
+    squarings of Pollard's rho in Brent's form, or None."""
+    used = 0
+    for c in range(1, 64):
+        y, r, q, g, x, ys = 2, 1, 1, 1, 2, 2
+        while g == 1:
+            x = y
+            for _ in range(r):
+                y = (y * y + c) % n
+            k = 0
+            while k < r and g == 1:
+                ys = y
+                for _ in range(min(128, r - k)):
+                    y = (y * y + c) % n
+                    q = q * abs(x - y) % n
+                g = math.gcd(q, n)
+                k += 128
+            used += 2 * r
+            r *= 2
+            if used > steps:
+                return None
+        if g == n:  # the batch overshot: step back one squaring at a time
+            g = 1
+            while g == 1:
+                ys = (ys * ys + c) % n
+                g = math.gcd(abs(x - ys), n)
+        if g != n:
+            return g
+    return None
+
+
+@lru_cache(maxsize=256)
+def _factor(m: int) -> tuple[dict[int, int], int]:
+    """The prime factors of ``m`` found within the bounds above, with their exponents, and
+    the product of what is left unfactored (1 when the factorisation is complete)."""
     import galois
 
-    primes, exps = galois.factors(m)
-    return {int(q): int(e) for q, e in zip(primes, exps)}
+    found: dict[int, int] = {}
+    for q in _small_primes():
+        if q * q > m:
+            break
+        while m % q == 0:
+            m //= q
+            found[q] = found.get(q, 0) + 1
+    left, todo = 1, [m] if m > 1 else []
+    while todo:
+        c = todo.pop()
+        if c < TRIAL_BOUND**2 or galois.is_prime(c):  # no factor below TRIAL_BOUND: c is prime
+            found[c] = found.get(c, 0) + 1
+            continue
+        base, k = (int(v) for v in galois.perfect_power(c))
+        if k > 1:
+            todo += [base] * k
+            continue
+        d = _rho(c, RHO_STEPS)
+        if d is None:
+            left *= c
+        else:
+            todo += [d, c // d]
+    return found, left
+
+
+def _factors(m: int) -> dict[int, int]:
+    """The prime factorisation of ``m``, or ValueError when the bounded search cannot finish it."""
+    found, left = _factor(m)
+    if left > 1:
+        raise ValueError(_unfactored(m, left))
+    return found
+
+
+def _unfactored(m: int, left: int) -> str:
+    return (f"m = {m} has a {left.bit_length()}-bit composite factor that modlin cannot factor quickly "
+            f"(trial division below 2**16, then {RHO_STEPS} steps of Pollard's rho); 2M needs the prime "
+            "factors of m: pass a prime or a product of known primes, or use algorithm='3m'")
 
 
 def _why_not_twom(m: int) -> str | None:
-    """None if ``m`` admits 2M, else the reason (naming the offending factor)."""
+    """None if ``m`` admits 2M, else the reason (naming the offending factor).
+
+    ValueError when that depends on a factor the bounded factoring cannot find.
+    """
     if m % 2 == 0:
         return f"m = {m} is even (2M divides by 2)"
-    for q in sorted(_factors(m)):
+    found, left = _factor(m)
+    for q in sorted(found):
         if q % 4 == 3:
             return f"m = {m} has the prime factor {q} = 3 (mod 4), so -1 has no square root mod m"
+    if left % 4 == 3:  # an odd number of its prime factors are 3 (mod 4)
+        return (f"m = {m} has a factor {left} = 3 (mod 4), so it has a prime factor 3 (mod 4) "
+                "and -1 has no square root mod m")
+    if left > 1:
+        raise ValueError(_unfactored(m, left))
     return None
 
 
 def is_twom_modulus(m: int) -> bool:
     """True when 2M works modulo ``m``: ``m`` odd, every prime factor ``1 (mod 4)``.
 
+    ``m = 1`` gives False (there is nothing to multiply modulo 1).
+
+    Raises
+    ------
+    ValueError
+        ``m < 1``, or a composite ``m`` that cannot be factored quickly (see
+        :func:`sqrt_minus_one`) and is not ruled out by the factors found.
+
     Examples
     --------
     >>> from modlin import gaussian
-    >>> gaussian.is_twom_modulus(221), gaussian.is_twom_modulus(231)
-    (True, False)
+    >>> gaussian.is_twom_modulus(221), gaussian.is_twom_modulus(231), gaussian.is_twom_modulus(1)
+    (True, False, False)
     """
+    if _index(m) == 1:
+        return False
     m = _check_modulus(m)
     return m > 2 and _why_not_twom(m) is None
 
@@ -73,17 +188,22 @@ def sqrt_minus_one(m: int) -> int:
     """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
     prime factors are all ``1 (mod 4)``.
 
-    ``m`` is factored by galois; modulo each prime factor ``q`` the root is
-    ``c**((q-1)/4)`` for the least quadratic non-residue ``c`` (Euler's
-    criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
-    second per prime, this a few modular powers). Roots are lifted to prime
-    powers by Hensel's step and combined by CRT (galois.crt); the least of the
+    ``m`` is factored by trial division below ``2**16`` and a bounded Pollard
+    rho (every ``m < 2**68`` factors; see ``TRIAL_BOUND`` and ``RHO_STEPS``),
+    with galois' primality test for what is left. Modulo each prime factor
+    ``q`` the root is ``c**((q-1)/4)`` for the least quadratic non-residue
+    ``c`` (Euler's criterion: building ``galois.GF(q)`` for its ``sqrt`` costs
+    most of a second per prime, this a few modular powers). Roots are lifted
+    to prime powers by Hensel's step and combined by CRT; the least of the
     ``2**r`` combinations (``r`` distinct prime factors) is returned.
 
     Raises
     ------
     ValueError
-        If no square root of -1 exists modulo ``m`` (the message names why).
+        If no square root of -1 exists modulo ``m`` (the message names why),
+        or ``m`` cannot be factored quickly (a composite part without prime
+        factors below about ``2**34``), or it has more than 20 distinct prime
+        factors.
 
     Examples
     --------
@@ -91,17 +211,22 @@ def sqrt_minus_one(m: int) -> int:
     >>> s = gaussian.sqrt_minus_one(221)
     >>> s, (s * s + 1) % 221
     (21, 0)
+    >>> gaussian.sqrt_minus_one(2**127 + 29)  # a prime 1 (mod 4): no factoring needed
+    70132397335041220679553555900003183873
     """
-    import galois
-
     m = _check_modulus(m)
     if m == 1 or m < 5:
         raise ValueError(f"m = {m} has no square root of -1 usable by 2M; use algorithm='3m'")
     why = _why_not_twom(m)
     if why:
         raise ValueError(f"{why}; use algorithm='3m' or 'auto'")
+    factors = _factors(m)
+    if len(factors) > MAX_DISTINCT_FACTORS:
+        raise ValueError(f"m = {m} has {len(factors)} distinct prime factors; the least square root of -1 "
+                         f"is one of 2**{len(factors) - 1} candidates, too many to search (at most "
+                         f"{MAX_DISTINCT_FACTORS} factors)")
     roots, mods = [], []
-    for q, e in _factors(m).items():
+    for q, e in factors.items():
         c = 2
         while pow(c, (q - 1) // 2, q) != q - 1:
             c += 1
@@ -112,9 +237,13 @@ def sqrt_minus_one(m: int) -> int:
             s = (s - (s * s + 1) * pow(2 * s, -1, qe)) % qe
         roots.append(s)
         mods.append(qe)
-    # each prime power has two roots (s and -s); the least root of m is among their CRT combinations
-    best = min(int(galois.crt(list(combo), mods)) % m if len(mods) > 1 else combo[0] % m
-               for combo in itertools.product(*[(r, q - r) for r, q in zip(roots, mods)]))
+    # each prime power has two roots (s and -s): the roots of m are the sums of +-s_i e_i
+    # (e_i the CRT idempotents); s and m - s are one pair, so the first sign stays fixed
+    terms = [r * (m // q) * pow(m // q, -1, q) % m for r, q in zip(roots, mods)]
+    best = m
+    for signs in itertools.product((1, -1), repeat=len(terms) - 1):
+        x = (terms[0] + sum(t if g > 0 else -t for g, t in zip(signs, terms[1:]))) % m
+        best = min(best, x, m - x)
     assert (best * best + 1) % m == 0
     return best
 
@@ -201,6 +330,52 @@ def _residues(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     return tuple(np.remainder(x, m) for x in _congruent(X, m, name))
 
 
+def _flatten(operands: dict):
+    """The parts of Gaussian operands (each one array or a ``(real, imag)`` pair), their
+    names for messages, and a function putting converted parts back into that shape."""
+    flat, names, pairs = [], [], []
+    for name, X in operands.items():
+        pairs.append(isinstance(X, tuple))
+        if isinstance(X, tuple):
+            if len(X) != 2:
+                raise ValueError(f"{name}: a Gaussian matrix given as a tuple must be a (real, imag) pair")
+            flat += X
+            names += [f"{name} (real part)", f"{name} (imaginary part)"]
+        else:
+            flat.append(X)
+            names.append(name)
+
+    def rebuild(plain):
+        parts = iter(plain)
+        return [(next(parts), next(parts)) if pair else next(parts) for pair in pairs]
+
+    return flat, tuple(names), rebuild
+
+
+def _front(m, fn: str, **operands):
+    """``(m, field, operands)`` after the front-door checks of every part.
+
+    All the parts go through :func:`modlin._convert.unwrap_fields` together, so
+    a galois ``FieldArray`` or python-flint modular matrix fixes ``m`` (and
+    ``field`` is the type the result parts should have), as in :func:`modlin.matmul`.
+    """
+    flat, names, rebuild = _flatten(operands)
+    m, field, plain = unwrap_fields(m, *flat, names=names, fn=fn, modulus="m")
+    return m, field, rebuild(plain)
+
+
+def _ndim(X) -> int:
+    return np.ndim(X[0] if isinstance(X, tuple) else X)
+
+
+def _typed(field, result, a_ndim: int = 2):
+    """Each part of ``result`` as ``field`` (a FieldArray class or python-flint type), or unchanged."""
+    if field is None:
+        return result
+    conv = (lambda x: field.product(x, a_ndim)) if isinstance(field, FlintType) else field
+    return tuple(conv(x) for x in result) if isinstance(result, tuple) else conv(result)
+
+
 def _check_m(m) -> int:
     m = _check_modulus(m)
     if m >= MAX_MODULUS:
@@ -238,7 +413,7 @@ def _add_mod(x, y, m):
 
 # --------------------------------------------------------------------- products mod m
 
-def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Product of Gaussian-integer matrices modulo ``m``.
 
     Follows :func:`numpy.matmul` shape rules.
@@ -247,8 +422,12 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     ----------
     A, B : complex array_like, or (real, imag) pairs of integer array_like
         The operands; complex arrays must have integral parts.
-    m : int
-        The modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
         ``"2m"``: two real products (``m`` odd with every prime factor
         ``1 (mod 4)``); ``"3m"``: three (Karatsuba); ``"4m"``: four (the
@@ -268,7 +447,10 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
         ``3 (mod 4)`` (the message names it); non-integral parts; mismatched
         shapes or pairs; ``m`` out of range.
     TypeError
-        Operands that are neither complex nor integer pairs.
+        Operands that are neither complex nor integer pairs, or not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand or part); ``m`` omitted with
+        no operand that fixes it.
 
     Examples
     --------
@@ -279,7 +461,21 @@ def matmul(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.nda
     >>> re + 1j * im
     array([[10.+3.j, 10.+5.j],
            [11.+4.j, 11.+2.j]])
+
+    With galois ``FieldArray`` parts the modulus is the field's:
+
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> # (1+2i)(1) + (3i)(4+5i) = -14 + 14i
+    >>> re, im = gaussian.matmul((GF([[1, 0]]), GF([[2, 3]])), (GF([[1], [4]]), GF([[0], [5]])))
+    >>> re, im
+    (GF([[12]], order=13), GF([[1]], order=13))
     """
+    m, field, (A, B) = _front(m, "modlin.gaussian.matmul", A=A, B=B)
+    return _typed(field, _matmul_mod(A, B, m, algorithm), _ndim(A))
+
+
+def _matmul_mod(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if namespace(*[y for x in (A, B) for y in (x if isinstance(x, tuple) else (x,))]) is not np:
@@ -346,7 +542,7 @@ def _hermitian_from(X: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarr
     return _twom_combine(X, np.ascontiguousarray(_T(X)), s, m)
 
 
-def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """``A @ A^H mod m`` with one real GEMM (Caday, arXiv 2609.05419, HERK corollary).
 
     With ``X = A+ (A-)^T`` (a full, unmasked GEMM), ``phi+(C) = X`` and
@@ -358,8 +554,12 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
     ----------
     A : complex array_like or (real, imag) pair
         ``n x k`` (or stacked).
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -373,20 +573,29 @@ def herk(A, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]
     >>> re, im = gaussian.herk([[1 + 2j, 3]], 13)
     >>> int(re[0, 0]), int(im[0, 0])
     (1, 0)
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> gaussian.herk((GF([[1, 2]]), GF([[2, 0]])))  # m = 13 from the field: |1+2i|**2 + 4
+    (GF([[9]], order=13), GF([[0]], order=13))
     """
     cpu_only("modlin.gaussian.herk", A)
+    m, field, (A,) = _front(m, "modlin.gaussian.herk", A=A)
+    return _typed(field, _herk(A, m, algorithm))
+
+
+def _herk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     ar, ai = _congruent(A, m, "A")
     if alg != "2m":
         ar, ai = np.remainder(ar, m), np.remainder(ai, m)
-        return matmul((ar, ai), (_T(ar), _T((m - ai) % m)), m, algorithm=alg)
+        return _matmul_mod((ar, ai), (_T(ar), _T((m - ai) % m)), m, alg)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
     return _hermitian_from(_matmul(ap, _T(am), m), s, m)
 
 
-def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """``A @ B^H + B @ A^H mod m`` with two real GEMMs.
 
     With ``X = A+ (B-)^T`` and ``Y = A- (B+)^T``, ``Z = X + Y^T`` is ``phi+(C)``
@@ -396,8 +605,12 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     ----------
     A, B : complex array_like or (real, imag) pairs
         Matrices of one shape ``n x k`` (or stacked).
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -411,14 +624,23 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     >>> re, im = gaussian.her2k([[1j]], [[2]], 13)
     >>> int(re[0, 0]), int(im[0, 0])
     (0, 0)
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> gaussian.her2k((GF([[0]]), GF([[1]])), (GF([[1]]), GF([[1]])))  # 2 Re(i (1 - i)) = 2
+    (GF([[2]], order=13), GF([[0]], order=13))
     """
     cpu_only("modlin.gaussian.her2k", A, B)
+    m, field, (A, B) = _front(m, "modlin.gaussian.her2k", A=A, B=B)
+    return _typed(field, _her2k(A, B, m, algorithm))
+
+
+def _her2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     ar, ai = _residues(A, m, "A")
     br, bi = _residues(B, m, "B")
     if alg != "2m":
-        p_r, p_i = matmul((ar, ai), (_T(br), _T((m - bi) % m)), m, algorithm=alg)
+        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T((m - bi) % m)), m, alg)
         return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _sub_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
@@ -427,7 +649,7 @@ def her2k(A, B, m: int, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndar
     return _hermitian_from(Z, s, m)
 
 
-def syrk(A, m: int, *, algorithm: str = "auto"):
+def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
     """``A @ A^T mod m``.
 
     For a complex (Gaussian) ``A`` this is two real GEMMs with 2M
@@ -440,8 +662,12 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
     ----------
     A : array_like
         An ``n x k`` matrix: complex or a (real, imag) pair, or a real integer array.
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -458,8 +684,17 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
     >>> gaussian.syrk(A, 13)
     array([[ 1,  6],
            [ 6, 12]])
+    >>> import galois
+    >>> gaussian.syrk(galois.GF(13)(A))  # m = 13 from the field
+    GF([[ 1,  6],
+        [ 6, 12]], order=13)
     """
     cpu_only("modlin.gaussian.syrk", A)
+    m, field, (A,) = _front(m, "modlin.gaussian.syrk", A=A)
+    return _typed(field, _syrk(A, m, algorithm))
+
+
+def _syrk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     real = not isinstance(A, tuple) and np.asarray(A).dtype.kind in "iubfO"
@@ -477,13 +712,13 @@ def syrk(A, m: int, *, algorithm: str = "auto"):
         return _hermitian_from(X, s, m)[0]
     ar, ai = _residues(A, m, "A")
     if alg != "2m":
-        return matmul((ar, ai), (_T(ar), _T(ai)), m, algorithm=alg)
+        return _matmul_mod((ar, ai), (_T(ar), _T(ai)), m, alg)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
     return _twom_combine(_matmul(ap, _T(ap), m), _matmul(am, _T(am), m), s, m)
 
 
-def syr2k(A, B, m: int, *, algorithm: str = "auto"):
+def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
     """``A @ B^T + B @ A^T mod m``.
 
     Complex operands: two real GEMMs with 2M (``phi+-(C) = X+- + X+-^T`` with
@@ -495,8 +730,12 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     ----------
     A, B : array_like
         Matrices of one shape ``n x k``: both Gaussian or both real integer arrays.
-    m : int
-        Modulus, ``2 <= m < 2**52``.
+    m : int, optional
+        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
+        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
+        it must match), the other parts are read as integers, and the result
+        parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
 
     Returns
@@ -510,8 +749,17 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
     >>> from modlin import gaussian
     >>> gaussian.syr2k([[1, 2]], [[3, 4]], 13)
     array([[9]])
+    >>> import galois
+    >>> GF = galois.GF(13)
+    >>> gaussian.syr2k(GF([[1, 2]]), GF([[3, 4]]))
+    GF([[9]], order=13)
     """
     cpu_only("modlin.gaussian.syr2k", A, B)
+    m, field, (A, B) = _front(m, "modlin.gaussian.syr2k", A=A, B=B)
+    return _typed(field, _syr2k(A, B, m, algorithm))
+
+
+def _syr2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     real = all(not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO" for X in (A, B))
@@ -527,11 +775,11 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
         h = (k + 1) // 2
         padding = [(0, 0)] * (a.ndim - 1) + [(0, 2 * h - k)]
         a, b = np.pad(a, padding), np.pad(b, padding)
-        return her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, algorithm="2m")[0]
+        return _her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, "2m")[0]
     ar, ai = _residues(A, m, "A")
     br, bi = _residues(B, m, "B")
     if alg != "2m":
-        p_r, p_i = matmul((ar, ai), (_T(br), _T(bi)), m, algorithm=alg)
+        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T(bi)), m, alg)
         return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _add_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
     s = sqrt_minus_one(m)
     ap, am = twom_split(ar, ai, s, m)
@@ -587,7 +835,10 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     A, B : complex array_like or (real, imag) pairs of integer arrays
-        Any integer entries (object arrays of Python ints for large ones).
+        Any integer entries (object arrays of Python ints for large ones,
+        python-flint ``fmpz_mat`` parts). Residues are refused, as by
+        :func:`modlin.intmul`: galois ``FieldArray`` s, ``nmod_mat`` and
+        ``fmpz_mod_mat`` (:func:`matmul` multiplies them modulo their modulus).
     engine : {"fp64", "int8"}
 
     Returns
@@ -595,7 +846,13 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     (ndarray, ndarray)
         Real and imaginary parts: int64 when the bound
         ``k * (max|A_r| + max|A_i|) * (max|B_r| + max|B_i|)`` is below ``2**63``,
-        object arrays of Python ints otherwise.
+        object arrays of Python ints otherwise; ``fmpz_mat`` s when a part is one.
+
+    Raises
+    ------
+    TypeError
+        Residues (above), or operands that are not matrices (``None``,
+        strings, ragged lists, scipy.sparse matrices, masked arrays).
 
     Examples
     --------
@@ -605,6 +862,9 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     (1208925819614629174706177, 0)
     """
     cpu_only("modlin.gaussian.intmul", A, B)
+    flat, names, rebuild = _flatten({"A": A, "B": B})
+    ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
+    A, B = rebuild(plain)
     from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import plan
 
@@ -628,4 +888,4 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         rc[0, idx], rc[1, idx] = _gauss(*ops, q, alg, lambda x, y, q=q, pl=pl: _matmul(x, y, q, plan=pl))
     as_object = bound >= 2**63
     out = tuple(_rns.reconstruct(rc[j], basis, as_object=as_object).reshape(shape) for j in range(2))
-    return out
+    return _typed(ftype, out, _ndim(A))

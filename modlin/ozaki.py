@@ -32,6 +32,7 @@ import numpy as np
 
 from . import _multiword, _quantize
 from ._backend import is_cupy, namespace
+from ._convert import check_operand, trans_code
 from ._crtfloat import to_double
 from ._engines import get_engine
 from ._matmul import _matmul_shapes
@@ -467,6 +468,40 @@ def _scalar(x, name: str, complex_: bool):
     return complex(x) if complex_ else float(x)
 
 
+def _operands(fn: str, C, c, **operands):
+    """The operands after the front-door checks, and ``C`` (or ``c``, scipy.linalg.blas's
+    spelling of it: one of the two)."""
+    if c is not None:
+        if C is not None:
+            raise TypeError(f"{fn}: C and c are one argument (c is scipy.linalg.blas's spelling): pass one of them")
+        C = c
+    checked = [check_operand(X, name, fn, fields=False, flint=False, of="numbers") for name, X in operands.items()]
+    if C is not None:
+        C = check_operand(C, "C", fn, fields=False, flint=False, of="numbers")
+    return checked, C
+
+
+def _op(x, code: int):
+    """BLAS's ``op(x)``: ``x``, ``x^T`` (code 1) or ``x^H`` (code 2; ``x^T`` for real ``x``), on
+    the last two axes (a 1-D operand is not transposed). A copy when transposed, so that
+    the emulation reads contiguous rows."""
+    xp = namespace(x)
+    if code and x.ndim >= 2:
+        x = xp.ascontiguousarray(xp.swapaxes(x, -1, -2))
+    if code == 2 and x.dtype.kind == "c":
+        x = x.conj()
+    return x
+
+
+def _triangle(out, lower):
+    """The full result (``lower=None``), or its lower (true) or upper (false) triangle with
+    the other one zero."""
+    if lower is None:
+        return out
+    xp = namespace(out)
+    return xp.tril(out) if lower else xp.triu(out)
+
+
 def _blas(compute, xp, shape, dtype, alpha, beta, C, complex_scalars: bool):
     """``alpha * compute() + beta * C`` with BLAS's conventions: ``compute`` is not called
     when ``alpha == 0`` and ``C`` is not read when ``beta == 0`` (NaN there is ignored)."""
@@ -509,7 +544,7 @@ def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype):
 
 
 def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
-          C=None) -> np.ndarray:
+          C=None, trans_a=0, trans_b=0, c=None) -> np.ndarray:
     """``alpha * A @ B + beta * C`` in float64, the product emulated on exact integer GEMMs.
 
     Ozaki scheme II: rows of ``A`` and columns of ``B`` are scaled by powers
@@ -545,11 +580,30 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
         is not read when ``beta == 0``.
     C : array_like, optional
         Added as ``beta * C``; needed when ``beta != 0``. Never modified.
+    trans_a, trans_b : {0, 1, 2, "N", "T", "C"}
+        As in :func:`scipy.linalg.blas.dgemm`: multiply ``op(A) @ op(B)``
+        with ``op(X) = X`` (0, the default), ``X.T`` (1) or its conjugate
+        transpose (2, which is ``X.T`` for real matrices). Stacks are
+        transposed in their last two axes; 1-D operands are not transposed.
+    c : array_like, optional
+        scipy.linalg.blas's name for ``C``: pass one of the two.
 
     Returns
     -------
     ndarray
         float64, of :func:`numpy.matmul`'s result shape.
+
+    Raises
+    ------
+    TypeError
+        Complex operands; galois ``FieldArray`` s and python-flint matrices
+        (residues and exact integers: :func:`modlin.matmul` and
+        :func:`modlin.intmul` multiply them); operands that are not arrays
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand); ``C`` and ``c`` both given.
+    ValueError
+        Mismatched shapes, an unknown ``trans_a`` / ``trans_b``, ``mode``,
+        ``engine`` or ``moduli``, or ``beta != 0`` without ``C``.
 
     Warns
     -----
@@ -580,10 +634,15 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     >>> x = np.array([[1e16, 1.0, -1e16]]); y = np.array([[1.0], [1.0], [1.0]])
     >>> ozaki.dgemm(x, y), x @ y   # exact before its one rounding; numpy sums in order
     (array([[1.]]), array([[0.]]))
+    >>> ozaki.dgemm(A, A, trans_a=1)  # scipy.linalg.blas.dgemm's names: A.T @ A
+    array([[10., 14.],
+           [14., 20.]])
     """
+    (A, B), C = _operands("modlin.ozaki.dgemm", C, c, A=A, B=B)
+    ta, tb = trans_code(trans_a, "trans_a"), trans_code(trans_b, "trans_b")
     _check_mode(mode)
     xp = namespace(A, B, C)
-    a, b = _as_float(A, "A", False), _as_float(B, "B", False)
+    a, b = _op(_as_float(A, "A", False), ta), _op(_as_float(B, "B", False), tb)
     (_, k, _), _, shape = _matmul_shapes(a.shape, b.shape)
     mods = _resolve("real", engine, moduli, "auto", gpu=xp is not np, k=k)
     return _blas(lambda: _batched_gemm(a, b, mods, mode, np.float64), xp, shape, np.float64,
@@ -591,7 +650,7 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
 
 
 def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
-          alpha=1.0, beta=0.0, C=None) -> np.ndarray:
+          alpha=1.0, beta=0.0, C=None, trans_a=0, trans_b=0, c=None) -> np.ndarray:
     """``alpha * A @ B + beta * C`` in complex128, the product emulated on exact integer GEMMs.
 
     As :func:`dgemm`, with real and imaginary parts sharing each row's and
@@ -624,11 +683,21 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
         BLAS scalars, as for :func:`dgemm`.
     C : array_like, optional
         Added as ``beta * C``. Never modified.
+    trans_a, trans_b : {0, 1, 2, "N", "T", "C"}
+        As in :func:`scipy.linalg.blas.zgemm`: ``op(X)`` is ``X`` (0),
+        ``X.T`` (1) or the conjugate transpose ``X.conj().T`` (2).
+    c : array_like, optional
+        scipy.linalg.blas's name for ``C``: pass one of the two.
 
     Returns
     -------
     ndarray
         complex128, of :func:`numpy.matmul`'s result shape.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`dgemm` (complex operands are taken here).
 
     Examples
     --------
@@ -640,18 +709,22 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     >>> B = np.array([[2j], [1.0]])
     >>> ozaki.zgemm(A, B, algorithm="3m", engine="int8"), A @ B
     (array([[-1.+1.j]]), array([[-1.+1.j]]))
+    >>> ozaki.zgemm(A, A, trans_b=2)  # A @ A^H, the squared norm of the row
+    array([[15.+0.j]])
     """
+    (A, B), C = _operands("modlin.ozaki.zgemm", C, c, A=A, B=B)
+    ta, tb = trans_code(trans_a, "trans_a"), trans_code(trans_b, "trans_b")
     _check_mode(mode)
     xp = namespace(A, B, C)
-    a, b = _as_float(A, "A", True), _as_float(B, "B", True)
+    a, b = _op(_as_float(A, "A", True), ta), _op(_as_float(B, "B", True), tb)
     (_, k, _), _, shape = _matmul_shapes(a.shape, b.shape)
     mods = _resolve("complex", engine, moduli, algorithm, gpu=xp is not np, k=k)
     return _blas(lambda: _batched_gemm(a, b, mods, mode, np.complex128), xp, shape, np.complex128,
                  alpha, beta, C, True)
 
 
-def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_):
-    a = _as_float(A, "A", complex_)
+def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_, trans: int):
+    a = _op(_as_float(A, "A", complex_), trans)
     if a.ndim != 2:
         raise ValueError(f"A must be a matrix (2-D), got {a.ndim} dimensions")
     mods = _resolve(kind, engine, moduli, algorithm, gpu=is_cupy(a), k=a.shape[1])
@@ -664,7 +737,7 @@ def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_):
 
 
 def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
-          C=None) -> np.ndarray:
+          C=None, trans=0, lower=None, c=None) -> np.ndarray:
     """``alpha * A @ A.T + beta * C`` in float64, emulated with half of a GEMM's work.
 
     Rows of ``A`` are scaled alike on both sides, so the result is exactly
@@ -679,11 +752,24 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
         A real ``n x k`` matrix.
     moduli, mode, engine, alpha, beta, C
         As for :func:`dgemm`; the default moduli are :func:`zgemm`'s (2M).
+    trans : {0, 1, 2, "N", "T", "C"}
+        As in :func:`scipy.linalg.blas.dsyrk`: 0 computes ``A @ A.T``
+        (``n x n``), 1 (or 2) ``A.T @ A`` (``k x k``).
+    lower : bool, optional
+        The default (None) returns the full symmetric matrix, **unlike**
+        :func:`scipy.linalg.blas.dsyrk`, whose default ``lower=0`` fills the
+        upper triangle only. Given (``True``/1 or ``False``/0), only that
+        triangle, diagonal included, is returned and the other one is zero:
+        what scipy returns without ``c`` (scipy leaves ``c``'s entries
+        there when ``c`` is given).
+    c : array_like, optional
+        scipy.linalg.blas's name for ``C``: pass one of the two.
 
     Returns
     -------
     ndarray
-        The symmetric ``n x n`` float64 result (both triangles).
+        The symmetric float64 result (both triangles, or the one ``lower``
+        names).
 
     Examples
     --------
@@ -693,15 +779,24 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
     >>> ozaki.dsyrk(A)
     array([[14.  , 10.5 ],
            [10.5 , 17.25]])
+    >>> ozaki.dsyrk(A, lower=True)  # scipy.linalg.blas.dsyrk(1.0, A, lower=1)
+    array([[14.  ,  0.  ],
+           [10.5 , 17.25]])
+    >>> ozaki.dsyrk(A, trans=1)  # A.T @ A
+    array([[ 1.25,  1.5 ,  5.  ],
+           [ 1.5 ,  5.  ,  2.  ],
+           [ 5.  ,  2.  , 25.  ]])
     """
+    (A,), C = _operands("modlin.ozaki.dsyrk", C, c, A=A)
+    t = trans_code(trans)
     _check_mode(mode)
     xp = namespace(A, C)
-    shape, compute = _rank_k(A, "syrk", engine, moduli, "auto", mode, False)
-    return _blas(compute, xp, shape, np.float64, alpha, beta, C, False)
+    shape, compute = _rank_k(A, "syrk", engine, moduli, "auto", mode, False, t)
+    return _triangle(_blas(compute, xp, shape, np.float64, alpha, beta, C, False), lower)
 
 
 def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
-          alpha=1.0, beta=0.0, C=None) -> np.ndarray:
+          alpha=1.0, beta=0.0, C=None, trans=0, lower=None, c=None) -> np.ndarray:
     """``alpha * A @ A^H + beta * C`` in complex128, emulated with one real GEMM per 2M modulus.
 
     Modulo ``q`` with ``s**2 = -1``, ``X = (A_r + s A_i)(A_r - s A_i)^T`` is
@@ -719,11 +814,21 @@ def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine
         Real BLAS scalars (complex ones would break the symmetry).
     C : array_like, optional
         Added as ``beta * C``. Never modified.
+    trans : {0, 2, "N", "C"}
+        As in :func:`scipy.linalg.blas.zherk`: 0 computes ``A @ A^H``, 2
+        ``A^H @ A``. 1 (``A.T @ A``, not Hermitian) is refused.
+    lower : bool, optional
+        As for :func:`dsyrk`: None (the default, unlike scipy's ``lower=0``)
+        returns the full Hermitian matrix; ``True`` / ``False`` only the
+        lower / upper triangle, the other one zero.
+    c : array_like, optional
+        scipy.linalg.blas's name for ``C``: pass one of the two.
 
     Returns
     -------
     ndarray
-        The Hermitian ``n x n`` complex128 result.
+        The Hermitian complex128 result (both triangles, or the one
+        ``lower`` names).
 
     Examples
     --------
@@ -733,8 +838,16 @@ def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine
     >>> ozaki.zherk(A)
     array([[6.+0.j, 0.-2.j],
            [0.+2.j, 1.+0.j]])
+    >>> ozaki.zherk(A, trans=2, lower=False)  # the upper triangle of A^H @ A
+    array([[2.+0.j, 2.-2.j],
+           [0.+0.j, 5.+0.j]])
     """
+    (A,), C = _operands("modlin.ozaki.zherk", C, c, A=A)
+    t = trans_code(trans)
+    if t == 1:
+        raise ValueError("zherk computes A @ A^H (trans=0 or 'N') or A^H @ A (trans=2 or 'C'); "
+                         "trans=1 would be A^T @ A, which is not Hermitian")
     _check_mode(mode)
     xp = namespace(A, C)
-    shape, compute = _rank_k(A, "complex", engine, moduli, algorithm, mode, True)
-    return _blas(compute, xp, shape, np.complex128, alpha, beta, C, False)
+    shape, compute = _rank_k(A, "complex", engine, moduli, algorithm, mode, True, t)
+    return _triangle(_blas(compute, xp, shape, np.complex128, alpha, beta, C, False), lower)

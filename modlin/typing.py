@@ -11,7 +11,8 @@ __all__ = ["ArrayLike", "IntegerArray"]
 
 #: Anything :func:`modlin.matmul` accepts as an operand: NumPy arrays of
 #: integers (or of integral floats), nested sequences, object arrays of Python
-#: ints, and galois ``FieldArray`` s.
+#: ints, galois ``FieldArray`` s and python-flint ``nmod_mat`` /
+#: ``fmpz_mod_mat`` / ``fmpz_mat`` matrices.
 ArrayLike = Union[npt.ArrayLike, Any]
 
 #: An int64 result array.

@@ -249,8 +249,10 @@ def test_is_twom_modulus_matches_trial_division():
 
 
 def test_is_twom_modulus_rejects_bad_moduli():
-    with pytest.raises(ValueError):
-        g.is_twom_modulus(1)
+    assert g.is_twom_modulus(1) is False  # nothing to multiply modulo 1: not a 2M modulus
+    for m in (0, -5):
+        with pytest.raises(ValueError):
+            g.is_twom_modulus(m)
     with pytest.raises(TypeError):
         g.is_twom_modulus(13.0)
 

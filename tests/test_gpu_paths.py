@@ -279,3 +279,27 @@ def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
     table: list[str] = []
     report.table(table, [40], 1)
     assert len(table) >= 18 and not any("nan" in line for line in table), "\n".join(table)
+
+
+def test_gpu_front_doors_refuse_what_they_cannot_read(gpu):
+    B = gpu(np.eye(3, dtype=np.int64))
+    for call, name in ((lambda: modlin.matmul(None, B, 7), "A"), (lambda: modlin.matmul(B, {"a": 1}, 7), "B"),
+                       (lambda: ozaki.dgemm(gpu(np.eye(2)), None), "B"),
+                       (lambda: modlin.gaussian.matmul(B, (B, None), 7), r"B \(imaginary part\)")):
+        with pytest.raises(TypeError, match=f"^{name} is"):
+            call()
+
+
+def test_ozaki_scipy_names_on_the_gpu_path(gpu, rng):
+    A, B = _phi_matrix(rng, (20, 7), 0.5), _phi_matrix(rng, (20, 5), 0.5)
+    got = ozaki.dgemm(gpu(A), gpu(B), trans_a=1)
+    assert isinstance(got, FakeCupyArray)
+    np.testing.assert_array_equal(got.get(), ozaki.dgemm(A.T.copy(), B, engine="int8"))
+    low = ozaki.dsyrk(gpu(A), trans=1, lower=True)
+    assert isinstance(low, FakeCupyArray)
+    np.testing.assert_array_equal(low.get(), np.tril(ozaki.dsyrk(A.T.copy(), engine="int8")))
+    Z = _phi_matrix(rng, (6, 9), 1.0, True)
+    np.testing.assert_array_equal(ozaki.zgemm(gpu(Z), gpu(Z), trans_b=2).get(),
+                                  ozaki.zgemm(Z, Z.conj().T.copy(), engine="int8"))
+    np.testing.assert_array_equal(ozaki.zherk(gpu(Z), trans="C", lower=False).get(),
+                                  np.triu(ozaki.zherk(Z.conj().T.copy(), engine="int8")))

@@ -14,7 +14,9 @@ speeds up all of linear algebra:
   entries are units).
 
 Every function takes a modulus of any size (int64 results below ``2**63``,
-object arrays of Python ints above) and galois ``FieldArray`` s in and out.
+object arrays of Python ints above), galois ``FieldArray`` s and python-flint
+``nmod_mat`` / ``fmpz_mod_mat`` / ``fmpz_mat`` matrices in and out (the same
+type comes back; ``det`` of an ``nmod_mat`` is an ``nmod``).
 All but :func:`trsm` need a prime modulus and refuse a composite one.
 """
 

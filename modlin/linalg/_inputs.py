@@ -47,18 +47,19 @@ def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,
     """``(p, field, working copies)`` of the inputs of the public function ``fn``.
 
     With ``prime`` the modulus must be prime (FieldArrays of GF(p) are prime
-    fields already). ``shapes`` says, operand by operand, whether it must be a
-    ``"matrix"`` (2-D) or a ``"square"`` one (None: no requirement); shapes are
-    checked before any entry is converted, so a bad shape is reported as such
-    whatever the modulus.
+    fields already; python-flint's modular matrices may have any modulus).
+    ``shapes`` says, operand by operand, whether it must be a ``"matrix"``
+    (2-D) or a ``"square"`` one (None: no requirement); shapes are checked
+    before any entry is converted, so a bad shape is reported as such whatever
+    the modulus.
     """
     cpu_only(f"modlin.linalg.{fn}", *arrays)
-    p, field, plain = unwrap_fields(p, *arrays)
+    p, field, plain = unwrap_fields(p, *arrays, names=names, fn=f"modlin.linalg.{fn}")
     p = _check_modulus(p)
     for x, name, form in zip(plain, names, shapes):
         if form is not None:
             (square if form == "square" else matrix)(np.shape(x), fn, name)
-    if prime and field is None:
+    if prime and not getattr(field, "is_prime_field", False):
         require_prime(p, fn)
     return p, field, [working(x, p, name) for x, name in zip(plain, names)]
 

@@ -159,10 +159,12 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
     ----------
     A : array_like, shape (m, n)
         Integer matrix (any integers, reduced modulo ``p``; integral floats,
-        object arrays of Python ints, or a galois ``FieldArray``).
+        object arrays of Python ints, a galois ``FieldArray`` or a
+        python-flint ``nmod_mat``, ``fmpz_mod_mat`` or ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size. May be omitted when ``A`` is a
-        ``FieldArray``.
+        ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat`` (whose modulus must
+        then be prime).
 
     Returns
     -------
@@ -178,7 +180,8 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
         - ``rank``: the rank of ``A`` modulo ``p``, an int.
 
         ``L`` and ``U`` hold residues in ``[0, p)`` (int64 for ``p < 2**63``,
-        Python ints above, FieldArrays for a ``FieldArray`` input).
+        Python ints above, FieldArrays for a ``FieldArray`` input, the
+        input's python-flint type for a flint matrix).
 
         The pivots reveal the **rank profile matrix** of ``A``: for every
         ``i, j``, the rank of ``A[:i, :j]`` is the number of ``k < rank`` with
@@ -193,7 +196,9 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
         ``A`` not 2-D, ``p`` not prime, or the input errors of
         :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -225,6 +230,11 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
            [0, 1, 6]])
     >>> bool(np.array_equal(A[P][:, Q] % 7, (L @ U) % 7))
     True
+    >>> import flint
+    >>> F = flint.nmod_mat(A.tolist(), 7)
+    >>> f = linalg.pluq(F)  # L and U are nmod_mat
+    >>> f.L * f.U == flint.nmod_mat([[int(F[i, j]) for j in f.Q] for i in f.P], 7)
+    True
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="pluq", shapes=("matrix",))
     P, Q, r = pluq_inplace(W, p)
@@ -238,9 +248,11 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
@@ -252,7 +264,9 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     ValueError
         ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -265,6 +279,9 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     (1, 2)
     >>> linalg.rank([[1, 2], [3, 4]], 2)  # det = -2 = 0 mod 2
     1
+    >>> import flint
+    >>> linalg.rank(flint.nmod_mat([[1, 2], [2, 4]], 7))  # p from the nmod_mat
+    1
     """
     p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",))
     return pluq_inplace(W, p)[2]
@@ -276,15 +293,20 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     Parameters
     ----------
     A : array_like, shape (n, n)
-        Square integer matrix, or a galois ``FieldArray``.
+        Square integer matrix, a galois ``FieldArray`` or a python-flint
+        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    int or FieldArray
-        ``det(A) mod p`` in ``[0, p)`` as a Python int (a 0-d ``FieldArray``
-        for a ``FieldArray`` input). The determinant of a ``0 x 0`` matrix is 1.
+    int, FieldArray, nmod or fmpz_mod
+        ``det(A) mod p`` in ``[0, p)`` as a Python int; a 0-d ``FieldArray``
+        for a ``FieldArray`` input, and for an ``nmod_mat`` or
+        ``fmpz_mod_mat`` the python-flint scalar of its ring (``nmod``,
+        ``fmpz_mod``), as python-flint's own ``det`` returns (a Python int
+        for an ``fmpz_mat``). The determinant of a ``0 x 0`` matrix is 1.
 
     Raises
     ------
@@ -292,7 +314,9 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
         ``A`` not square, ``p`` not prime, or the input errors of
         :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -306,6 +330,10 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     5
     >>> linalg.det([[1, 2], [2, 4]], 7)
     0
+    >>> import flint
+    >>> d = linalg.det(flint.nmod_mat([[1, 2], [3, 4]], 7))
+    >>> d, type(d).__name__
+    (5, 'nmod')
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",))
     n = W.shape[0]

@@ -24,15 +24,18 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     Parameters
     ----------
     A : array_like, shape (n, n)
-        Square integer matrix, or a galois ``FieldArray``.
+        Square integer matrix, a galois ``FieldArray`` or a python-flint
+        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
     ndarray, shape (n, n)
         ``A**-1 mod p`` with entries in ``[0, p)``: int64 for ``p < 2**63``,
-        Python ints above, a ``FieldArray`` for a ``FieldArray`` input.
+        Python ints above, a ``FieldArray`` for a ``FieldArray`` input, the
+        input's python-flint type for a flint matrix.
 
     Raises
     ------
@@ -40,7 +43,9 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
         ``A`` singular modulo ``p`` (the message gives its rank), not square,
         ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -61,6 +66,10 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> (A @ X) % 7
     array([[1, 0],
            [0, 1]])
+    >>> import flint
+    >>> F = flint.nmod_mat([[1, 2], [3, 4]], 7)
+    >>> linalg.inv(F) == F.inv()
+    True
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",))
     n = W.shape[0]
@@ -81,18 +90,21 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     B : array_like, shape (m, k) or (m,)
         Right-hand side(s).
     p : int, optional
         A prime modulus, of any size; may be omitted when ``A`` or ``B`` is a
-        ``FieldArray``.
+        ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
     ndarray, shape (n, k) or (n,)
         A solution ``X`` with entries in ``[0, p)`` (int64 for ``p < 2**63``,
-        Python ints above, a ``FieldArray`` for ``FieldArray`` inputs). When
+        Python ints above, a ``FieldArray`` for ``FieldArray`` inputs, the
+        python-flint type of flint inputs: a 1-D ``B`` then gives an
+        ``n x 1`` matrix). When
         ``A`` has dependent columns the solutions form an affine space; the one
         returned is zero at every non-pivot column of ``A`` (the free variables
         of its reduced row echelon form, see :func:`rref`), so it is unique
@@ -107,7 +119,9 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
         2-D; ``B`` not of ``m`` rows; ``p`` not prime; the input errors of
         :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -130,6 +144,11 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: solve: A @ X = B has no solution modulo 11: column 0 of B is not in the column space of A (rank 1)
+    >>> import flint
+    >>> F = flint.nmod_mat([[1, 2], [3, 4]], 11)
+    >>> X = linalg.solve(F, flint.nmod_mat([[1], [3]], 11))  # an nmod_mat, as F.solve gives
+    >>> F * X == flint.nmod_mat([[1], [3]], 11)
+    True
     """
     p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",))
     m, n = W.shape
@@ -160,9 +179,11 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
     left : bool
         Return the left kernel (vectors ``y`` with ``y @ A = 0``) instead of
         the right one.
@@ -174,7 +195,8 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
         **columns** are a basis, ``A @ N = 0``. Left kernel: ``K`` of shape
         ``(m - rank, m)`` whose **rows** are a basis, ``K @ A = 0``. Entries are
         in ``[0, p)`` (int64 for ``p < 2**63``, Python ints above, a
-        ``FieldArray`` for a ``FieldArray`` input).
+        ``FieldArray`` for a ``FieldArray`` input, the input's python-flint
+        type for a flint matrix).
 
         The basis is the canonical one of the reduced row echelon form: column
         ``j`` of ``N`` is 1 at the ``j``-th non-pivot column of ``A`` (in
@@ -188,7 +210,9 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     ValueError
         ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -211,6 +235,11 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
            [0, 0]])
     >>> linalg.nullspace(A, 7, left=True)
     array([[5, 1]])
+    >>> import flint
+    >>> linalg.nullspace(flint.nmod_mat(A.tolist(), 7))
+    [5, 4]
+    [1, 0]
+    [0, 1]
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="nullspace", shapes=("matrix",))
     m, n = W.shape
@@ -236,9 +265,11 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     A : array_like, shape (m, n)
-        Integer matrix, or a galois ``FieldArray``.
+        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
+        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
-        A prime modulus, of any size; may be omitted for a ``FieldArray``.
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
@@ -248,7 +279,8 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         and zeros left of it, each pivot column is zero outside its pivot,
         and the other rows are zero. Entries in ``[0, p)`` (int64 for
         ``p < 2**63``, Python ints above, a ``FieldArray`` for a
-        ``FieldArray`` input).
+        ``FieldArray`` input, the input's python-flint type for a flint
+        matrix).
     pivots : ndarray of int64, shape (rank,)
         The pivot columns, increasing: the column rank profile of ``A`` (the
         first ``rank`` linearly independent columns).
@@ -258,7 +290,9 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     ValueError
         ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -279,6 +313,10 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
            [0, 0, 0, 0]])
     >>> pivots
     array([1, 3])
+    >>> import flint
+    >>> F = flint.nmod_mat([[0, 2, 4, 1], [0, 1, 2, 3], [0, 3, 6, 4]], 7)
+    >>> linalg.rref(F)[0] == F.rref()[0]
+    True
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="rref", shapes=("matrix",))
     m, n = W.shape

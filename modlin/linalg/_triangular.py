@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from .._convert import trans_code
 from ..typing import ArrayLike
 from ._arith import mul, mulsub, negate
 from ._elimination import triangular_inverse
@@ -96,46 +97,63 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
 
 
 def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["left", "right"] = "left",
-         lower: bool = True, unit_diagonal: bool = False) -> np.ndarray:
-    """Solve a triangular system modulo ``p``: ``T @ X = B`` or ``X @ T = B``.
+         lower: bool = True, unit_diagonal: bool = False, trans: int | str = 0) -> np.ndarray:
+    """Solve a triangular system modulo ``p``: ``op(T) @ X = B`` or ``X @ op(T) = B``.
 
-    Like BLAS ``trsm`` (and :func:`scipy.linalg.solve_triangular`), only the
-    triangle of ``T`` named by ``lower`` is read; the other one may hold
-    anything.
+    Like BLAS ``trsm`` (and :func:`scipy.linalg.solve_triangular`, whose
+    keyword names ``lower``, ``trans`` and ``unit_diagonal`` it takes), only
+    the triangle of ``T`` named by ``lower`` is read; the other one may hold
+    anything. ``op(T)`` is ``T`` or its transpose.
+
+    .. note:: The default ``lower=True`` differs from scipy's
+       ``solve_triangular``, whose default ``lower=False`` reads the upper
+       triangle: pass ``lower=False`` explicitly for scipy's behaviour.
 
     Parameters
     ----------
     T : array_like, shape (k, k)
-        The triangular matrix (any integers; they are reduced modulo ``p``).
+        The triangular matrix (any integers; they are reduced modulo ``p``),
+        a galois ``FieldArray`` or a python-flint ``nmod_mat``,
+        ``fmpz_mod_mat`` or ``fmpz_mat``.
     B : array_like, shape (k, w) or (k,) for ``side="left"``; (w, k) for ``side="right"``
         The right-hand side.
     p : int, optional
         The modulus, ``p >= 2``. May be omitted when ``T`` or ``B`` is a galois
-        ``FieldArray``. It need not be prime: the solve needs only the inverses
-        of the diagonal entries, so it works modulo any ``p`` whose diagonal
-        entries are units (every ``p`` with ``unit_diagonal=True``).
+        ``FieldArray``, an ``nmod_mat`` or an ``fmpz_mod_mat``. It need not be
+        prime: the solve needs only the inverses of the diagonal entries, so it
+        works modulo any ``p`` whose diagonal entries are units (every ``p``
+        with ``unit_diagonal=True``).
     side : {"left", "right"}
         ``"left"`` solves ``T @ X = B``, ``"right"`` solves ``X @ T = B``.
     lower : bool
         Read the lower triangle of ``T`` (default) or the upper one.
     unit_diagonal : bool
         Take the diagonal of ``T`` as all ones, without reading it.
+    trans : {0, 1, 2, "N", "T", "C"}
+        As in :func:`scipy.linalg.solve_triangular`: ``0`` / ``"N"`` solves
+        with ``T``, ``1`` / ``"T"`` with ``T.T`` and ``2`` / ``"C"`` with the
+        conjugate transpose, which for residues modulo ``p`` is ``T.T`` as
+        well. ``lower`` names the triangle of ``T`` itself, so ``lower=True``
+        with ``trans=1`` solves with the upper triangular ``T.T``.
 
     Returns
     -------
     ndarray
         ``X``, of the shape of ``B``, with entries in ``[0, p)``: int64 for
-        ``p < 2**63``, an object array of Python ints above, or a
-        ``FieldArray`` when an input is one.
+        ``p < 2**63``, an object array of Python ints above, a
+        ``FieldArray`` when an input is one, or the python-flint type of
+        flint inputs.
 
     Raises
     ------
     ValueError
         ``T`` not square, ``B`` of the wrong shape, a diagonal entry of ``T``
         that is zero modulo ``p`` (or not a unit, for composite ``p``), an
-        unknown ``side``, or the input errors of :func:`modlin.matmul`.
+        unknown ``side`` or ``trans``, or the input errors of :func:`modlin.matmul`.
     TypeError
-        Non-integer entries or modulus.
+        Non-integer entries or modulus, or operands that are not matrices
+        (``None``, strings, ragged lists, scipy.sparse matrices, masked
+        arrays: the message names the operand).
 
     Notes
     -----
@@ -159,10 +177,25 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
            [5]])
     >>> linalg.trsm(T, [[4, 5]], 7, side="right", lower=True, unit_diagonal=True)
     array([[3, 5]])
+
+    ``trans=1`` solves with ``T.T`` (the upper triangular ``[[2, 3], [0, 1]]``):
+
+    >>> Y = linalg.trsm(T, [[4], [5]], 7, trans=1)
+    >>> (T.T @ Y) % 7
+    array([[4],
+           [5]])
+    >>> import flint
+    >>> F = flint.nmod_mat(T.tolist(), 7)
+    >>> linalg.trsm(F, flint.nmod_mat([[4], [5]], 7))
+    [2]
+    [6]
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    transposed = trans_code(trans) != 0  # residues have no conjugate: "C" is "T"
     p, field, (t, b) = prepare(p, T, B, names=("T", "B"), fn="trsm", prime=False, shapes=("square",))
+    if transposed:  # the named triangle of T, transposed, is the other triangle of T.T
+        t, lower = np.ascontiguousarray(t.T), not lower
     k = t.shape[0]
     vector = b.ndim == 1 and side == "left"
     if vector:
