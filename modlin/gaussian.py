@@ -39,10 +39,9 @@ ALGORITHMS = ("auto", "2m", "3m", "4m")
 # --------------------------------------------------------------------- number theory
 
 def _factors(m: int) -> dict[int, int]:
-    import galois
+    from ._primes import factors
 
-    primes, exps = galois.factors(m)
-    return {int(q): int(e) for q, e in zip(primes, exps)}
+    return factors(m)
 
 
 def _why_not_twom(m: int) -> str | None:
@@ -73,11 +72,12 @@ def sqrt_minus_one(m: int) -> int:
     """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
     prime factors are all ``1 (mod 4)``.
 
-    ``m`` is factored by galois; modulo each prime factor ``q`` the root is
-    ``c**((q-1)/4)`` for the least quadratic non-residue ``c`` (Euler's
-    criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
+    ``m`` is factored (:func:`modlin._primes.factors`: trial division and an exact
+    primality test, galois only for a composite cofactor); modulo each prime factor
+    ``q`` the root is ``c**((q-1)/4)`` for the least quadratic non-residue ``c``
+    (Euler's criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
     second per prime, this a few modular powers). Roots are lifted to prime
-    powers by Hensel's step and combined by CRT (galois.crt); the least of the
+    powers by Hensel's step and combined by CRT; the least of the
     ``2**r`` combinations (``r`` distinct prime factors) is returned.
 
     Raises
@@ -92,7 +92,7 @@ def sqrt_minus_one(m: int) -> int:
     >>> s, (s * s + 1) % 221
     (21, 0)
     """
-    import galois
+    from ._primes import crt
 
     m = _check_modulus(m)
     if m == 1 or m < 5:
@@ -113,7 +113,7 @@ def sqrt_minus_one(m: int) -> int:
         roots.append(s)
         mods.append(qe)
     # each prime power has two roots (s and -s); the least root of m is among their CRT combinations
-    best = min(int(galois.crt(list(combo), mods)) % m if len(mods) > 1 else combo[0] % m
+    best = min(crt(combo, mods) % m if len(mods) > 1 else combo[0] % m
                for combo in itertools.product(*[(r, q - r) for r, q in zip(roots, mods)]))
     assert (best * best + 1) % m == 0
     return best
@@ -547,12 +547,12 @@ def syr2k(A, B, m: int, *, algorithm: str = "auto"):
 @lru_cache(maxsize=64)
 def _twom_primes(bits: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes ``1 (mod 4)`` below ``2**bits``."""
-    import galois
+    from ._primes import prev_prime
 
     out: list[int] = []
     q = 2**bits
     while len(out) < count:
-        q = int(galois.prev_prime(q - 1))
+        q = prev_prime(q - 1)
         if q % 4 == 1:
             out.append(q)
     return tuple(out)
