@@ -391,8 +391,10 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
 # --------------------------------------------------------------------------- from limbs
 
 @njit
-def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
-    """Append the marshal items of ``±magnitude`` per entry to ``buf[:pos]``.
+def _append_marshal(limbs, neg, e_start, e_stop, buf, pos):  # pragma: no cover - compiled
+    """Append the marshal items of ``±magnitude`` per entry ``e_start <= e < e_stop`` to
+    ``buf[:pos]``. (Bounds rather than a slice of ``limbs``: the kernel is compiled for
+    C-contiguous limbs only, where slices of columns would need a second specialisation.)
 
     Returns ``(buf, pos)``, the stream now ``buf[:pos]``; ``pos = -1`` on a limb
     that is not an integer in ``[0, 65536)``. ``buf`` is replaced by one twice
@@ -404,11 +406,11 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
     column lets every 15-bit digit be cut from two neighbouring limbs without
     a branch.
     """
-    L, E = limbs.shape
+    L = limbs.shape[0]
     most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry
     tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
-    for e0 in range(0, E, _BLOCK):
-        nb = min(_BLOCK, E - e0)
+    for e0 in range(e_start, e_stop, _BLOCK):
+        nb = min(_BLOCK, e_stop - e0)
         bad = False
         for j in range(L):
             for b in range(nb):
@@ -421,7 +423,8 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
             return buf, np.int64(-1)
         if pos + nb * most > buf.shape[0]:
             grown = np.empty(max(2 * buf.shape[0], pos + nb * most), np.uint8)
-            grown[:pos] = buf[:pos]
+            for i in range(pos):  # a loop: a slice assignment compiles numba's shape-error message
+                grown[i] = buf[i]
             buf = grown
         for b in range(nb):
             t = L - 1  # the top nonzero limb
@@ -453,13 +456,13 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
 
 
 @njit
-def _write_marshal(limbs, neg, buf):  # pragma: no cover - compiled
-    """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry, as
-    ``(buf, n)`` with the stream ``buf[:n]``, written into ``buf`` (at least 5
-    bytes) or into a larger buffer if it does not fit (see :func:`_append_marshal`)."""
+def _write_marshal(limbs, neg, e_start, e_stop, buf):  # pragma: no cover - compiled
+    """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry ``e_start <= e <
+    e_stop``, as ``(buf, n)`` with the stream ``buf[:n]``, written into ``buf`` (at least
+    5 bytes) or into a larger buffer if it does not fit (see :func:`_append_marshal`)."""
     buf[0] = _LIST
-    _write_i32(buf, 1, limbs.shape[1])
-    return _append_marshal(limbs, neg, buf, np.int64(5))
+    _write_i32(buf, 1, e_stop - e_start)
+    return _append_marshal(limbs, neg, e_start, e_stop, buf, np.int64(5))
 
 
 #: Entries per marshal stream: one stream per chunk keeps its buffer small and
@@ -505,7 +508,7 @@ def _ints_marshal(limbs: np.ndarray, neg: np.ndarray, out: np.ndarray, buf: np.n
         buf = np.empty(max(5, min(5 + min(E, _STREAM_ENTRIES) * most, _MAX_FIRST_BUFFER)), dtype=np.uint8)
     for e0 in range(0, E, _STREAM_ENTRIES):
         e1 = min(E, e0 + _STREAM_ENTRIES)
-        buf, n = _write_marshal(limbs[:, e0:e1], neg[e0:e1], buf)
+        buf, n = _write_marshal(limbs, neg, e0, e1, buf)
         if n < 0:
             raise ValueError("limbs must hold integers in [0, 65536)")
         out[e0:e1] = marshal.loads(buf[:n])  # exactly the stream

@@ -339,7 +339,7 @@ def test_marshal_stream_is_what_dumps_writes(cap):
     limbs, neg = mag_limbs(vals, L=60)
     if cap is None:
         cap = 5 + len(vals) * (5 + 2 * 64)
-    buf, n = P._write_marshal(limbs, neg, np.empty(max(cap, 5), dtype=np.uint8))
+    buf, n = P._write_marshal(limbs, neg, 0, limbs.shape[1], np.empty(max(cap, 5), dtype=np.uint8))
     assert buf[:n].tobytes() == marshal.dumps(vals, 2)
 
 
