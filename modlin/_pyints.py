@@ -383,7 +383,7 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
     >>> to_halves(np.array([1, True], dtype=object)) is None
     True
     """
-    if _marshal_ok() and x.size <= _MAX_ENTRIES:
+    if _marshal_ok("read") and x.size <= _MAX_ENTRIES:
         return _to_halves_marshal(x)
     return _to_halves_bytes(x)
 
@@ -566,7 +566,7 @@ class IntWriter:
     def __init__(self, E: int):
         self._out = np.empty(E, dtype=object)
         self._filled = 0
-        self._marshal = _marshal_ok()
+        self._marshal = _marshal_ok("write")
         self._buf = None
 
     def add(self, limbs: np.ndarray, neg: np.ndarray | None = None) -> None:
@@ -635,37 +635,50 @@ _CHECK_VALUES = (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**15,
                  2**1000 + 3, -(2**1007))
 
 
-@cache
-def _marshal_ok() -> bool:
-    """Whether this interpreter's marshal int format is the one the kernels assume.
+def _reads_ok() -> bool:
+    """Whether the kernels parse ``marshal.dumps`` streams of :data:`_CHECK_VALUES` as
+    ``int.to_bytes`` writes them, and refuse non-ints."""
+    vals = list(_CHECK_VALUES)
+    x = np.empty(len(vals), dtype=object)
+    x[:] = vals
+    h = _to_halves_marshal(x)
+    ref = _to_halves_bytes(x)
+    if h is None or ref is None or h.shape != ref.shape or not np.array_equal(h, ref):
+        return False
+    class _Sub(int):
+        pass
+    for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
+        y = np.empty(2, dtype=object)
+        y[:] = [1, bad]
+        if _to_halves_marshal(y) is not None:
+            return False
+    return True
 
-    Round trips :data:`_CHECK_VALUES` through both marshal paths and compares
-    with ``int.to_bytes`` / ``int.from_bytes``; also checks that non-ints are
-    refused. Run once per process (it also compiles or loads the kernels).
+
+def _writes_ok() -> bool:
+    """Whether ``marshal.loads`` reads the streams the kernels write for :data:`_CHECK_VALUES`
+    back as those ints."""
+    vals = list(_CHECK_VALUES)
+    H = max(max(vals), ~min(vals)).bit_length() // 16 + 1
+    mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
+    limbs = np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T
+    back = _from_limbs_marshal(limbs, np.array([v < 0 for v in vals]))
+    return back.tolist() == vals and all(type(v) is int for v in back)
+
+
+@cache
+def _marshal_ok(direction: str = "both") -> bool:
+    """Whether this interpreter's marshal int format is the one the kernels assume, for
+    ``direction`` "read" (:func:`to_halves`), "write" (:func:`from_limbs`, :class:`IntWriter`)
+    or "both".
+
+    Round trips :data:`_CHECK_VALUES` through the marshal paths and compares with
+    ``int.to_bytes`` / ``int.from_bytes``; also checks that non-ints are refused.
+    Run once per process and direction, when first needed (it also compiles or
+    loads that direction's kernels: a process that only reads Python ints, or only
+    writes them, never compiles the other direction's).
     """
     try:
-        vals = list(_CHECK_VALUES)
-        x = np.empty(len(vals), dtype=object)
-        x[:] = vals
-        h = _to_halves_marshal(x)
-        ref = _to_halves_bytes(x)
-        if h is None or ref is None or h.shape != ref.shape:
-            return False
-        if not np.array_equal(h, ref):
-            return False
-        H = h.shape[0]
-        mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
-        limbs = np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T
-        back = _from_limbs_marshal(limbs, np.array([v < 0 for v in vals]))
-        if back.tolist() != vals or any(type(v) is not int for v in back):
-            return False
-        class _Sub(int):
-            pass
-        for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
-            y = np.empty(2, dtype=object)
-            y[:] = [1, bad]
-            if _to_halves_marshal(y) is not None:
-                return False
-        return True
+        return (direction == "write" or _reads_ok()) and (direction == "read" or _writes_ok())
     except Exception:  # noqa: BLE001  any surprise: not the format we assume
         return False
