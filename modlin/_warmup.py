@@ -170,7 +170,9 @@ def _ozaki() -> None:
     rng = np.random.default_rng(4)
     x = rng.standard_normal((12, 40))
     z = x + 1j * rng.standard_normal((12, 40))
+    tiny = np.full((2, 2), 1e-160)  # subnormal products: the exact rounding path
     for engine in ("fp64", "int8"):
+        ozaki.dgemm(tiny, tiny, engine=engine)
         for mode in ("fast", "accurate"):
             ozaki.dgemm(x, x.T, engine=engine, mode=mode)
             ozaki.dsyrk(x, engine=engine, mode=mode)
