@@ -169,3 +169,29 @@ def test_warmup_compiles_every_path_ahead(tmp_path):
     r = run("-m", "modlin", "warmup", "--quiet")
     assert r.stdout == "" and r.stderr == ""
     assert _cache_files(tmp_path) == files
+
+
+def test_warmup_progress_line_without_tqdm(monkeypatch):
+    from modlin import _warmup
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+    buf = io.StringIO()
+    bar = _warmup._progress(2, buf)
+    assert isinstance(bar, _warmup._Line)
+    for label in ("matmul mod a 31-bit p", "ozaki"):
+        bar.set_description(label)
+        bar.update(1)
+    bar.close()
+    text = buf.getvalue()
+    assert text.startswith("\rmodlin warmup [0/2] matmul mod a 31-bit p") and "\rmodlin warmup [1/2] ozaki" in text
+    assert text.endswith("\n") and text.rstrip().endswith("modlin warmup [2/2] done") and text.count("\n") == 1
+
+
+def test_warmup_paths_cover_every_public_module():
+    from modlin import _warmup
+
+    labels = [label for label, _ in _warmup.paths()]
+    assert len(labels) == len(set(labels))
+    for what in ("matmul mod a 31-bit p", "matmul mod a 127-bit p", "every plan mod a 8-bit p", "intmul",
+                 "gaussian", "linalg mod a 61-bit p", "ozaki"):
+        assert what in labels
