@@ -406,15 +406,17 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos):  # pragma: no cover 
     column lets every 15-bit digit be cut from two neighbouring limbs without
     a branch.
     """
-    L = limbs.shape[0]
+    lv = limbs[:, e_start:e_stop]  # indexed from 0 below, as LLVM vectorises best
+    nv = neg[e_start:e_stop]
+    L, E = lv.shape
     most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry
     tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
-    for e0 in range(e_start, e_stop, _BLOCK):
-        nb = min(_BLOCK, e_stop - e0)
+    for e0 in range(0, E, _BLOCK):
+        nb = min(_BLOCK, E - e0)
         bad = False
         for j in range(L):
             for b in range(nb):
-                x = limbs[j, e0 + b]
+                x = lv[j, e0 + b]
                 ok = (x >= 0) & (x <= 0xFFFF)  # False for NaN too
                 h = np.int64(x) if ok else np.int64(0)
                 bad |= (not ok) | (h != x)  # h != x: a fractional float
@@ -430,7 +432,7 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos):  # pragma: no cover 
             t = L - 1  # the top nonzero limb
             while t >= 0 and tile[b, t] == 0:
                 t -= 1
-            sign = neg[e0 + b]
+            sign = nv[e0 + b]
             if t <= 1:
                 m = tile[b, 0] if t >= 0 else np.int64(0)
                 if t == 1:
