@@ -87,7 +87,7 @@ def _exact_entry(buf, e, neg, moduli, limb, S):  # pragma: no cover - compiled
 
 
 @njit
-def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cover - compiled
+def _to_double_kernel(res, moduli, inv, half, sa, sb, out):  # pragma: no cover - compiled
     """``out[i, j] = round(C'_ij * 2**-(sa_i + sb_j))`` from residues ``res[:, i*n + j]``.
 
     Per chunk, in loops that vectorise: Garner digits; the sign (digits above
@@ -96,7 +96,10 @@ def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cov
     with exact products (Dekker's split: 26-bit halves times moduli below
     ``2**26``). Its high part is the correctly rounded magnitude unless the exact
     value may lie across a rounding boundary (within the error bound), or the
-    result is subnormal: those rare entries are rebuilt exactly in limbs.
+    result is subnormal: those rare entries are left NaN (never a result here: the
+    values are finite integers), counted in the return value, for :func:`_exact_entries`
+    to rebuild exactly in limbs. (A separate kernel, compiled only when some entry needs
+    it: the exact path is most of this one's code.)
     """
     N, E = res.shape
     n = sb.shape[0]
@@ -104,8 +107,8 @@ def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cov
     hi = np.empty(CHUNK)
     lo = np.empty(CHUNK)
     sgn = np.empty(CHUNK)
-    limb = np.zeros(L + 2, dtype=np.uint64)  # two spare limbs: the rounding reads past the top
     rel = (N + 2) * 2.0**-100  # bound on the double-double's relative error
+    exact = 0
     row, col = 0, 0
     for e0 in range(0, E, CHUNK):
         e1 = min(E, e0 + CHUNK)
@@ -163,11 +166,43 @@ def _to_double_kernel(res, moduli, inv, half, L, sa, sb, out):  # pragma: no cov
             # unsure, or at most 2**-1022: hi was rounded to 53 bits and ldexp would round a
             # subnormal again (even up to exactly 2**-1022), so those are rounded once, exactly
             if flag >= 2.0 or (v <= 2.2250738585072014e-308 and hi[e] != 0.0):
-                v = _exact_entry(buf, e, ng, moduli, limb, S)
-            out[e0 + e] = -v if ng else v
+                out[e0 + e] = np.nan
+                exact += 1
+            else:
+                out[e0 + e] = -v if ng else v
             col += 1
             if col == n:
                 row, col = row + 1, 0
+    return exact
+
+
+@njit
+def _exact_entries(res, moduli, inv, half, L, sa, sb, idx, out):  # pragma: no cover - compiled
+    """``out[e]`` for the entries ``e`` in ``idx`` that :func:`_to_double_kernel` left to the
+    exact path: the Garner digits and the sign of each, as that kernel computes them
+    (the same operations on one entry), then the value rebuilt in 32-bit limbs and
+    rounded once (:func:`_exact_entry`)."""
+    N = res.shape[0]
+    n = sb.shape[0]
+    buf = np.empty((N, 1))
+    limb = np.zeros(L + 2, dtype=np.uint64)  # two spare limbs: the rounding reads past the top
+    for t in range(idx.shape[0]):
+        e = idx[t]
+        for i in range(N):
+            buf[i, 0] = res[i, e]
+        for i in range(1, N):
+            mf = np.float64(moduli[i])
+            for j in range(i):
+                _garner_step(buf[i, :1], buf[j, :1], mf, 1.0 / mf, np.float64(inv[i, j]))
+        sgn = 0.0
+        for i in range(N - 1, -1, -1):
+            x = buf[i, 0]
+            h = half[i]
+            d = (1.0 if x > h else 0.0) - (1.0 if x < h else 0.0)
+            sgn = d if sgn == 0.0 else sgn
+        ng = sgn > 0.0
+        v = _exact_entry(buf, 0, ng, moduli, limb, sa[e // n] + sb[e % n])
+        out[e] = -v if ng else v
 
 
 def to_double(res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
@@ -178,7 +213,9 @@ def to_double(res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray) -> 
     L = basis.M.bit_length() // 32 + 1
     out = np.empty(m * n)
     if out.size:
-        _to_double_kernel(res.reshape(N, -1), np.array(basis.moduli, dtype=np.int64), basis.garner_inverses,
-                          basis.half_digits.astype(np.float64), L,
-                          np.asarray(sa, dtype=np.int64), np.asarray(sb, dtype=np.int64), out)
+        args = (res.reshape(N, -1), np.array(basis.moduli, dtype=np.int64), basis.garner_inverses,
+                basis.half_digits.astype(np.float64))
+        sa, sb = np.asarray(sa, dtype=np.int64), np.asarray(sb, dtype=np.int64)
+        if _to_double_kernel(*args, sa, sb, out):
+            _exact_entries(*args, L, sa, sb, np.flatnonzero(np.isnan(out)), out)
     return out.reshape(m, n)

@@ -19,6 +19,16 @@ versions) and, below it, one per installed copy of modlin (numba's hash of the
 source directory). When none of these can be written, a fresh temporary
 directory is used for this process, so a read-only home still never leads to
 writes inside the package.
+
+Loading a kernel from the cache skips numba's full initialisation. numba's own
+``Cache.load_overload`` first refreshes its target context: it imports and
+registers every typing and lowering module numba has (and, through
+``numba.np.linalg``, ``scipy.linalg``), 0.3-0.4 s once per process, none of which
+running machine code already compiled needs. :class:`_Cache` starts only what that
+code links against, numba's runtime (NRT: the allocator behind ``np.empty`` in a
+kernel); the first kernel that has to be compiled gets the full refresh from
+numba's compiler, as before. Should the shortcut fail (another numba with other
+internals), the load falls back to numba's own.
 """
 
 from __future__ import annotations
@@ -84,10 +94,35 @@ if _Locator not in _impl._locator_classes:
     _impl._locator_classes.insert(0, _Locator)
 
 
+class _Cache(caching.FunctionCache):
+    """numba's cache of compile results, loading them without the full initialisation of
+    numba's target context (see the module docstring)."""
+
+    def load_overload(self, sig, target_context):
+        try:
+            from numba.core.runtime import rtsys
+
+            rtsys.initialize(target_context)  # once per process; a no-op afterwards
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+        except Exception:  # noqa: BLE001  not the internals assumed here: numba's own way
+            return super().load_overload(sig, target_context)
+
+
+def _light_loads(disp):
+    """Give the dispatcher ``disp`` a :class:`_Cache` in place of numba's ``FunctionCache``."""
+    if type(getattr(disp, "_cache", None)) is caching.FunctionCache:
+        disp._cache = _Cache(disp.py_func)
+    return disp
+
+
 def njit(fn=None, **options):
     """``numba.njit`` with ``cache=True`` (cached as the module docstring says).
 
     Used bare (``@njit``) or with numba's options (``@njit(inline="always")``).
     """
     options.setdefault("cache", True)
-    return numba.njit(**options) if fn is None else numba.njit(fn, **options)
+    if fn is None:
+        decorate = numba.njit(**options)
+        return lambda f: _light_loads(decorate(f))
+    return _light_loads(numba.njit(fn, **options))

@@ -419,8 +419,11 @@ def _best_shift(h: int, u: int) -> int:
 
 
 def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | None = None,
-               device: str = "cpu") -> list[Plan]:
-    """Every exact plan for ``p`` that the planner considers, unsorted."""
+               device: str = "cpu", words: tuple[int, int] | None = None,
+               variant: Variant | None = None) -> list[Plan]:
+    """Every exact plan for ``p`` that the planner considers, unsorted (only those with
+    ``words`` and ``variant`` when given: the residue planner prices hundreds of moduli
+    by their (1,1) Horner plans, and building the other candidates cost it most of its time)."""
     out = []
     h = p // 2
     engines = engines_on(device) if engines is None else engines
@@ -429,6 +432,8 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
         if p > eng.max_modulus:
             continue
         for u, v in _SHAPES if eng.multiword else ((1, 1),):
+            if words is not None and (u, v) != words:
+                continue
             sa, sb = _best_shift(h, u), _best_shift(h, v)
             variants: list[Variant] = ["horner"]
             if v > 1:
@@ -436,6 +441,8 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
             if u > 1:
                 variants.append("concat-a")
             for var in variants:
+                if variant is not None and var != variant:
+                    continue
                 pl = Plan(p, name, u, v, sa, sb, 1, var, shape, device)
                 try:
                     c_bound = pl.c_bound
@@ -559,11 +566,7 @@ def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: s
     if engine is not None:
         get_engine(engine)
         relative_cost(engine, device)  # refuses an engine the device lacks
-    cands = candidates(p, (m, k, n), None if engine is None else (engine,), device)
-    if words is not None:
-        cands = [c for c in cands if (c.u, c.v) == words]
-    if variant is not None:
-        cands = [c for c in cands if c.variant == variant]
+    cands = candidates(p, (m, k, n), None if engine is None else (engine,), device, words, variant)
     if not cands:
         raise ValueError(
             f"no exact plan for p = {p} with engine={engine!r}, words={words!r}, variant={variant!r}; "

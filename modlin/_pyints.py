@@ -383,7 +383,7 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
     >>> to_halves(np.array([1, True], dtype=object)) is None
     True
     """
-    if _marshal_ok() and x.size <= _MAX_ENTRIES:
+    if _marshal_ok("read") and x.size <= _MAX_ENTRIES:
         return _to_halves_marshal(x)
     return _to_halves_bytes(x)
 
@@ -391,8 +391,10 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
 # --------------------------------------------------------------------------- from limbs
 
 @njit
-def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
-    """Append the marshal items of ``±magnitude`` per entry to ``buf[:pos]``.
+def _append_marshal(limbs, neg, e_start, e_stop, buf, pos):  # pragma: no cover - compiled
+    """Append the marshal items of ``±magnitude`` per entry ``e_start <= e < e_stop`` to
+    ``buf[:pos]``. (Bounds rather than a slice of ``limbs``: the kernel is compiled for
+    C-contiguous limbs only, where slices of columns would need a second specialisation.)
 
     Returns ``(buf, pos)``, the stream now ``buf[:pos]``; ``pos = -1`` on a limb
     that is not an integer in ``[0, 65536)``. ``buf`` is replaced by one twice
@@ -404,7 +406,9 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
     column lets every 15-bit digit be cut from two neighbouring limbs without
     a branch.
     """
-    L, E = limbs.shape
+    lv = limbs[:, e_start:e_stop]  # indexed from 0 below, as LLVM vectorises best
+    nv = neg[e_start:e_stop]
+    L, E = lv.shape
     most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry
     tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
     for e0 in range(0, E, _BLOCK):
@@ -412,7 +416,7 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
         bad = False
         for j in range(L):
             for b in range(nb):
-                x = limbs[j, e0 + b]
+                x = lv[j, e0 + b]
                 ok = (x >= 0) & (x <= 0xFFFF)  # False for NaN too
                 h = np.int64(x) if ok else np.int64(0)
                 bad |= (not ok) | (h != x)  # h != x: a fractional float
@@ -421,13 +425,14 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
             return buf, np.int64(-1)
         if pos + nb * most > buf.shape[0]:
             grown = np.empty(max(2 * buf.shape[0], pos + nb * most), np.uint8)
-            grown[:pos] = buf[:pos]
+            for i in range(pos):  # a loop: a slice assignment compiles numba's shape-error message
+                grown[i] = buf[i]
             buf = grown
         for b in range(nb):
             t = L - 1  # the top nonzero limb
             while t >= 0 and tile[b, t] == 0:
                 t -= 1
-            sign = neg[e0 + b]
+            sign = nv[e0 + b]
             if t <= 1:
                 m = tile[b, 0] if t >= 0 else np.int64(0)
                 if t == 1:
@@ -453,13 +458,13 @@ def _append_marshal(limbs, neg, buf, pos):  # pragma: no cover - compiled
 
 
 @njit
-def _write_marshal(limbs, neg, buf):  # pragma: no cover - compiled
-    """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry, as
-    ``(buf, n)`` with the stream ``buf[:n]``, written into ``buf`` (at least 5
-    bytes) or into a larger buffer if it does not fit (see :func:`_append_marshal`)."""
+def _write_marshal(limbs, neg, e_start, e_stop, buf):  # pragma: no cover - compiled
+    """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry ``e_start <= e <
+    e_stop``, as ``(buf, n)`` with the stream ``buf[:n]``, written into ``buf`` (at least
+    5 bytes) or into a larger buffer if it does not fit (see :func:`_append_marshal`)."""
     buf[0] = _LIST
-    _write_i32(buf, 1, limbs.shape[1])
-    return _append_marshal(limbs, neg, buf, np.int64(5))
+    _write_i32(buf, 1, e_stop - e_start)
+    return _append_marshal(limbs, neg, e_start, e_stop, buf, np.int64(5))
 
 
 #: Entries per marshal stream: one stream per chunk keeps its buffer small and
@@ -505,7 +510,7 @@ def _ints_marshal(limbs: np.ndarray, neg: np.ndarray, out: np.ndarray, buf: np.n
         buf = np.empty(max(5, min(5 + min(E, _STREAM_ENTRIES) * most, _MAX_FIRST_BUFFER)), dtype=np.uint8)
     for e0 in range(0, E, _STREAM_ENTRIES):
         e1 = min(E, e0 + _STREAM_ENTRIES)
-        buf, n = _write_marshal(limbs[:, e0:e1], neg[e0:e1], buf)
+        buf, n = _write_marshal(limbs, neg, e0, e1, buf)
         if n < 0:
             raise ValueError("limbs must hold integers in [0, 65536)")
         out[e0:e1] = marshal.loads(buf[:n])  # exactly the stream
@@ -563,7 +568,7 @@ class IntWriter:
     def __init__(self, E: int):
         self._out = np.empty(E, dtype=object)
         self._filled = 0
-        self._marshal = _marshal_ok()
+        self._marshal = _marshal_ok("write")
         self._buf = None
 
     def add(self, limbs: np.ndarray, neg: np.ndarray | None = None) -> None:
@@ -632,37 +637,50 @@ _CHECK_VALUES = (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**15,
                  2**1000 + 3, -(2**1007))
 
 
-@cache
-def _marshal_ok() -> bool:
-    """Whether this interpreter's marshal int format is the one the kernels assume.
+def _reads_ok() -> bool:
+    """Whether the kernels parse ``marshal.dumps`` streams of :data:`_CHECK_VALUES` as
+    ``int.to_bytes`` writes them, and refuse non-ints."""
+    vals = list(_CHECK_VALUES)
+    x = np.empty(len(vals), dtype=object)
+    x[:] = vals
+    h = _to_halves_marshal(x)
+    ref = _to_halves_bytes(x)
+    if h is None or ref is None or h.shape != ref.shape or not np.array_equal(h, ref):
+        return False
+    class _Sub(int):
+        pass
+    for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
+        y = np.empty(2, dtype=object)
+        y[:] = [1, bad]
+        if _to_halves_marshal(y) is not None:
+            return False
+    return True
 
-    Round trips :data:`_CHECK_VALUES` through both marshal paths and compares
-    with ``int.to_bytes`` / ``int.from_bytes``; also checks that non-ints are
-    refused. Run once per process (it also compiles or loads the kernels).
+
+def _writes_ok() -> bool:
+    """Whether ``marshal.loads`` reads the streams the kernels write for :data:`_CHECK_VALUES`
+    back as those ints."""
+    vals = list(_CHECK_VALUES)
+    H = max(max(vals), ~min(vals)).bit_length() // 16 + 1
+    mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
+    limbs = np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T
+    back = _from_limbs_marshal(limbs, np.array([v < 0 for v in vals]))
+    return back.tolist() == vals and all(type(v) is int for v in back)
+
+
+@cache
+def _marshal_ok(direction: str = "both") -> bool:
+    """Whether this interpreter's marshal int format is the one the kernels assume, for
+    ``direction`` "read" (:func:`to_halves`), "write" (:func:`from_limbs`, :class:`IntWriter`)
+    or "both".
+
+    Round trips :data:`_CHECK_VALUES` through the marshal paths and compares with
+    ``int.to_bytes`` / ``int.from_bytes``; also checks that non-ints are refused.
+    Run once per process and direction, when first needed (it also compiles or
+    loads that direction's kernels: a process that only reads Python ints, or only
+    writes them, never compiles the other direction's).
     """
     try:
-        vals = list(_CHECK_VALUES)
-        x = np.empty(len(vals), dtype=object)
-        x[:] = vals
-        h = _to_halves_marshal(x)
-        ref = _to_halves_bytes(x)
-        if h is None or ref is None or h.shape != ref.shape:
-            return False
-        if not np.array_equal(h, ref):
-            return False
-        H = h.shape[0]
-        mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
-        limbs = np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T
-        back = _from_limbs_marshal(limbs, np.array([v < 0 for v in vals]))
-        if back.tolist() != vals or any(type(v) is not int for v in back):
-            return False
-        class _Sub(int):
-            pass
-        for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
-            y = np.empty(2, dtype=object)
-            y[:] = [1, bad]
-            if _to_halves_marshal(y) is not None:
-                return False
-        return True
+        return (direction == "write" or _reads_ok()) and (direction == "read" or _writes_ok())
     except Exception:  # noqa: BLE001  any surprise: not the format we assume
         return False

@@ -45,12 +45,12 @@ def int8_moduli() -> tuple[int, ...]:
 @lru_cache(maxsize=64)
 def primes_below(top: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes below ``top`` (fewer if there are not that many)."""
-    import galois
+    from ._primes import prev_prime
 
     out: list[int] = []
     q = top
     while len(out) < count and q > 3:
-        q = int(galois.prev_prime(q - 1))
+        q = prev_prime(q - 1)
         out.append(q)
     return tuple(out)
 

@@ -1,4 +1,4 @@
-"""The ``modlin`` command: ``demo``, ``plan`` and ``bench``."""
+"""The ``modlin`` command: ``demo``, ``plan``, ``bench`` and ``warmup``."""
 
 from __future__ import annotations
 
@@ -96,6 +96,13 @@ def parser() -> argparse.ArgumentParser:
     p_plan.add_argument("--algorithm", choices=["auto", "multiword", "rns"], default="auto",
                         help="restrict the plan to one algorithm (default auto: the cheaper exact one)")
 
+    p_warm = sub.add_parser("warmup", help="compile every kernel of every path into the cache (for image builds)",
+                            description="Compile the numba kernels of every path into modlin's cache directory "
+                                        "(MODLIN_CACHE_DIR, else NUMBA_CACHE_DIR/modlin, else the user cache "
+                                        "directory), so that later processes load them instead of compiling "
+                                        "them on their first call.")
+    p_warm.add_argument("--quiet", action="store_true", help="no progress display and no summary line")
+
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
                                              "all"], default="all",
@@ -124,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return 1 if demo(args.n) else 0
+        if args.command == "warmup":
+            from ._warmup import main as warmup
+
+            return warmup(quiet=args.quiet)
         if args.command == "plan":
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())

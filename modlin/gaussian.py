@@ -30,6 +30,7 @@ from ._intmul import max_abs
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
+from ._primes import RHO_STEPS, factor
 
 __all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
            "herk", "syrk", "her2k", "syr2k"]
@@ -39,97 +40,14 @@ ALGORITHMS = ("auto", "2m", "3m", "4m")
 
 # --------------------------------------------------------------------- number theory
 
-#: Bounds of the factoring behind 2M's square roots of -1, so that a modulus that
-#: cannot be factored quickly is refused rather than left to run for hours: trial
-#: division by the primes below ``TRIAL_BOUND``, then for each composite cofactor at
-#: most ``RHO_STEPS`` steps of Pollard's rho (Brent's variant), which finds prime
-#: factors up to about ``2**34`` (a factor ``q`` needs about ``sqrt(q)`` steps). Every
-#: modulus below ``2**68`` (every modulus of a product, ``m < 2**52``, included)
-#: therefore factors completely; a larger one factors when all but one of its prime
-#: factors (counted with multiplicity, after the perfect powers) are below ``2**34``.
-TRIAL_BOUND = 2**16
-RHO_STEPS = 2**18
 #: The least root is the least of ``2**(r-1)`` CRT combinations for ``r`` distinct
 #: prime factors: more than this many are refused.
 MAX_DISTINCT_FACTORS = 20
 
 
-@lru_cache(maxsize=1)
-def _small_primes() -> tuple[int, ...]:
-    sieve = np.ones(TRIAL_BOUND, dtype=bool)
-    sieve[:2] = False
-    for q in range(2, int(TRIAL_BOUND**0.5) + 1):
-        if sieve[q]:
-            sieve[q * q::q] = False
-    return tuple(int(q) for q in np.flatnonzero(sieve))
-
-
-def _rho(n: int, steps: int) -> int | None:
-    """A nontrivial factor of the odd composite ``n`` (not a perfect power) within ``steps``
-    squarings of Pollard's rho in Brent's form, or None."""
-    used = 0
-    for c in range(1, 64):
-        y, r, q, g, x, ys = 2, 1, 1, 1, 2, 2
-        while g == 1:
-            x = y
-            for _ in range(r):
-                y = (y * y + c) % n
-            k = 0
-            while k < r and g == 1:
-                ys = y
-                for _ in range(min(128, r - k)):
-                    y = (y * y + c) % n
-                    q = q * abs(x - y) % n
-                g = math.gcd(q, n)
-                k += 128
-            used += 2 * r
-            r *= 2
-            if used > steps:
-                return None
-        if g == n:  # the batch overshot: step back one squaring at a time
-            g = 1
-            while g == 1:
-                ys = (ys * ys + c) % n
-                g = math.gcd(abs(x - ys), n)
-        if g != n:
-            return g
-    return None
-
-
-@lru_cache(maxsize=256)
-def _factor(m: int) -> tuple[dict[int, int], int]:
-    """The prime factors of ``m`` found within the bounds above, with their exponents, and
-    the product of what is left unfactored (1 when the factorisation is complete)."""
-    import galois
-
-    found: dict[int, int] = {}
-    for q in _small_primes():
-        if q * q > m:
-            break
-        while m % q == 0:
-            m //= q
-            found[q] = found.get(q, 0) + 1
-    left, todo = 1, [m] if m > 1 else []
-    while todo:
-        c = todo.pop()
-        if c < TRIAL_BOUND**2 or galois.is_prime(c):  # no factor below TRIAL_BOUND: c is prime
-            found[c] = found.get(c, 0) + 1
-            continue
-        base, k = (int(v) for v in galois.perfect_power(c))
-        if k > 1:
-            todo += [base] * k
-            continue
-        d = _rho(c, RHO_STEPS)
-        if d is None:
-            left *= c
-        else:
-            todo += [d, c // d]
-    return found, left
-
-
 def _factors(m: int) -> dict[int, int]:
     """The prime factorisation of ``m``, or ValueError when the bounded search cannot finish it."""
-    found, left = _factor(m)
+    found, left = factor(m)
     if left > 1:
         raise ValueError(_unfactored(m, left))
     return found
@@ -148,7 +66,7 @@ def _why_not_twom(m: int) -> str | None:
     """
     if m % 2 == 0:
         return f"m = {m} is even (2M divides by 2)"
-    found, left = _factor(m)
+    found, left = factor(m)
     for q in sorted(found):
         if q % 4 == 3:
             return f"m = {m} has the prime factor {q} = 3 (mod 4), so -1 has no square root mod m"
@@ -188,13 +106,13 @@ def sqrt_minus_one(m: int) -> int:
     """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
     prime factors are all ``1 (mod 4)``.
 
-    ``m`` is factored by trial division below ``2**16`` and a bounded Pollard
-    rho (every ``m < 2**68`` factors; see ``TRIAL_BOUND`` and ``RHO_STEPS``),
-    with galois' primality test for what is left. Modulo each prime factor
-    ``q`` the root is ``c**((q-1)/4)`` for the least quadratic non-residue
-    ``c`` (Euler's criterion: building ``galois.GF(q)`` for its ``sqrt`` costs
-    most of a second per prime, this a few modular powers). Roots are lifted
-    to prime powers by Hensel's step and combined by CRT; the least of the
+    ``m`` is factored (:func:`modlin._primes.factor`: trial division below
+    ``2**16``, an exact primality test and a bounded Pollard rho; every
+    ``m < 2**68`` factors). Modulo each prime factor ``q`` the root is
+    ``c**((q-1)/4)`` for the least quadratic non-residue ``c`` (Euler's
+    criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
+    second per prime, this a few modular powers). Roots are lifted to prime
+    powers by Hensel's step and combined by CRT; the least of the
     ``2**r`` combinations (``r`` distinct prime factors) is returned.
 
     Raises
@@ -795,12 +713,12 @@ def _syr2k(A, B, m: int, algorithm: str):
 @lru_cache(maxsize=64)
 def _twom_primes(bits: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes ``1 (mod 4)`` below ``2**bits``."""
-    import galois
+    from ._primes import prev_prime
 
     out: list[int] = []
     q = 2**bits
     while len(out) < count:
-        q = int(galois.prev_prime(q - 1))
+        q = prev_prime(q - 1)
         if q % 4 == 1:
             out.append(q)
     return tuple(out)

@@ -1,8 +1,10 @@
-"""The ``modlin`` command line: ``plan`` and ``demo``."""
+"""The ``modlin`` command line: ``plan``, ``demo`` and ``warmup``."""
 
 from __future__ import annotations
 
 import io
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -132,3 +134,90 @@ def test_reference_describes_the_cli():
     assert f"[--table {{{','.join(table.choices)}}}]" in ref
     for choice in table.choices:
         assert f"**{choice}**" in ref or choice == "all", f"the {choice} table is not described"
+
+
+# First calls of every public path at other sizes than warmup's; prints the kernels numba compiled.
+FIRST_CALLS = """
+import sys
+import numpy as np
+import modlin
+from modlin import gaussian, linalg, ozaki
+
+rng = np.random.default_rng(5)
+n = 150
+for p in (2**31 - 1, 2**50 - 27, 2**61 - 1):
+    a = rng.integers(0, p, (n, n))
+    modlin.matmul(a, a, p)
+big = rng.integers(0, 2**62, (n, n)).astype(object) << 65
+modlin.matmul(big, big, 2**127 - 1)
+modlin.intmul(big, big)
+m = 2097133
+g = (rng.integers(0, m, (n, n)), rng.integers(0, m, (n, n)))
+gaussian.matmul(g, g, m)
+linalg.det(rng.integers(0, 2**31 - 1, (300, 300)), 2**31 - 1)
+z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+ozaki.zgemm(z, z)
+ozaki.dgemm(z.real, z.imag)
+misses = sum(sum(d.stats.cache_misses.values()) for name, mod in list(sys.modules.items())
+             if name.startswith("modlin") for d in vars(mod).values()
+             if hasattr(d, "stats") and getattr(getattr(d, "py_func", None), "__module__", None) == name)
+print(misses)
+"""
+
+
+def _cache_files(root) -> dict[str, float]:
+    return {str(f): f.stat().st_mtime_ns for f in root.rglob("*") if f.suffix in (".nbi", ".nbc")}
+
+
+def test_warmup_compiles_every_path_ahead(tmp_path):
+    root = pathlib.Path(modlin.__file__).parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("MODLIN_CACHE_DIR", "NUMBA_CACHE_DIR")}
+    env["MODLIN_CACHE_DIR"] = str(tmp_path)
+
+    def run(*args):
+        r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=900, env=env,
+                           cwd=root)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    r = run("-m", "modlin", "warmup")
+    assert "modlin warmup" in r.stderr and "ozaki" in r.stderr  # the progress display, on stderr
+    assert r.stdout.startswith("modlin warmup:") and "compiled into" in r.stdout
+    files = _cache_files(tmp_path)
+    indexes = {pathlib.Path(f).name.split("-")[0] for f in files if f.endswith(".nbi")}
+    for kernel in ("_modular._step", "_modular._finalize", "_rns._crt_weights", "_pyints._scan_marshal",
+                   "_modular._twom_words_kernel", "_elimination._eliminate", "_crtfloat._to_double_kernel"):
+        assert kernel in indexes
+    # a fresh process's first calls load every kernel they need: nothing compiled, no file added
+    assert run("-c", FIRST_CALLS).stdout.split() == ["0"]
+    assert _cache_files(tmp_path) == files
+    # warming up again compiles nothing; --quiet prints nothing
+    r = run("-m", "modlin", "warmup", "--quiet")
+    assert r.stdout == "" and r.stderr == ""
+    assert _cache_files(tmp_path) == files
+
+
+def test_warmup_progress_line_without_tqdm(monkeypatch):
+    from modlin import _warmup
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+    buf = io.StringIO()
+    bar = _warmup._progress(2, buf)
+    assert isinstance(bar, _warmup._Line)
+    for label in ("matmul mod a 31-bit p", "ozaki"):
+        bar.set_description(label)
+        bar.update(1)
+    bar.close()
+    text = buf.getvalue()
+    assert text.startswith("\rmodlin warmup [0/2] matmul mod a 31-bit p") and "\rmodlin warmup [1/2] ozaki" in text
+    assert text.endswith("\n") and text.rstrip().endswith("modlin warmup [2/2] done") and text.count("\n") == 1
+
+
+def test_warmup_paths_cover_every_public_module():
+    from modlin import _warmup
+
+    labels = [label for label, _ in _warmup.paths()]
+    assert len(labels) == len(set(labels))
+    for what in ("matmul mod a 31-bit p", "matmul mod a 127-bit p", "every plan mod a 8-bit p", "intmul",
+                 "gaussian", "linalg mod a 61-bit p", "ozaki"):
+        assert what in labels

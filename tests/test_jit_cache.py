@@ -73,3 +73,38 @@ def test_unwritable_cache_dir_falls_back_outside_the_package(tmp_path):
     blocker.write_text("not a directory")
     _run({"MODLIN_CACHE_DIR": str(blocker / "cache")})  # makedirs fails below a file
     assert _cached_files(PACKAGE) == []
+
+
+# A product that loads cached kernels, then a kernel that must be compiled in the same process.
+LOADS = """
+import sys
+import numpy as np
+import modlin
+from modlin import _jit
+p = 2**31 - 1
+a = np.arange(64 * 64, dtype=np.int64).reshape(64, 64) % p
+assert np.array_equal(modlin.matmul(a, a, p), (a.astype(object) @ a.astype(object)) % p)
+print("numba.np.arraymath" in sys.modules)
+
+fresh = _jit.njit(cache=False)(lambda x: x.sum() + 1)  # never cached: compiled in every run
+print(fresh(np.arange(4.0)))
+"""
+
+
+def test_cached_kernels_load_without_numbas_full_initialisation(tmp_path):
+    env = {"MODLIN_CACHE_DIR": str(tmp_path)}
+    first, again = _run_code(LOADS, env), _run_code(LOADS, env)
+    assert first.split() == ["True", "7.0"]  # the first run compiled (numba initialised)
+    # loading cached kernels initialises numba's runtime only (its typing and lowering modules
+    # are imported when something is compiled), and a new kernel still compiles after that
+    assert again.split() == ["False", "7.0"]
+
+
+def _run_code(code: str, env_update: dict[str, str]) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("MODLIN_CACHE_DIR", "NUMBA_CACHE_DIR")}
+    env.update(env_update)
+    # from the checkout's root, so that `import modlin` is this copy
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(PACKAGE.parent))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

@@ -8,6 +8,9 @@ Every conversion is checked on all three implementations: the public function
 from __future__ import annotations
 
 import marshal
+import pathlib
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -293,7 +296,7 @@ def test_roundtrip_through_halves():
 
 
 def test_public_functions_use_fallback(monkeypatch):
-    monkeypatch.setattr(P, "_marshal_ok", lambda: False)
+    monkeypatch.setattr(P, "_marshal_ok", lambda direction="both": False)
 
     def boom(*a, **k):
         raise AssertionError("marshal path used")
@@ -339,7 +342,7 @@ def test_marshal_stream_is_what_dumps_writes(cap):
     limbs, neg = mag_limbs(vals, L=60)
     if cap is None:
         cap = 5 + len(vals) * (5 + 2 * 64)
-    buf, n = P._write_marshal(limbs, neg, np.empty(max(cap, 5), dtype=np.uint8))
+    buf, n = P._write_marshal(limbs, neg, 0, limbs.shape[1], np.empty(max(cap, 5), dtype=np.uint8))
     assert buf[:n].tobytes() == marshal.dumps(vals, 2)
 
 
@@ -387,7 +390,7 @@ def _written(vals, cuts, L=None, dtype=np.uint16):
 @pytest.mark.parametrize("dt", [np.uint16, np.int64, np.float64])
 def test_int_writer_chunks_equal_from_limbs(monkeypatch, marshal_ok, dt):
     if not marshal_ok:
-        monkeypatch.setattr(P, "_marshal_ok", lambda: False)
+        monkeypatch.setattr(P, "_marshal_ok", lambda direction="both": False)
     vals = boundaries(30) + [(-1) ** k * 7**k for k in range(300)]
     for cuts in ([], [1], [63, 64, 65], list(range(0, len(vals), 97)), [len(vals)]):
         out = _written(vals, cuts, L=60, dtype=dt)
@@ -422,3 +425,15 @@ def test_int_writer_empty_and_errors():
         w.result()
     with pytest.raises(ValueError, match=r"\[0, 65536\)"):
         w.add(np.array([[0.5]]), None)
+
+
+def test_each_direction_checks_only_its_own_kernels():
+    # reading Python ints never compiles (or loads) the writer's kernels, nor writing the reader's
+    code = ("import numpy as np\nfrom modlin import _pyints as P\n"
+            "P.{call}\nprint(len(P._scan_marshal.signatures), len(P._write_marshal.signatures))")
+    for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
+                       ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
+        r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
+                           timeout=300, cwd=pathlib.Path(P.__file__).parent.parent)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == want.split()

@@ -17,9 +17,9 @@ __all__ = ["prepare", "require_prime", "working", "matrix", "square", "as_field"
 
 @lru_cache(maxsize=64)
 def _is_prime(p: int) -> bool:
-    import galois
+    from .._primes import is_prime
 
-    return bool(galois.is_prime(p))
+    return is_prime(p)
 
 
 def require_prime(p: int, fn: str) -> None:

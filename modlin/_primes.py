@@ -1,0 +1,169 @@
+"""Primality, previous primes, factors and CRT of Python ints, without importing galois.
+
+The planners need primes just below ``2**26`` (residue number systems) or ``2**21``
+(2M moduli) and the factors of moduli that are usually prime (2M needs them). galois answers all of
+these, but importing it costs a few tenths of a second (and numba's initialisation
+with it) in every process whose first product needs one. Below
+:data:`DETERMINISTIC_LIMIT` the Miller-Rabin test with the first thirteen primes as
+bases is exact (Sorenson and Webster, "Strong pseudoprimes to twelve prime bases",
+Math. Comp. 86 (2017): no strong pseudoprime to the bases 2..37 is below
+``3.3 * 10**24``); above it galois is asked. Factoring is bounded (:func:`factor`), so a
+modulus that cannot be factored quickly is reported instead of left to run. The answers are galois's, except on the strong pseudoprimes that
+galois 0.4 takes for primes (3825123056546413051 = 149491 * 747451 * 34233211 is
+one): for the planners' moduli, below ``2**26``, the two always agree.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+__all__ = ["is_prime", "prev_prime", "factor", "crt"]
+
+#: Miller-Rabin with :data:`_BASES` decides primality exactly below this bound.
+DETERMINISTIC_LIMIT = 3317044064679887385961981
+_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
+#: Bounds of :func:`factor`: trial division by the primes below ``TRIAL_BOUND``, then for
+#: each composite cofactor at most ``RHO_STEPS`` steps of Pollard's rho (Brent's variant),
+#: which finds prime factors up to about ``2**34`` (a factor ``q`` needs about
+#: ``sqrt(q)`` steps). Every ``m < 2**68`` therefore factors completely; a larger one
+#: when all but one of its prime factors are below ``2**34``.
+TRIAL_BOUND = 2**16
+RHO_STEPS = 2**18
+
+
+def is_prime(n: int) -> bool:
+    """Whether the integer ``n`` is prime (exact; galois beyond :data:`DETERMINISTIC_LIMIT`)."""
+    if n < 2:
+        return False
+    for q in _BASES:
+        if n % q == 0:
+            return n == q
+    if n >= DETERMINISTIC_LIMIT:
+        import galois
+
+        return bool(galois.is_prime(n))
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d //= 2
+        s += 1
+    for a in _BASES:
+        x = pow(a, d, n)
+        if x == 1 or x == n - 1:
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def prev_prime(n: int) -> int:
+    """The largest prime ``<= n`` (``n >= 2``), as ``galois.prev_prime``."""
+    if n < 2:
+        raise ValueError(f"there is no prime <= {n}")
+    if n == 2:
+        return 2
+    q = n if n % 2 else n - 1
+    while not is_prime(q):
+        q -= 2
+    return q
+
+
+@lru_cache(maxsize=1)
+def _small_primes() -> tuple[int, ...]:
+    return tuple(q for q in range(2, TRIAL_BOUND) if is_prime(q))
+
+
+def _root(c: int, k: int) -> int:
+    """``floor(c ** (1/k))`` for ``c >= 1``, exactly (Newton on Python ints)."""
+    x = 1 << -(-c.bit_length() // k)  # above the root
+    while True:
+        y = ((k - 1) * x + c // x ** (k - 1)) // k
+        if y >= x:
+            return x
+        x = y
+
+
+def _perfect_power(c: int) -> tuple[int, int]:
+    """``(b, k)`` with ``c = b**k`` and ``k`` as large as possible (``k = 1``: none)."""
+    for k in range(c.bit_length(), 1, -1):
+        b = _root(c, k)
+        if b > 1 and b**k == c:
+            base, e = _perfect_power(b)
+            return base, e * k
+    return c, 1
+
+
+def _rho(n: int, steps: int) -> int | None:
+    """A nontrivial factor of the odd composite ``n`` (not a perfect power) within ``steps``
+    squarings of Pollard's rho in Brent's form, or None."""
+    used = 0
+    for c in range(1, 64):
+        y, r, q, g, x, ys = 2, 1, 1, 1, 2, 2
+        while g == 1:
+            x = y
+            for _ in range(r):
+                y = (y * y + c) % n
+            k = 0
+            while k < r and g == 1:
+                ys = y
+                for _ in range(min(128, r - k)):
+                    y = (y * y + c) % n
+                    q = q * abs(x - y) % n
+                g = math.gcd(q, n)
+                k += 128
+            used += 2 * r
+            r *= 2
+            if used > steps:
+                return None
+        if g == n:  # the batch overshot: step back one squaring at a time
+            g = 1
+            while g == 1:
+                ys = (ys * ys + c) % n
+                g = math.gcd(abs(x - ys), n)
+        if g != n:
+            return g
+    return None
+
+
+@lru_cache(maxsize=256)
+def factor(m: int) -> tuple[dict[int, int], int]:
+    """The prime factors of ``m >= 1`` found within the bounds above, as ``{prime: exponent}``
+    (primes increasing), and the product of what is left unfactored (1 when complete)."""
+    found: dict[int, int] = {}
+    for q in _small_primes():
+        if q * q > m:
+            break
+        while m % q == 0:
+            m //= q
+            found[q] = found.get(q, 0) + 1
+    left, todo = 1, [m] if m > 1 else []
+    while todo:
+        c = todo.pop()
+        if c < TRIAL_BOUND**2 or is_prime(c):  # no factor below TRIAL_BOUND: c is prime
+            found[c] = found.get(c, 0) + 1
+            continue
+        base, k = _perfect_power(c)
+        if k > 1:
+            todo += [base] * k
+            continue
+        d = _rho(c, RHO_STEPS)
+        if d is None:
+            left *= c
+        else:
+            todo += [d, c // d]
+    return dict(sorted(found.items())), left
+
+
+def crt(residues, moduli) -> int:
+    """The ``x`` in ``[0, prod(moduli))`` congruent to each residue modulo its (pairwise
+    coprime) modulus."""
+    M = math.prod(moduli)
+    x = 0
+    for r, q in zip(residues, moduli):
+        c = M // q
+        x += r * c * pow(c, -1, q)
+    return x % M

@@ -1,0 +1,83 @@
+"""modlin._primes gives galois's answers without importing galois."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+
+import galois
+import pytest
+
+from modlin import _primes
+
+RNG = random.Random(7)
+SMALL = list(range(-3, 3000))
+LARGE = [RNG.randrange(2**20, 2**80) for _ in range(1500)]
+# strong pseudoprimes to several small bases, Carmichael numbers, Mersenne numbers, and the limit
+TRICKY = [2047, 1373653, 25326001, 3215031751, 2152302898747, 3474749660383, 341550071728321,
+          3825123056546413051, 318665857834031151167461, 561, 41041, 825265, 321197185,
+          2**61 - 1, 2**89 - 1, 2**127 - 1, 2**64 - 59, 2**64 + 13,
+          _primes.DETERMINISTIC_LIMIT - 2, _primes.DETERMINISTIC_LIMIT + 2]
+
+
+#: Strong pseudoprimes to the bases 2..23 and 2..37 that galois 0.4 calls prime (with their factors).
+GALOIS_WRONG = {3825123056546413051: (149491, 747451, 34233211),
+                318665857834031151167461: (399165290221, 798330580441)}
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_is_prime_matches_galois(chunk):
+    values = [n for n in (SMALL + LARGE + TRICKY)[chunk::4] if n not in GALOIS_WRONG]
+    assert [_primes.is_prime(n) for n in values] == [bool(galois.is_prime(n)) if n >= 0 else False
+                                                     for n in values]
+
+
+def test_pseudoprimes_are_composite():
+    for n, fs in GALOIS_WRONG.items():
+        assert math.prod(fs) == n and not _primes.is_prime(n)
+
+
+def test_prev_prime_matches_galois():
+    for n in [2, 3, 4, 5, 2**21, 2**26, 2**26 - 5, 2**40 + 7] + [RNG.randrange(3, 2**60) for _ in range(200)]:
+        assert _primes.prev_prime(n) == int(galois.prev_prime(n)), n
+    with pytest.raises(ValueError):
+        _primes.prev_prime(1)
+
+
+def test_factors_match_galois():
+    values = list(range(2, 2000)) + [RNG.randrange(2, 2**52) for _ in range(200)] + [
+        1, 221 * 2**10, 5**7 * 13**3, (2**31 - 1) * (2**29 - 3), 4099 * 4111, 2**52 - 1,
+        (2**61 - 1) ** 3, 65537**4 * 3, (2**33 - 9) * (2**34 - 41)]  # powers and two rho-sized factors
+    for m in values:
+        ps, es = galois.factors(m) if m > 1 else ([], [])
+        found, left = _primes.factor(m)
+        assert left == 1 and found == {int(q): int(e) for q, e in zip(ps, es)}, m
+        assert list(found) == sorted(found)
+
+
+def test_factoring_is_bounded():
+    """A product of two 80-bit primes is out of the bounded rho's reach: reported, not run."""
+    q1, q2 = _primes.prev_prime(2**80), _primes.prev_prime(2**79)
+    found, left = _primes.factor(12 * q1 * q2)
+    assert found == {2: 2, 3: 1} and left == q1 * q2
+    assert _primes._perfect_power(q1**3) == (q1, 3) and _primes._perfect_power(q1) == (q1, 1)
+
+
+def test_crt():
+    mods = [221, 229, 233, 4]
+    for x in [0, 1, 12345, 221 * 229 * 233 * 4 - 1]:
+        assert _primes.crt([x % q for q in mods], mods) == x
+    assert _primes.crt((5,), (7,)) == 5
+
+
+def test_planning_does_not_import_galois():
+    # primes for residue number systems and 2M moduli come from modlin._primes
+    code = ("import sys, numpy as np, modlin\n"
+            "modlin.plan(2**127 - 1, 64, 64, 64); modlin.plan(2**31 - 1, 64, 64, 64)\n"
+            "modlin.gaussian.sqrt_minus_one(2097133); modlin.ozaki.moduli_for('complex')\n"
+            "print('galois' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
