@@ -10,8 +10,10 @@ from . import _multiword, _rns
 from ._backend import namespace
 from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
+from ._limits import current as current_limits
 from ._modular import add_into
 from ._plan import Plan, _check_modulus, plan as make_plan
+from ._progress import MIN_SECONDS, bar as progress_bar, expected_seconds
 from ._rnsplan import RNSPlan
 from .typing import ArrayLike
 
@@ -170,15 +172,19 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result:
     """
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     stack = result.shape[:-2]
+    batch = math.prod(stack)
     try:
-        tiling = plan.tiling((m, k, n), batch=math.prod(stack))
-        items = [((), a, b)]
+        tiling = plan.tiling((m, k, n), batch=batch)
+        items, rounds = [((), a, b)], 1
     except ValueError:
         if not stack:
             raise
         tiling = plan.tiling((m, k, n))  # one matrix of the stack at a time, or the budget's error
         a, b = np.broadcast_to(a, stack + a.shape[-2:]), np.broadcast_to(b, stack + b.shape[-2:])
-        items = ((idx, a[idx], b[idx]) for idx in np.ndindex(stack))
+        items, rounds = ((idx, a[idx], b[idx]) for idx in np.ndindex(stack)), batch
+    bar = None
+    if current_limits().progress and expected_seconds(batch * tiling.count * plan.cost(tiling.tile)) > MIN_SECONDS:
+        bar = progress_bar(rounds * tiling.count, f"modlin.matmul mod a {p.bit_length()}-bit p", "tile")
     multiword = isinstance(plan, Plan)
     for idx, x, y in items:
         dst = result[idx]
@@ -196,6 +202,10 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result:
                     tile[...] = part
             if not first:
                 add_into(tile, part, p)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
 
 
 def _gpu_residues(x, p: int, name: str):

@@ -24,6 +24,8 @@ from typing import Callable
 
 import numpy as np
 
+from ._progress import bar as progress_bar
+
 __all__ = ["paths", "warmup"]
 
 #: Moduli with their own product regime: fp32 and fp64 single words, (1,2), (1,3) and
@@ -202,35 +204,6 @@ def _compiled(root: pathlib.Path) -> int:
     return sum(1 for _ in root.rglob("*.nbc")) if root.is_dir() else 0
 
 
-class _Line:
-    """A progress display on one updating line of a stream, where tqdm is not installed."""
-
-    def __init__(self, total: int, stream):
-        self.total, self.done, self.stream, self.width = total, 0, stream, 0
-
-    def set_description(self, text: str) -> None:
-        line = f"modlin warmup [{self.done}/{self.total}] {text}"
-        self.stream.write("\r" + line.ljust(self.width))
-        self.stream.flush()
-        self.width = len(line)
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-
-    def close(self) -> None:
-        self.set_description("done")
-        self.stream.write("\n")
-        self.stream.flush()
-
-
-def _progress(total: int, stream):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _Line(total, stream)
-    return tqdm(total=total, desc="modlin warmup", file=stream, unit="path")
-
-
 def warmup(*, quiet: bool = False, stream=None) -> int:
     """Run every path of :func:`paths`, compiling what the cache lacks; return how many
     kernel specialisations were compiled (0 when the cache already held them all).
@@ -243,7 +216,7 @@ def warmup(*, quiet: bool = False, stream=None) -> int:
     root = pathlib.Path(cache_dir())
     before = _compiled(root)
     todo = paths()
-    bar = None if quiet else _progress(len(todo), stream)
+    bar = None if quiet else progress_bar(len(todo), "modlin warmup", "path", stream)
     for label, run in todo:
         if bar is not None:
             bar.set_description(label)

@@ -198,12 +198,12 @@ def test_warmup_compiles_every_path_ahead(tmp_path):
 
 
 def test_warmup_progress_line_without_tqdm(monkeypatch):
-    from modlin import _warmup
+    from modlin import _progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
     buf = io.StringIO()
-    bar = _warmup._progress(2, buf)
-    assert isinstance(bar, _warmup._Line)
+    bar = _progress.bar(2, "modlin warmup", "path", buf)
+    assert isinstance(bar, _progress._Line)
     for label in ("matmul mod a 31-bit p", "ozaki"):
         bar.set_description(label)
         bar.update(1)

@@ -222,3 +222,31 @@ def test_explain_shows_the_tiles():
     assert "budget 64 MiB" in text
     with modlin.limits(memory="4GiB"):
         assert "1 tile (the whole product)" in modlin.plan(2**61 - 1, 512, 512, 512).explain()
+
+
+# ------------------------------------------------------------------------ progress
+
+def test_progress_over_tiles(monkeypatch, capsys):
+    """With progress on, a product expected to run long shows its tiles on stderr (here
+    without tqdm, so on one updating line); short ones and progress off show nothing."""
+    import sys
+
+    from modlin import _progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
+    A = np.ones((300, 300), dtype=np.int64)
+    p = 2**31 - 1
+    budget = min(_tilings(p, (300, 300, 300)))
+    with modlin.limits(memory=budget, progress=True):
+        count = modlin.plan(p, 300, 300, 300).tiling().count
+        modlin.matmul(A, A, p)  # far below MIN_SECONDS
+        assert capsys.readouterr().err == ""
+        monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
+        monkeypatch.setattr("modlin._matmul.MIN_SECONDS", -1.0)
+        C = modlin.matmul(A, A, p)
+    err = capsys.readouterr().err
+    assert int(C[0, 0]) == 300 and count > 1
+    assert err.startswith("\rmodlin.matmul mod a 31-bit p [1/") and err.endswith(f"[{count}/{count}] done\n")
+    with modlin.limits(memory=budget, progress=False):
+        modlin.matmul(A, A, p)
+    assert capsys.readouterr().err == ""
