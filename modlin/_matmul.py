@@ -14,6 +14,7 @@ from ._limits import current as current_limits
 from ._modular import add_into
 from ._plan import Plan, _check_modulus, plan as make_plan
 from ._progress import MIN_SECONDS, bar as progress_bar, expected_seconds
+from ._tiles import Arena, take
 from ._rnsplan import RNSPlan
 from .typing import ArrayLike
 
@@ -186,15 +187,26 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result:
     if current_limits().progress and expected_seconds(batch * tiling.count * plan.cost(tiling.tile)) > MIN_SECONDS:
         bar = progress_bar(rounds * tiling.count, f"modlin.matmul mod a {p.bit_length()}-bit p", "tile")
     multiword = isinstance(plan, Plan)
+    arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
+
+    def residues(t, name):
+        r = residues_int64(t, p, name)
+        if r.flags.c_contiguous:
+            return r
+        if arena is None:
+            return np.ascontiguousarray(r)
+        buf = arena.take(name, r.shape, np.int64)
+        np.copyto(buf, r)
+        return buf
+
     for idx, x, y in items:
         dst = result[idx]
         for rows, inner, cols in tiling.blocks():
             xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
             first = inner.start == 0
             if multiword:
-                part = tile if first else np.empty(tile.shape, dtype=np.int64)
-                _multiword.multiply(plan, np.ascontiguousarray(residues_int64(xt, p, "A")),
-                                    np.ascontiguousarray(residues_int64(yt, p, "B")), part)
+                part = tile if first else take(arena, "part", tile.shape, np.int64)
+                _multiword.multiply(plan, residues(xt, "A"), residues(yt, "B"), part, arena)
             else:
                 part = _rns.multiply(plan, balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B"),
                                      memory=tiling.budget - 8 * tile.size)

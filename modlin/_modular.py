@@ -468,16 +468,18 @@ def _slices(*arrays: np.ndarray | None):
         yield [a[idx] for a in fill]
 
 
-def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype) -> np.ndarray:
+def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype,
+                   out: np.ndarray | None = None) -> np.ndarray:
     """Words of ``x mod p``: an array ``W`` of shape ``(u, *x.shape)`` with
     ``x = sum_i 2**(s*i) * W[i] (mod p)`` and the bounds of :func:`word_bounds`.
 
-    ``x`` is an int64 array (any values); the words are written as ``dtype``.
+    ``x`` is an int64 array (any values); the words are written as ``dtype``,
+    into ``out`` (C-contiguous, of that shape and dtype) when given.
     """
     if is_cupy(x):
         return _gpu_words(x, p, s, u, dtype)
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
-    words = np.empty((u, flat.size), dtype=dtype)
+    words = np.empty((u, flat.size), dtype=dtype) if out is None else out.reshape(u, flat.size)
     if flat.size and _residues_to_words(flat, np.int64(p), np.int64(s), u, words):
         _residues_to_words(np.remainder(flat, p), np.int64(p), np.int64(s), u, words)
     return words.reshape((u,) + x.shape)

@@ -8,38 +8,43 @@ from . import _modular
 from ._backend import namespace
 from ._engines import get_engine
 from ._plan import Plan
+from ._tiles import Arena, take
 
 __all__ = ["multiply", "multiply_words"]
 
 
-def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray, arena: Arena | None = None) -> np.ndarray:
     """Write ``a @ b mod p`` into ``out`` (int64, entries in ``[0, p)``).
 
     ``a`` and ``b`` are int64 arrays of shape ``(..., m, k)`` and ``(..., k, n)``
     (any values: they are reduced here) and ``out`` has the broadcast shape.
-    Only ``out``, the words, an accumulator and one workspace are allocated.
+    Only the words, an accumulator and one workspace are allocated (taken from
+    ``arena`` when given, so that the tiles of one product reuse them).
     """
     eng = get_engine(pl.engine)
-    aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype)
-    bw = _modular.balanced_words(b, pl.p, pl.b_shift, pl.v, eng.dtype)
-    return multiply_words(pl, aw, bw, out)
+    aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype,
+                                 None if arena is None else arena.take("aw", (pl.u,) + a.shape, eng.dtype))
+    bw = _modular.balanced_words(b, pl.p, pl.b_shift, pl.v, eng.dtype,
+                                 None if arena is None else arena.take("bw", (pl.v,) + b.shape, eng.dtype))
+    return multiply_words(pl, aw, bw, out, arena)
 
 
-def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray) -> np.ndarray:
+def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
+                   arena: Arena | None = None) -> np.ndarray:
     """:func:`multiply` on words already split (``aw``: ``(u, ..., m, k)``, ``bw``: ``(v, ..., k, n)``,
     in the engine's dtype and within the plan's word bounds). ``out`` may be int64 or float64."""
     eng = get_engine(pl.engine)
     if pl.variant == "concat-a":
         # (A B)^T = B^T A^T: concatenating the words of A is concatenating those of B^T.
-        _concat(pl, bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), eng)
+        _concat(pl, bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), eng, arena)
     elif pl.variant == "concat-b":
-        _concat(pl, aw, bw, out, eng)
+        _concat(pl, aw, bw, out, eng, arena)
     else:
-        _horner(pl, aw, bw, out, eng)
+        _horner(pl, aw, bw, out, eng, arena)
     return out
 
 
-def _horner(pl: Plan, aw, bw, out, eng) -> None:
+def _horner(pl: Plan, aw, bw, out, eng, arena) -> None:
     acc, scaled = pl.reductions
     k = aw.shape[-1]
     xp = namespace(out)
@@ -48,14 +53,14 @@ def _horner(pl: Plan, aw, bw, out, eng) -> None:
         # entry in place, so the accumulator costs no allocation
         C = out.view(eng.acc_dtype)
     else:
-        C = xp.empty(out.shape, dtype=eng.acc_dtype)
+        C = take(arena, "C", out.shape, eng.acc_dtype, xp)
     T = None
     for op in pl.schedule(k):
         kind = op[0]
         if kind == "gemm":
             _, i, j, k0, k1, dst = op
             if dst == "T" and T is None:
-                T = xp.empty_like(C)
+                T = take(arena, "T", C.shape, C.dtype, xp)
             eng.gemm(aw[i][..., k0:k1], bw[j][..., k0:k1, :], out=C if dst == "C" else T)
         elif kind == "add":
             C += T
@@ -69,20 +74,25 @@ def _horner(pl: Plan, aw, bw, out, eng) -> None:
                 _modular.finalize(C, out, acc, T if op[1] == "T" else None)
 
 
-def _concat(pl: Plan, aw, bw, out, eng) -> None:
+def _concat(pl: Plan, aw, bw, out, eng, arena) -> None:
     """Alg 3.3: ``aw`` holds the words iterated over, ``bw`` those concatenated."""
     acc, scaled = pl.reductions
     k = aw.shape[-1]
     v, n = bw.shape[0], bw.shape[-1]
     xp = namespace(out)
-    bcat = xp.concatenate(list(bw), axis=-1)  # (..., k, v*n): B_0 | B_1 | ...
-    C = xp.zeros(out.shape, dtype=eng.acc_dtype)
+    # (..., k, v*n): B_0 | B_1 | ...
+    bcat = xp.concatenate(list(bw), axis=-1, out=take(arena, "bcat", bw.shape[1:-1] + (v * n,), bw.dtype, xp))
+    C = take(arena, "C", out.shape, eng.acc_dtype, xp)
+    C[...] = 0
     tcat = None
     for op in pl.schedule(k):
         kind = op[0]
         if kind == "gemm":
             _, i, _, k0, k1, _ = op
-            tcat = eng.gemm(aw[i][..., k0:k1], bcat[..., k0:k1, :], out=tcat)
+            if tcat is None:
+                shape = np.broadcast_shapes(aw.shape[1:-2], bcat.shape[:-2]) + (aw.shape[-2], v * n)
+                tcat = take(arena, "tcat", shape, eng.acc_dtype, xp)
+            eng.gemm(aw[i][..., k0:k1], bcat[..., k0:k1, :], out=tcat)
         elif kind == "combine":
             _, j, add, g = op
             S = tcat[..., (v - 1) * n:]

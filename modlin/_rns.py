@@ -553,11 +553,11 @@ def _crt_step(N: int, L: int) -> int:
     return max(1024, min(16384, 2**18 // (L + min(N, CRT_BLOCK))))
 
 
-def crt_scratch(N: int, modulus: int) -> int:
-    """Bytes of the CRT's chunk buffers for ``N`` moduli and results modulo ``modulus``
-    (or up to it): limb sums, accumulators and conversion buffers, of one chunk."""
+def crt_scratch(N: int, modulus: int, E: int) -> int:
+    """Bytes of the CRT's chunk buffers for ``N`` moduli, ``E`` results and results modulo
+    ``modulus`` (or up to it): limb sums, accumulators and conversion buffers, of one chunk."""
     L = max(-(-modulus.bit_length() // 16), 3) + 1
-    return 8 * _crt_step(N, L) * (4 * L + 4)
+    return 8 * min(_crt_step(N, L), E) * (4 * L + 4)
 
 
 def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool) -> np.ndarray:

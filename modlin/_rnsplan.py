@@ -153,7 +153,7 @@ class RNSPlan:
         products = 8 * N * e + pad
         one_gemm = self.engine == "fp64" and all(s.gemm_count(k) == 1 for s in self.subplans)
         multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e)
-        crt = 18 * e + crt_scratch(N, self.p or self.basis.M)
+        crt = 18 * e + crt_scratch(N, self.p or self.basis.M, e)
         return pieces + max(8 * max(ea, eb), products + multiply, products + crt)
 
     def group(self, ea: int, eb: int, e: int, k: int, memory: int) -> int:

@@ -18,9 +18,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import numpy as np
+
 from ._limits import format_size
 
-__all__ = ["Tiling", "choose", "MIN_TILE"]
+__all__ = ["Tiling", "Arena", "choose", "MIN_TILE"]
 
 #: Tiles are never cut thinner than this (or the dimension itself): below it GEMMs
 #: lose most of their speed, and a budget that needs thinner tiles is refused.
@@ -145,3 +147,31 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
         )
     tile = best[1]
     return Tiling(shape, tile, workspace(*tile), budget)
+
+
+class Arena:
+    """Named buffers reused from tile to tile.
+
+    Fresh memory is slow the first time it is touched (the kernel maps each page
+    as it is written): a product whose tiles allocated their words and
+    accumulators anew would pay that for every tile. ``take`` returns a view of
+    the buffer of that name, grown when a larger one is asked for, so a tiled
+    product holds at most one buffer of each kind, as its workspace model counts.
+    """
+
+    def __init__(self):
+        self._buffers: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """An uninitialised C-contiguous array of ``shape`` and ``dtype`` in buffer ``name``."""
+        dtype = np.dtype(dtype)
+        need = math.prod(shape) * dtype.itemsize
+        buf = self._buffers.get(name)
+        if buf is None or buf.size < need:
+            buf = self._buffers[name] = np.empty(max(need, 1), dtype=np.uint8)
+        return buf[:need].view(dtype).reshape(shape)
+
+
+def take(arena: Arena | None, name: str, shape: tuple[int, ...], dtype, xp=np):
+    """``arena.take(...)``, or a new ``xp.empty`` array without an arena."""
+    return xp.empty(shape, dtype=dtype) if arena is None else arena.take(name, shape, dtype)

@@ -250,3 +250,27 @@ def test_progress_over_tiles(monkeypatch, capsys):
     with modlin.limits(memory=budget, progress=False):
         modlin.matmul(A, A, p)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, 2**61 - 1], ids=lambda p: f"{p.bit_length()}bit")
+def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
+    """The block recursions' products go through the tiles too: same results under a
+    budget that cuts them, and the scheduler is asked for every product."""
+    import modlin.linalg._pluq as pluq_mod
+
+    monkeypatch.setattr(pluq_mod, "THRESHOLD", 16)  # recurse, so that products happen
+    A = rand_ints(rng, (300, 300), 0, p)
+    want = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
+    seen = []
+    real = _tiles.choose
+
+    def spy(shape, *args, **kw):
+        t = real(shape, *args, **kw)
+        seen.append(t.count)
+        return t
+
+    monkeypatch.setattr("modlin._plan.choose_tiles", spy)
+    with modlin.limits(memory="600KiB" if p < 2**52 else "3MiB"):
+        got = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])
+    assert seen and max(seen) > 1

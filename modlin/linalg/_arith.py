@@ -11,9 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import _multiword
 from .._jit import njit
-from .._matmul import matmul
+from .._matmul import _product, matmul
 from .._modular import _mulmod1
 from .._plan import MAX_MODULUS, Plan, plan
 from .._rnsplan import RNSPlan
@@ -175,7 +174,8 @@ def mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     """``a @ b mod p`` for 2-D residue blocks, as a new C-contiguous array.
 
     int64 blocks skip :func:`modlin.matmul`'s input checks when the plan is a
-    multiword one: the residues are already int64 in ``[0, p)``.
+    multiword one (the residues are already int64 in ``[0, p)``), but not its
+    tiles: the product keeps within the memory budget of :func:`modlin.limits`.
     """
     (m, k), n = a.shape, b.shape[1]
     dtype = object if a.dtype == object else np.int64
@@ -185,7 +185,7 @@ def mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     if dtype is object or not isinstance(pl, Plan):
         return matmul(a, b, p, plan=pl)
     out = np.empty((m, n), dtype=np.int64)
-    _multiword.multiply(pl, a, b, out)
+    _product(pl, a, b, p, out)
     return out
 
 
