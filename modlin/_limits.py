@@ -114,7 +114,8 @@ class Limits:
         Working memory, in bytes, a product may use beyond its operands and
         its result.
     threads : int
-        Threads for the element-wise passes (the GEMMs use BLAS' own).
+        Threads for the element-wise passes (the GEMMs use BLAS' own); not used
+        yet, the passes run on one thread.
     progress : bool
         Whether long products show a progress bar on standard error.
     """
@@ -160,7 +161,8 @@ class limits:
         ``$MODLIN_MEMORY``, else a quarter of the physical memory, at most 4 GiB.
     threads : int, optional
         Threads for the element-wise passes. Default: ``$MODLIN_THREADS``, else
-        the threads BLAS uses.
+        the threads BLAS uses. Recorded but not used yet: the passes still run
+        on one thread (the GEMMs on BLAS' own threads).
     progress : bool, optional
         Show a progress bar on standard error for products expected to take
         more than about two seconds. Default: ``$MODLIN_PROGRESS``, else off.
