@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _contract, _rns
@@ -29,17 +31,18 @@ def single_gemm_exact(a, b, k: int) -> bool:
 
 
 def _operand(x, name: str, side: int):
-    """An intmul operand as a matrix and its largest ``|entry|``: fixed-width arrays as
-    they are, object arrays straight to the 16-bit pieces the RNS reads (one
-    conversion pass, no Python arithmetic on the entries)."""
+    """An intmul operand as ``(matrix, what the RNS reads, largest |entry|)``: fixed-width
+    arrays as they are, object arrays also as the 16-bit pieces the RNS reads (one
+    conversion pass, no Python arithmetic on the entries), which give the bound."""
     from ._matmul import _as_matrix
 
     x = np.asarray(x)
     if x.dtype == object and x.size:
-        h = _rns._Halves(_as_matrix(x, side))
-        return h, h.max_abs()
+        x = _as_matrix(x, side)
+        h = _rns._Halves(x)
+        return x, h, h.max_abs()
     x = _as_matrix(integers(x, name), side)
-    return x, max_abs(x)
+    return x, x, max_abs(x)
 
 
 def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None) -> np.ndarray:
@@ -96,24 +99,35 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     [340282366920938463463374607431768211455]
     """
     cpu_only("modlin.intmul", A, B)
-    from ._matmul import _matmul_shapes
+    from ._matmul import _matmul_shapes, _product
     from ._rnsplan import as_moduli, rns_plan
 
     ftype, (A, B) = integer_operands(A, B, names=("A", "B"), fn="modlin.intmul")
     (m, k, n), full, shape = _matmul_shapes(np.shape(A), np.shape(B))
     if ftype is not None:
         ftype.check_product(shape)
-    (a, amax), (b, bmax) = _operand(A, "A", 0), _operand(B, "B", 1)
+    (a, ha, amax), (b, hb, bmax) = _operand(A, "A", 0), _operand(B, "B", 1)
     bound = k * amax * bmax
     as_object = bound >= 2**63
+    dtype = object if as_object else np.int64
     if moduli is None and engine is None and single_gemm_exact(a, b, k):
         # one float64 GEMM is exact: every partial sum stays within 2**53
         c = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+    elif not np.prod(full):
+        c = np.zeros(full, dtype=dtype)
     else:
         pl = rns_plan(None, bound, (m, k, n), engine=engine,
                       moduli=None if moduli is None else as_moduli(moduli))
-        c = _rns.multiply(pl, a, b, as_object=as_object) if np.prod(full) else np.zeros(
-            full, dtype=object if as_object else np.int64)
+        try:
+            whole = pl.tiling((m, k, n), batch=math.prod(full[:-2])).count == 1
+        except ValueError:  # not even the whole stack's smallest tiles fit: the driver decides
+            whole = False
+        if whole:
+            c = _rns.multiply(pl, ha, hb, as_object=as_object)  # the pieces made for the bound
+        else:  # tile by tile within the memory budget, each tile converting its own operands
+            del ha, hb
+            c = np.empty(full, dtype=dtype)
+            _product(pl, a, b, None, c, as_object=as_object)
     c = c.reshape(shape)
     if ftype is not None:
         return ftype.product(c, np.ndim(A))

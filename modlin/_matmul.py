@@ -162,9 +162,12 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     return result[()] if result.ndim == 0 else result
 
 
-def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result: np.ndarray) -> None:
+def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, result: np.ndarray,
+             *, as_object: bool = False) -> None:
     """``result[...] = a @ b mod p`` (2-D or stacked operands, any accepted dtype), tile by
     tile within the memory budget of :func:`modlin.limits` (:meth:`Plan.tiling`).
+    With ``p = None`` (an :class:`RNSPlan` of :func:`modlin.intmul`), the exact
+    product of int64, uint64 or object operands, as Python ints when ``as_object``.
 
     A stack is tiled as a whole, or matrix by matrix when even its smallest tiles would
     not fit together. Each tile's operands are converted as its product needs them
@@ -185,7 +188,8 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result:
         items, rounds = ((idx, a[idx], b[idx]) for idx in np.ndindex(stack)), batch
     bar = None
     if current_limits().progress and expected_seconds(batch * tiling.count * plan.cost(tiling.tile)) > MIN_SECONDS:
-        bar = progress_bar(rounds * tiling.count, f"modlin.matmul mod a {p.bit_length()}-bit p", "tile")
+        what = "modlin.intmul" if p is None else f"modlin.matmul mod a {p.bit_length()}-bit p"
+        bar = progress_bar(rounds * tiling.count, what, "tile")
     multiword = isinstance(plan, Plan)
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
 
@@ -208,12 +212,16 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int, result:
                 part = tile if first else take(arena, "part", tile.shape, np.int64)
                 _multiword.multiply(plan, residues(xt, "A"), residues(yt, "B"), part, arena)
             else:
-                part = _rns.multiply(plan, balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B"),
-                                     memory=tiling.budget - 8 * tile.size)
+                if p is not None:
+                    xt, yt = balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
+                part = _rns.multiply(plan, xt, yt, as_object=as_object, memory=tiling.budget - 8 * tile.size)
                 if first:
                     tile[...] = part
             if not first:
-                add_into(tile, part, p)
+                if p is None:  # exact partial sums: the bound covers every one of them
+                    np.add(tile, part, out=tile)
+                else:
+                    add_into(tile, part, p)
             if bar is not None:
                 bar.update(1)
     if bar is not None:

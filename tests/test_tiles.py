@@ -274,3 +274,32 @@ def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
         got = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
     assert got[0] == want[0] and np.array_equal(got[1], want[1])
     assert seen and max(seen) > 1
+
+
+def test_tiled_intmul_is_exact(rng):
+    """intmul's residue number systems follow the budget too; k-panels add exactly."""
+    from modlin._intmul import max_abs
+    from modlin._rnsplan import rns_plan
+
+    cases = [
+        (rand_ints(rng, (150, 90), -(2**62), 2**62), rand_ints(rng, (90, 70), -(2**62), 2**62)),
+        (rand_ints(rng, (150, 90), 0, 2**64 - 1).astype(np.uint64), rand_ints(rng, (90, 70), 0, 2**40)),
+        (rand_ints(rng, (2, 150, 90), -(2**200), 2**200), rand_ints(rng, (90, 70), -(2**200), 2**200)),
+        (rand_ints(rng, (150, 90), -(2**20), 2**20), rand_ints(rng, (90, 70), -(2**40), 2**40)),  # int64 result
+    ]
+    for A, B in cases:
+        want = modlin.intmul(A, B)
+        assert np.array_equal(want.astype(object), A.astype(object) @ B.astype(object))
+        batch = A.size // (150 * 90)
+        pl = rns_plan(None, 90 * max_abs(A.astype(object)) * max_abs(B.astype(object)), (150, 90, 70))
+        counts, budget = set(), 2 * pl.tiling((150, 90, 70), batch=batch).peak
+        while True:
+            try:
+                counts.add(pl.tiling((150, 90, 70), batch=batch, budget=budget).count)
+            except ValueError:
+                break
+            with modlin.limits(memory=budget):
+                got = modlin.intmul(A, B)
+            assert got.dtype == want.dtype and np.array_equal(got, want), budget
+            budget = int(budget / 1.7)
+        assert 1 in counts and max(counts) > 2
