@@ -214,7 +214,8 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
             else:
                 if p is not None:
                     xt, yt = balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
-                part = _rns.multiply(plan, xt, yt, as_object=as_object, memory=tiling.budget - 8 * tile.size)
+                part = _rns.multiply(plan, xt, yt, as_object=as_object, memory=tiling.budget - 8 * tile.size,
+                                     arena=arena)
                 if first:
                     tile[...] = part
             if not first:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ._jit import njit
 from ._pyints import IntWriter, python_ints, to_halves
+from ._tiles import Arena, take
 
 __all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
 
@@ -188,13 +189,13 @@ def _balanced(r, m, half):  # pragma: no cover - compiled
     return r - (m if r > half else 0.0)
 
 
-def padded_rows(rows: int, E: int, dtype) -> np.ndarray:
+def padded_rows(rows: int, E: int, dtype, arena: Arena | None = None, name: str = "rows") -> np.ndarray:
     """An empty ``(rows, E + pad)`` array whose rows start 64 bytes past a multiple of
     4096 bytes apart: rows a power of two apart alias in the caches, which made the
     loops that walk several rows at once up to ten times slower."""
     item = np.dtype(dtype).itemsize
     pad = ((64 - E * item) % 4096) // item
-    return np.empty((rows, E + pad), dtype=dtype)
+    return take(arena, name, (rows, E + pad), dtype)
 
 
 @njit
@@ -614,7 +615,8 @@ def _exact_entry(y: np.ndarray, basis: Basis, p: int | None) -> int:
     return c if p is None else c % p
 
 
-def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memory: int | None = None) -> np.ndarray:
+def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memory: int | None = None,
+             arena: Arena | None = None) -> np.ndarray:
     """``a @ b`` (or ``a @ b mod pl.p``) through the RNS plan ``pl`` (an :class:`RNSPlan`).
 
     ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
@@ -622,7 +624,9 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
     ``pl.bound``. Each modulus' product is one multiword plan; only the
     residues, their products and the result are allocated, the residues of as
     many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
-    default: the budget of :func:`modlin.limits`).
+    default: the budget of :func:`modlin.limits`). The products' matrices, the
+    largest buffer and the only one alive from the first GEMM to the end of the
+    CRT, come from ``arena`` when given (the tiles of one product reuse them).
     """
     from . import _multiword
     from ._engines import get_engine
@@ -633,7 +637,7 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
     ha, hb = (x if isinstance(x, _Halves) else _Halves(x) for x in (a, b))
     full = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     E = math.prod(full)
-    rc = padded_rows(len(basis.moduli), E, np.float64)
+    rc = padded_rows(len(basis.moduli), E, np.float64, arena, "products")
     if E:
         # moduli in groups of equal size whose residue matrices stay within the
         # budget; balanced residues are the single words of each modulus' (1,1)-product
@@ -642,6 +646,7 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
         subs = pl.subplans
         memory = current().memory if memory is None else memory
         group = pl.group(ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
+        # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
         bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
         for i0 in range(0, len(subs), group):
             q = basis.moduli[i0:i0 + group]
