@@ -172,7 +172,7 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
     A stack is tiled as a whole, or matrix by matrix when even its smallest tiles would
     not fit together. Each tile's operands are converted as its product needs them
     (int64 residues, or the pieces of balanced residues), so no whole-operand copy is
-    made; partial products over k-panels are added modulo ``p``.
+    made; partial products over k-panels are added modulo ``p`` (exactly without ``p``).
     """
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     stack = result.shape[:-2]
