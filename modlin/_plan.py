@@ -285,19 +285,20 @@ def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None) -> 
     of a tile is a view of the result, except the partial products of k-panels (and every
     RNS tile), which are written apart and then added into it."""
     budget = current_limits().memory if budget is None else budget
+    rns = not isinstance(pl, Plan)
 
-    def memory(mt, kt, nt):
-        apart = 8 * mt * nt if kt < shape[1] or not isinstance(pl, Plan) else 0
-        return batch * (pl.workspace((mt, kt, nt)) + apart)
+    def memory(mt, kt, nt, group=1):
+        apart = 8 * mt * nt if kt < shape[1] or rns else 0
+        work = pl.workspace((mt, kt, nt), group=group) if rns else pl.workspace((mt, kt, nt))
+        return batch * (work + apart)
 
     tiling = choose_tiles(shape, memory, budget, lambda mt, kt, nt: batch * pl.cost((mt, kt, nt)))
-    if isinstance(pl, Plan):
+    if not rns:
         return tiling
-    # an RNS product takes residues of as many moduli at once as the budget allows
+    # tiles fit with one modulus' residues at a time; the product takes as many as the budget allows
     mt, kt, nt = tiling.tile
     group = pl.group(batch * mt * kt, batch * kt * nt, batch * mt * nt, kt, budget - batch * 8 * mt * nt)
-    return replace(tiling, peak=memory(mt, kt, nt) + batch * (pl.workspace(tiling.tile, group=group)
-                                                              - pl.workspace(tiling.tile)))
+    return replace(tiling, peak=memory(mt, kt, nt, group))
 
 
 def _gemm_cost(m: int, k: int, n: int) -> float:

@@ -22,6 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from ._jit import njit
+from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
 from ._tiles import Arena, take
 
@@ -641,10 +642,8 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
     if E:
         # moduli in groups of equal size whose residue matrices stay within the
         # budget; balanced residues are the single words of each modulus' (1,1)-product
-        from ._limits import current
-
         subs = pl.subplans
-        memory = current().memory if memory is None else memory
+        memory = current_limits().memory if memory is None else memory
         group = pl.group(ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
         # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
         bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
