@@ -19,6 +19,7 @@ import numpy as np
 from ._jit import njit
 from ._pyints import _bit_length
 from ._rns import CHUNK, Basis, _garner_step
+from ._threads import each
 
 __all__ = ["to_double"]
 
@@ -87,8 +88,9 @@ def _exact_entry(buf, e, neg, moduli, limb, S):  # pragma: no cover - compiled
 
 
 @njit
-def _to_double_kernel(res, moduli, inv, half, sa, sb, out):  # pragma: no cover - compiled
-    """``out[i, j] = round(C'_ij * 2**-(sa_i + sb_j))`` from residues ``res[:, i*n + j]``.
+def _to_double_kernel(res, lo_e, hi_e, moduli, inv, half, sa, sb, out):  # pragma: no cover - compiled
+    """``out[i, j] = round(C'_ij * 2**-(sa_i + sb_j))`` from residues ``res[:, i*n + j]``,
+    for the flat entries ``lo_e <= i*n + j < hi_e``.
 
     Per chunk, in loops that vectorise: Garner digits; the sign (digits above
     those of ``(M-1)/2``); the magnitude in double-double by Horner on the
@@ -101,7 +103,7 @@ def _to_double_kernel(res, moduli, inv, half, sa, sb, out):  # pragma: no cover 
     to rebuild exactly in limbs. (A separate kernel, compiled only when some entry needs
     it: the exact path is most of this one's code.)
     """
-    N, E = res.shape
+    N = res.shape[0]
     n = sb.shape[0]
     buf = np.empty((N, CHUNK))
     hi = np.empty(CHUNK)
@@ -109,9 +111,9 @@ def _to_double_kernel(res, moduli, inv, half, sa, sb, out):  # pragma: no cover 
     sgn = np.empty(CHUNK)
     rel = (N + 2) * 2.0**-100  # bound on the double-double's relative error
     exact = 0
-    row, col = 0, 0
-    for e0 in range(0, E, CHUNK):
-        e1 = min(E, e0 + CHUNK)
+    row, col = lo_e // n, lo_e % n
+    for e0 in range(lo_e, hi_e, CHUNK):
+        e1 = min(hi_e, e0 + CHUNK)
         c = e1 - e0
         for i in range(N):
             for e in range(c):
@@ -216,6 +218,9 @@ def to_double(res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray) -> 
         args = (res.reshape(N, -1), np.array(basis.moduli, dtype=np.int64), basis.garner_inverses,
                 basis.half_digits.astype(np.float64))
         sa, sb = np.asarray(sa, dtype=np.int64), np.asarray(sb, dtype=np.int64)
-        if _to_double_kernel(*args, sa, sb, out):
+        flat = args[0]
+        unsure = each(lambda r: _to_double_kernel(flat, r.start, r.stop, *args[1:], sa, sb, out), out.size,
+                      3 * len(basis.moduli))
+        if any(unsure):
             _exact_entries(*args, L, sa, sb, np.flatnonzero(np.isnan(out)), out)
     return out.reshape(m, n)

@@ -14,8 +14,9 @@ The directory is, in order of precedence:
 3. the user cache directory (``~/.cache/modlin`` on Linux, the platform's
    equivalent elsewhere),
 
-with one subdirectory per numba version (its code is not portable across
-versions) and, below it, one per installed copy of modlin (numba's hash of the
+with one subdirectory per numba version and kernel options (its code is not
+portable across versions, and numba's cache is keyed on a kernel's source and
+signature, not on options such as ``nogil``) and, below it, one per installed copy of modlin (numba's hash of the
 source directory). When none of these can be written, a fresh temporary
 directory is used for this process, so a read-only home still never leads to
 writes inside the package.
@@ -42,6 +43,12 @@ from numba.core import caching
 
 __all__ = ["njit", "cache_dir"]
 
+#: Options every kernel is compiled with. ``nogil``: the passes of one product run on
+#: several Python threads at once (:mod:`modlin._threads`).
+OPTIONS = {"cache": True, "nogil": True}
+#: Part of the cache directory's name: changes whenever :data:`OPTIONS` does.
+_TAG = f"numba-{numba.__version__}-nogil"
+
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -55,12 +62,12 @@ def cache_dir() -> str:
             from numba.misc.appdirs import AppDirs
 
             root = AppDirs("modlin", appauthor=False).user_cache_dir
-    return os.path.join(root, f"numba-{numba.__version__}")
+    return os.path.join(root, _TAG)
 
 
 @lru_cache(maxsize=1)
 def _fallback_dir() -> str:
-    return os.path.join(tempfile.mkdtemp(prefix="modlin-numba-"), f"numba-{numba.__version__}")
+    return os.path.join(tempfile.mkdtemp(prefix="modlin-numba-"), _TAG)
 
 
 class _Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
@@ -117,11 +124,11 @@ def _light_loads(disp):
 
 
 def njit(fn=None, **options):
-    """``numba.njit`` with ``cache=True`` (cached as the module docstring says).
+    """``numba.njit`` with :data:`OPTIONS` (cached as the module docstring says).
 
     Used bare (``@njit``) or with numba's options (``@njit(inline="always")``).
     """
-    options.setdefault("cache", True)
+    options = {**OPTIONS, **options}
     if fn is None:
         decorate = numba.njit(**options)
         return lambda f: _light_loads(decorate(f))

@@ -20,6 +20,7 @@ import numpy as np
 
 from ._backend import is_cupy
 from ._jit import njit
+from ._threads import each
 
 __all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine",
            "word_bounds", "step", "finalize", "add_into"]
@@ -125,8 +126,8 @@ def word_bounds(h: int, s: int, u: int) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- kernels
 
 @njit
-def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
-    """Split ``x`` into ``u`` balanced words of ``x mod p``, assuming ``-p//2 <= x < p``.
+def _residues_to_words(x, lo, hi, p, s, u, words):  # pragma: no cover - compiled
+    """Split ``x[lo:hi]`` into ``u`` balanced words of ``x mod p``, assuming ``-p//2 <= x < p``.
 
     The residue is taken in ``[-p//2, (p-1)//2]`` (for even ``p`` one short of
     symmetric, so that ``p = 256`` fits int8 words); its magnitude is at most ``p//2``.
@@ -142,7 +143,7 @@ def _residues_to_words(x, p, s, u, words):  # pragma: no cover - compiled
     outside = 0
     for i in range(u):
         dst = words[i]
-        for idx in range(x.shape[0]):
+        for idx in range(lo, hi):
             r = x[idx]
             if i == 0:
                 outside += (r < -h) | (r >= p)
@@ -173,10 +174,10 @@ def _word(r, s, i, u):  # pragma: no cover - compiled
 
 
 @njit
-def _lift_kernel(x, p, out):  # pragma: no cover - compiled
-    """``out = x mod p`` in ``[-(p//2), (p-1)//2]`` for int64 ``x`` and ``2 <= p < 2**63``."""
+def _lift_kernel(x, lo, hi, p, out):  # pragma: no cover - compiled
+    """``out = x mod p`` in ``[-(p//2), (p-1)//2]`` over ``[lo, hi)``, for int64 ``x`` and ``2 <= p < 2**63``."""
     half = (p - 1) // 2
-    for i in range(x.shape[0]):
+    for i in range(lo, hi):
         r = x[i]
         if 0 <= r < p:
             r -= p * (r > half)
@@ -294,8 +295,8 @@ def _twom_combine_kernel(X, Y, inv2, inv2s, m, re, im):  # pragma: no cover - co
 
 
 @njit
-def _twom_words_kernel(re, im, s, m, shift, u, plus, minus):  # pragma: no cover - compiled
-    """:func:`_twom_split_kernel` writing the images straight as balanced words.
+def _twom_words_kernel(re, im, lo, hi, s, m, shift, u, plus, minus):  # pragma: no cover - compiled
+    """:func:`_twom_split_kernel` writing the images straight as balanced words (entries ``[lo, hi)``).
 
     Chunk by chunk: the images into buffers, then a pass over them per word (as
     in :func:`_residues_to_words`, a loop over words inside the loop over entries
@@ -303,10 +304,9 @@ def _twom_words_kernel(re, im, s, m, shift, u, plus, minus):  # pragma: no cover
     """
     minv = 1.0 / np.float64(m)
     half = (m - 1) // 2
-    n = re.shape[0]
     bp, bm = np.empty(_CHUNK, dtype=np.int64), np.empty(_CHUNK, dtype=np.int64)
-    for e0 in range(0, n, _CHUNK):
-        c = min(_CHUNK, n - e0)
+    for e0 in range(lo, hi, _CHUNK):
+        c = min(_CHUNK, hi - e0)
         _images(re[e0:e0 + c], im[e0:e0 + c], s, m, minv, bp, bm)
         for i in range(u):
             dp, dm = plus[i, e0:e0 + c], minus[i, e0:e0 + c]
@@ -325,8 +325,8 @@ def twom_words(re: np.ndarray, im: np.ndarray, s: int, m: int, shift: int, u: in
     re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
     im = np.ascontiguousarray(im, dtype=np.int64).reshape(-1)
     plus, minus = np.empty((u, re.size), dtype=dtype), np.empty((u, re.size), dtype=dtype)
-    if re.size:
-        _twom_words_kernel(re, im, np.int64(s), np.int64(m), np.int64(shift), u, plus, minus)
+    s, m, shift = np.int64(s), np.int64(m), np.int64(shift)
+    each(lambda r: _twom_words_kernel(re, im, r.start, r.stop, s, m, shift, u, plus, minus), re.size, 2 * u)
     return plus.reshape((u,) + shape), minus.reshape((u,) + shape)
 
 
@@ -341,8 +341,9 @@ def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarr
     re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
     im = np.ascontiguousarray(im, dtype=np.int64).reshape(-1)
     plus, minus = np.empty_like(re), np.empty_like(re)
-    if re.size:
-        _twom_split_kernel(re, im, np.int64(s), np.int64(m), plus, minus)
+    s, m = np.int64(s), np.int64(m)
+    each(lambda r: _twom_split_kernel(re[r.start:r.stop], im[r.start:r.stop], s, m, plus[r.start:r.stop],
+                                      minus[r.start:r.stop]), re.size, 2)
     return plus.reshape(shape), minus.reshape(shape)
 
 
@@ -354,8 +355,9 @@ def twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarr
     X = np.ascontiguousarray(np.broadcast_to(X, shape), dtype=np.int64).reshape(-1)
     Y = np.ascontiguousarray(np.broadcast_to(Y, shape), dtype=np.int64).reshape(-1)
     re, im = np.empty_like(X), np.empty_like(X)
-    if X.size:
-        _twom_combine_kernel(X, Y, np.int64((m + 1) // 2), np.int64(pow(2 * s, -1, m)), np.int64(m), re, im)
+    inv2, inv2s, m = np.int64((m + 1) // 2), np.int64(pow(2 * s, -1, m)), np.int64(m)
+    each(lambda r: _twom_combine_kernel(X[r.start:r.stop], Y[r.start:r.stop], inv2, inv2s, m, re[r.start:r.stop],
+                                        im[r.start:r.stop]), X.size, 2)
     return re.reshape(shape), im.reshape(shape)
 
 
@@ -363,8 +365,8 @@ def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:
     """int64 ``x`` reduced into ``[-(p//2), (p-1)//2]`` (a new array), for ``p < 2**63``."""
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    if flat.size:
-        _lift_kernel(flat, np.int64(p), out)
+    p64 = np.int64(p)
+    each(lambda part: _lift_kernel(flat, part.start, part.stop, p64, out), flat.size)
     return out.reshape(x.shape)
 
 
@@ -480,8 +482,11 @@ def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype,
         return _gpu_words(x, p, s, u, dtype)
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
     words = np.empty((u, flat.size), dtype=dtype) if out is None else out.reshape(u, flat.size)
-    if flat.size and _residues_to_words(flat, np.int64(p), np.int64(s), u, words):
-        _residues_to_words(np.remainder(flat, p), np.int64(p), np.int64(s), u, words)
+    p64, s64 = np.int64(p), np.int64(s)
+    outside = each(lambda part: _residues_to_words(flat, part.start, part.stop, p64, s64, u, words), flat.size, u)
+    if any(outside):  # some entries were not in [-p//2, p): reduce them all and redo
+        flat = np.remainder(flat, p)
+        each(lambda part: _residues_to_words(flat, part.start, part.stop, p64, s64, u, words), flat.size, u)
     return words.reshape((u,) + x.shape)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import _modular
-from ._backend import namespace
+from ._backend import is_cupy, namespace
 from ._engines import get_engine
 from ._plan import Plan
+from ._threads import region, row_workers, run, slabs
 from ._tiles import Arena, take
 
 __all__ = ["multiply", "multiply_words"]
@@ -36,15 +37,26 @@ def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
     eng = get_engine(pl.engine)
     if pl.variant == "concat-a":
         # (A B)^T = B^T A^T: concatenating the words of A is concatenating those of B^T.
-        _concat(pl, bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), eng, arena)
-    elif pl.variant == "concat-b":
-        _concat(pl, aw, bw, out, eng, arena)
+        a, b, c, algorithm = bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), _concat
     else:
-        _horner(pl, aw, bw, out, eng, arena)
+        a, b, c, algorithm = aw, bw, out, _concat if pl.variant == "concat-b" else _horner
+    if algorithm is _concat:  # the concatenated words, (..., k, v*n): B_0 | B_1 | ..., shared by the slabs
+        xp = namespace(out)
+        b = xp.concatenate(list(b), axis=-1, out=take(arena, "bcat", b.shape[1:-1] + (b.shape[0] * b.shape[-1],),
+                                                      b.dtype, xp))
+    rows = c.shape[-2]
+    t = 1 if is_cupy(out) else row_workers(c.size * a.shape[-1] * pl.gemm_count(), rows)
+    if t == 1:
+        algorithm(pl, a, b, c, eng, arena)
+        return out
+    # each worker runs the whole schedule on its slab of rows, sharing the other side's words
+    with region(t):
+        run(lambda job: algorithm(pl, a[..., job[1], :], b, c[..., job[1], :], eng, arena, job[0]),
+            list(enumerate(slabs(rows, t))))
     return out
 
 
-def _horner(pl: Plan, aw, bw, out, eng, arena) -> None:
+def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0) -> None:
     acc, scaled = pl.reductions
     k = aw.shape[-1]
     xp = namespace(out)
@@ -53,14 +65,14 @@ def _horner(pl: Plan, aw, bw, out, eng, arena) -> None:
         # entry in place, so the accumulator costs no allocation
         C = out.view(eng.acc_dtype)
     else:
-        C = take(arena, "C", out.shape, eng.acc_dtype, xp)
+        C = take(arena, f"C{slab}", out.shape, eng.acc_dtype, xp)
     T = None
     for op in pl.schedule(k):
         kind = op[0]
         if kind == "gemm":
             _, i, j, k0, k1, dst = op
             if dst == "T" and T is None:
-                T = take(arena, "T", C.shape, C.dtype, xp)
+                T = take(arena, f"T{slab}", C.shape, C.dtype, xp)
             eng.gemm(aw[i][..., k0:k1], bw[j][..., k0:k1, :], out=C if dst == "C" else T)
         elif kind == "add":
             C += T
@@ -74,15 +86,16 @@ def _horner(pl: Plan, aw, bw, out, eng, arena) -> None:
                 _modular.finalize(C, out, acc, T if op[1] == "T" else None)
 
 
-def _concat(pl: Plan, aw, bw, out, eng, arena) -> None:
-    """Alg 3.3: ``aw`` holds the words iterated over, ``bw`` those concatenated."""
+def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0) -> None:
+    """Alg 3.3: ``aw`` holds the words iterated over, ``bcat`` the other side's words
+    concatenated along their columns (``slab``: which of the row slabs running in
+    parallel this is, naming its buffers in ``arena``)."""
     acc, scaled = pl.reductions
     k = aw.shape[-1]
-    v, n = bw.shape[0], bw.shape[-1]
+    v = pl.u if pl.variant == "concat-a" else pl.v
+    n = bcat.shape[-1] // v
     xp = namespace(out)
-    # (..., k, v*n): B_0 | B_1 | ...
-    bcat = xp.concatenate(list(bw), axis=-1, out=take(arena, "bcat", bw.shape[1:-1] + (v * n,), bw.dtype, xp))
-    C = take(arena, "C", out.shape, eng.acc_dtype, xp)
+    C = take(arena, f"C{slab}", out.shape, eng.acc_dtype, xp)
     C[...] = 0
     tcat = None
     for op in pl.schedule(k):
@@ -91,7 +104,7 @@ def _concat(pl: Plan, aw, bw, out, eng, arena) -> None:
             _, i, _, k0, k1, _ = op
             if tcat is None:
                 shape = np.broadcast_shapes(aw.shape[1:-2], bcat.shape[:-2]) + (aw.shape[-2], v * n)
-                tcat = take(arena, "tcat", shape, eng.acc_dtype, xp)
+                tcat = take(arena, f"tcat{slab}", shape, eng.acc_dtype, xp)
             eng.gemm(aw[i][..., k0:k1], bcat[..., k0:k1, :], out=tcat)
         elif kind == "combine":
             _, j, add, g = op

@@ -28,6 +28,7 @@ import numpy as np
 from ._backend import namespace
 from ._jit import njit
 from ._rns import _balanced, _fmod
+from ._threads import each
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "exact_bits", "fast_exponents", "accurate_exponents",
            "quantize", "residues", "twom_residues", "twom_combine"]
@@ -216,17 +217,18 @@ def residues(x: np.ndarray, m: int, dtype) -> np.ndarray:
     """Balanced residues (in ``[-(m//2), (m-1)//2]``) of the integer-valued float64 ``x``
     modulo ``m < 2**26``, in ``dtype`` (an engine's word type)."""
     out = np.empty(x.shape, dtype=dtype)
-    if x.size:
-        _residues_kernel(np.ascontiguousarray(x).reshape(-1), m, out.reshape(-1))
+    src, dst = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
+    each(lambda r: _residues_kernel(src[r.start:r.stop], m, dst[r.start:r.stop]), src.size)
     return out
 
 
 def twom_residues(xr: np.ndarray, xi: np.ndarray, m: int, s: int, dtype) -> tuple[np.ndarray, np.ndarray]:
     """2M's images ``xr +- s*xi mod m`` (balanced, in ``dtype``) of integer-valued float64 parts."""
     plus, minus = np.empty(xr.shape, dtype=dtype), np.empty(xr.shape, dtype=dtype)
-    if xr.size:
-        _twom_kernel(np.ascontiguousarray(xr).reshape(-1), np.ascontiguousarray(xi).reshape(-1),
-                     m, s, plus.reshape(-1), minus.reshape(-1))
+    sr, si = np.ascontiguousarray(xr).reshape(-1), np.ascontiguousarray(xi).reshape(-1)
+    dp, dm = plus.reshape(-1), minus.reshape(-1)
+    each(lambda r: _twom_kernel(sr[r.start:r.stop], si[r.start:r.stop], m, s, dp[r.start:r.stop], dm[r.start:r.stop]),
+         sr.size, 2)
     return plus, minus
 
 
@@ -243,7 +245,7 @@ def twom_combine(X: np.ndarray, Y: np.ndarray, m: int, s: int, re: np.ndarray, i
     """2M's post-processing in one pass: ``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` modulo
     ``m < 2**26``, from float64 products ``X, Y`` in ``[0, m)``, into ``re`` and ``im``
     (contiguous, any dtype holding ``[0, m)``)."""
-    if X.size:
-        _twom_combine_kernel(np.ascontiguousarray(X).reshape(-1), np.ascontiguousarray(Y).reshape(-1), m,
-                             np.float64((m + 1) // 2), np.float64(pow(2 * s, -1, m)),
-                             re.reshape(-1), im.reshape(-1))
+    x, y, dr, di = np.ascontiguousarray(X).reshape(-1), np.ascontiguousarray(Y).reshape(-1), re.reshape(-1), im.reshape(-1)
+    inv2, inv2s = np.float64((m + 1) // 2), np.float64(pow(2 * s, -1, m))
+    each(lambda r: _twom_combine_kernel(x[r.start:r.stop], y[r.start:r.stop], m, inv2, inv2s, dr[r.start:r.stop],
+                                        di[r.start:r.stop]), x.size, 2)

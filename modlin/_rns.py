@@ -24,6 +24,7 @@ import numpy as np
 from ._jit import njit
 from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
+from ._threads import region, row_workers, run, slabs, workers
 from ._tiles import Arena, take
 
 __all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
@@ -332,20 +333,27 @@ class _Halves:
         # float64 words are reduced where the GEMM wrote them; other engines' words
         # from a float64 buffer
         in_place = out.dtype == np.float64
-        buf = s = None
-        for e0 in range(0, E, RESIDUE_STEP):
-            c = min(RESIDUE_STEP, E - e0)
-            if buf is None or buf.shape[1] != c:
-                buf = np.empty((w.shape[1], c))
-                s = None if in_place else np.empty((G, c))
-            _as_float_pieces(self.halves, shift, e0, buf)
-            if in_place:
-                np.matmul(w, buf, out=out[:, e0:e0 + c])
-                _balance_rows(out, e0, mods, c)
-            else:
-                np.matmul(w, buf, out=s)
-                _balance_rows(s, 0, mods, c)
-                out[:, e0:e0 + c] = s  # small integers: exact in every word dtype
+
+        def chunks(part: range) -> None:
+            buf = s = None
+            for e0 in part:
+                c = min(RESIDUE_STEP, E - e0)
+                if buf is None or buf.shape[1] != c:
+                    buf = np.empty((w.shape[1], c))
+                    s = None if in_place else np.empty((G, c))
+                _as_float_pieces(self.halves, shift, e0, buf)
+                if in_place:
+                    np.matmul(w, buf, out=out[:, e0:e0 + c])
+                    _balance_rows(out, e0, mods, c)
+                else:
+                    np.matmul(w, buf, out=s)
+                    _balance_rows(s, 0, mods, c)
+                    out[:, e0:e0 + c] = s  # small integers: exact in every word dtype
+
+        starts = range(0, E, RESIDUE_STEP)
+        t = workers(E * G * (H + 2), len(starts))
+        with region(t):
+            run(chunks, [starts[part] for part in slabs(len(starts), t)])
         return out[:, :E].reshape((G,) + self.shape)
 
 
@@ -398,8 +406,8 @@ def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
 
 
 @njit
-def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
-    """Residues ``x[i, e]``, ``e < E`` (float64 integers below ``2**53`` in magnitude, congruent
+def _crt_weights(x, lo, hi, moduli, w, k, flag):  # pragma: no cover - compiled
+    """Residues ``x[i, e]``, ``lo <= e < hi`` (float64 integers below ``2**53`` in magnitude, congruent
     to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
     with ``w_i = (M / m_i)**-1 mod m_i``, so that ``C = sum y_i M / m_i - k M``.
 
@@ -409,8 +417,8 @@ def _crt_weights(x, E, moduli, w, k, flag):  # pragma: no cover - compiled
     N = x.shape[0]
     f = np.empty(CHUNK)
     kk = np.empty(CHUNK)
-    for e0 in range(0, E, CHUNK):
-        e1 = min(E, e0 + CHUNK)
+    for e0 in range(lo, hi, CHUNK):
+        e1 = min(hi, e0 + CHUNK)
         c = e1 - e0
         f[:c] = 0.0
         kk[:c] = 0.0
@@ -570,36 +578,58 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
     L = cst.shape[1]
     k = np.empty(E)
     flag = np.empty(E, dtype=np.bool_)
-    if E:
-        _crt_weights(x, E, np.array(basis.moduli, dtype=np.int64), w, k, flag)
+    moduli = np.array(basis.moduli, dtype=np.int64)
     # int64 words, or for 2**63 < p <= 2**64 uint64 ones that become Python ints by
     # numpy's cast (2.5x faster than through marshal)
     small = (p is not None and p <= 2**64) or (p is None and not as_object)
     out = np.empty(E, dtype=np.int64) if small else None
-    writer = None if small else IntWriter(E)
     neg = np.zeros(E, dtype=np.bool_)
     step = _crt_step(N, L)
-    for e0 in range(0, E, step):
-        e1 = min(E, e0 + step)
-        c = e1 - e0
-        if e0 == 0 or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
-            t = np.empty((L, c))
-        acc = np.multiply.outer(kfac, k[e0:e1])  # -k M (mod p): at most N * 2**16 per limb
-        top = np.zeros(c)
-        for i0 in range(0, N, CRT_BLOCK):
-            i1 = min(N, i0 + CRT_BLOCK)
-            np.matmul(cst[i0:i1].T, x[i0:i1, e0:e1], out=t)
-            _carry(t, acc, top)
-            if p is not None:
-                _reduce(acc, top, pl, ps)
-        if p is None:
-            neg[e0:e1] = top < 0
-            _negate(acc, top)
-        if small:
-            _limbs_to_int64(acc, neg[e0:e1], out[e0:e1])
-        else:  # the limbs are integers below 2**16 by construction
-            writer.add(acc.astype(np.uint16), neg[e0:e1])
-    if not small:
+
+    def entries(part: range) -> list:
+        """The CRT of the entries ``part``: written to ``out``, or as limbs to be written."""
+        if not part:
+            return []
+        _crt_weights(x, part.start, part.stop, moduli, w, k, flag)
+        limbs = []
+        t = None
+        for e0 in range(part.start, part.stop, step):
+            e1 = min(part.stop, e0 + step)
+            c = e1 - e0
+            if t is None or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
+                t = np.empty((L, c))
+            acc = np.multiply.outer(kfac, k[e0:e1])  # -k M (mod p): at most N * 2**16 per limb
+            top = np.zeros(c)
+            for i0 in range(0, N, CRT_BLOCK):
+                i1 = min(N, i0 + CRT_BLOCK)
+                np.matmul(cst[i0:i1].T, x[i0:i1, e0:e1], out=t)
+                _carry(t, acc, top)
+                if p is not None:
+                    _reduce(acc, top, pl, ps)
+            if p is None:
+                neg[e0:e1] = top < 0
+                _negate(acc, top)
+            if small:
+                _limbs_to_int64(acc, neg[e0:e1], out[e0:e1])
+            else:  # the limbs are integers below 2**16 by construction
+                limbs.append(acc.astype(np.uint16))
+        return limbs
+
+    starts = range(0, E, step)
+    t = workers(E * (N + 4 * L), len(starts))
+    if small:  # one range of entries per worker
+        with region(t):
+            run(lambda part: entries(range(part.start * step, min(E, part.stop * step))),
+                slabs(len(starts), t))
+    else:
+        # Python ints are made under the GIL, by this thread: the workers' limbs are
+        # written a round of chunks at a time, so only ``t`` chunks' limbs exist at once
+        writer = IntWriter(E)
+        with region(t):
+            for r0 in range(0, len(starts), t):
+                rounds = [range(e0, min(E, e0 + step)) for e0 in starts[r0:r0 + t]]
+                for part, limbs in zip(rounds, run(entries, rounds)):
+                    writer.add(limbs[0], neg[part.start:part.stop])
         out = writer.result()
     if p is not None and p > 2**63:
         out = out.view(np.uint64).astype(object) if small else out
@@ -647,15 +677,21 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
         group = pl.group(ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
         # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
         bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
+        t = row_workers(E * a.shape[-1] * len(subs), full[-2])
         for i0 in range(0, len(subs), group):
             q = basis.moduli[i0:i0 + group]
             ra, rb = (h.residues(q, dtype, buf) for h, buf in zip((ha, hb), bufs))
-            for i, sub in enumerate(subs[i0:i0 + group]):
-                out = rc[i0 + i, :E].reshape(full)
-                if eng.dtype == np.float64 and sub.gemm_count() == 1:
-                    # one exact GEMM: the CRT reduces its sums itself, so no pass reduces them first
-                    eng.gemm(ra[i], rb[i], out=out)
-                else:
-                    _multiword.multiply_words(sub, ra[i:i + 1], rb[i:i + 1], out)
+
+            def products(rows: slice) -> None:  # those of one slab of rows, on one worker
+                for i, sub in enumerate(subs[i0:i0 + group]):
+                    out = rc[i0 + i, :E].reshape(full)[..., rows, :]
+                    if eng.dtype == np.float64 and sub.gemm_count() == 1:
+                        # one exact GEMM: the CRT reduces its sums itself, so no pass reduces them first
+                        eng.gemm(ra[i][..., rows, :], rb[i], out=out)
+                    else:
+                        _multiword.multiply_words(sub, ra[i:i + 1][..., rows, :], rb[i:i + 1], out)
+
+            with region(t):
+                run(products, slabs(full[-2], t))
         del bufs, ra, rb  # the CRT needs only the products: free the residues first
     return _reconstruct_rows(rc, E, basis, pl.p, as_object).reshape(full)

@@ -49,7 +49,7 @@ def test_nothing_cached_inside_the_package():
 
 
 def test_cache_dir_precedence(monkeypatch, tmp_path):
-    version = f"numba-{numba.__version__}"
+    version = _jit._TAG
     monkeypatch.setenv("MODLIN_CACHE_DIR", str(tmp_path / "mine"))
     assert _jit.cache_dir() == str(tmp_path / "mine" / version)
     monkeypatch.delenv("MODLIN_CACHE_DIR")
@@ -63,7 +63,7 @@ def test_cache_dir_precedence(monkeypatch, tmp_path):
 
 def test_modlin_cache_dir_is_used(tmp_path):
     where = _run({"MODLIN_CACHE_DIR": str(tmp_path)})
-    assert where == str(tmp_path / f"numba-{numba.__version__}")
+    assert where == str(tmp_path / _jit._TAG)
     assert any("_parity_kernel" in f.name for f in _cached_files(tmp_path))
     assert _cached_files(PACKAGE) == []
 

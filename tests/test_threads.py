@@ -1,0 +1,210 @@
+"""Products on several threads: the same results for any number of workers, concurrent
+calls from several Python threads, and BLAS' threads put back afterwards.
+
+The thresholds below which products stay on one thread are lowered to zero, so
+that the small matrices here are split into slabs (uneven ones: 67 rows in 2 and
+3) and every flat pass into several ranges.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import modlin
+from modlin import _limits, _threads, gaussian, ozaki
+
+from conftest import rand_ints, ref_matmul
+
+P31, P50, P61, P127 = 2**31 - 1, 1125899906842597, 2**61 - 1, 2**127 - 1
+
+
+def _blas_threads() -> list[int]:
+    """The threads of the BLAS libraries modlin controls (read from the libraries now)."""
+    return [lib["num_threads"] for lib in _threads._controller().select(user_api="blas").info()]
+
+
+@pytest.fixture(autouse=True)
+def _split_everything(monkeypatch):
+    """Every job is split, however small; the limits in force are put back afterwards."""
+    monkeypatch.setattr(_threads, "MIN_WORK", 0)
+    monkeypatch.setattr(_threads, "MIN_ROWS", 8)
+    monkeypatch.setattr(_threads, "MIN_ENTRIES", 64)
+    before = _limits.current()
+    blas = _blas_threads()
+    yield
+    _limits._state[0] = before
+    assert _blas_threads() == blas  # no region left BLAS on one thread
+
+
+def _each_threads(fn):
+    """``fn()`` under threads = 1, 2 and 3; all three results, which must be equal."""
+    out = []
+    for t in (1, 2, 3):
+        with modlin.limits(threads=t):
+            out.append(fn())
+    return out
+
+
+# one shape per plan kind: (1,2) and (2,3) in place, concatenated B or A words, RNS
+# (int64 and object results), the fp32 engine
+MATMUL_CASES = [
+    (P31, (67, 40, 50), "fp64", "horner"),
+    (P50, (67, 40, 50), "fp64", "horner"),
+    (P50, (67, 129, 20), "fp64", "concat-b"),
+    (P50, (20, 129, 67), "fp64", "concat-a"),
+    (2**20 - 3, (67, 300, 31), "fp32", "concat-b"),
+    (P61, (67, 40, 50), "fp64", None),
+    (P127, (67, 40, 50), "fp64", None),
+]
+
+
+@pytest.mark.parametrize("p, shape, engine, variant", MATMUL_CASES)
+def test_matmul_same_for_any_threads(rng, p, shape, engine, variant):
+    m, k, n = shape
+    pl = modlin.plan(p, m, k, n, engine=engine)
+    assert getattr(pl, "variant", None) == variant  # the case tests the plan it is meant to
+    A = rand_ints(rng, (m, k), 0, p)
+    B = rand_ints(rng, (k, n), 0, p)
+    A[0, :] = B[:, 0] = p - 1  # the worst case sits in some slab
+    a, b = (x if p > 2**63 else x.astype(np.int64) for x in (A, B))
+    results = _each_threads(lambda: modlin.matmul(a, b, p, plan=pl))
+    expect = ref_matmul(A, B, p)
+    for r in results:
+        assert r.dtype == results[0].dtype and np.array_equal(r, expect)
+
+
+def test_stacked_and_tiled_products_same_for_any_threads(rng):
+    A = rand_ints(rng, (2, 150, 130), 0, P50).astype(np.int64)
+    B = rand_ints(rng, (130, 140), 0, P50).astype(np.int64)
+    expect = ref_matmul(A, B, P50)
+    for budget in (None, "1MiB"):
+        with modlin.limits(memory=budget):
+            assert (modlin.plan(P50, 150, 130, 140).tiling().count > 1) == (budget is not None)
+            for r in _each_threads(lambda: modlin.matmul(A, B, P50)):
+                assert np.array_equal(r, expect)
+
+
+@pytest.mark.parametrize("bits", [20, 200])
+def test_intmul_same_for_any_threads(rng, bits):
+    A = rand_ints(rng, (67, 30), -2**bits, 2**bits)
+    B = rand_ints(rng, (30, 41), -2**bits, 2**bits)
+    a, b = (x.astype(np.int64) if bits < 63 else x for x in (A, B))
+    expect = A @ B
+    for r in _each_threads(lambda: modlin.intmul(a, b)):
+        assert [int(v) for v in r.ravel()] == [int(v) for v in expect.ravel()]
+
+
+@pytest.mark.parametrize("m, algorithm", [(1048577, "2m"), (1048583, "3m"), (P31, "4m")])
+def test_gaussian_same_for_any_threads(rng, m, algorithm):
+    ar, ai = rand_ints(rng, (67, 30), 0, m), rand_ints(rng, (67, 30), 0, m)
+    br, bi = rand_ints(rng, (30, 50), 0, m), rand_ints(rng, (30, 50), 0, m)
+    expect = ((ref_matmul(ar, br, m) - ref_matmul(ai, bi, m)) % m, (ref_matmul(ar, bi, m) + ref_matmul(ai, br, m)) % m)
+    A = (ar.astype(np.int64), ai.astype(np.int64))
+    B = (br.astype(np.int64), bi.astype(np.int64))
+    for re, im in _each_threads(lambda: gaussian.matmul(A, B, m, algorithm=algorithm)):
+        assert np.array_equal(re, expect[0]) and np.array_equal(im, expect[1])
+
+
+def test_ozaki_bit_identical_for_any_threads(rng):
+    A = rng.standard_normal((67, 80)) + 1j * rng.standard_normal((67, 80))
+    B = rng.standard_normal((80, 45)) + 1j * rng.standard_normal((80, 45))
+    z = _each_threads(lambda: ozaki.zgemm(A, B))
+    d = _each_threads(lambda: ozaki.dgemm(A.real, B.real, mode="accurate"))
+    for r in z[1:]:
+        assert np.array_equal(r.view(np.uint64), z[0].view(np.uint64))
+    for r in d[1:]:
+        assert np.array_equal(r.view(np.uint64), d[0].view(np.uint64))
+    assert np.allclose(z[0], A @ B, rtol=1e-12, atol=1e-12)
+
+
+def test_concurrent_products_from_python_threads(rng):
+    # several Python threads share the pool and the BLAS limit: every result exact
+    cases = [(p, rand_ints(rng, (67, 40), 0, p), rand_ints(rng, (40, 33), 0, p)) for p in (P31, P50, P61, P127)] * 2
+    expect = [ref_matmul(a, b, p) for p, a, b in cases]
+    got: list = [None] * len(cases)
+    errors: list = []
+
+    def work(i):
+        p, a, b = cases[i]
+        try:
+            for _ in range(3):
+                got[i] = modlin.matmul(a if p > 2**63 else a.astype(np.int64), b if p > 2**63 else b.astype(np.int64), p)
+        except Exception as exc:  # noqa: BLE001  reported below
+            errors.append(exc)
+
+    with modlin.limits(threads=2):
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    for g, e in zip(got, expect):
+        assert np.array_equal(g, e)
+
+
+# ------------------------------------------------------------------------ the machinery
+
+def test_region_limits_blas_and_restores_once():
+    before = _blas_threads()
+    with _threads.region(2):
+        assert set(_blas_threads()) <= {1}
+        with _threads.region(3):  # nested: still one, and not restored by the inner exit
+            assert set(_blas_threads()) <= {1}
+        assert set(_blas_threads()) <= {1}
+    assert _blas_threads() == before
+    with _threads.region(1):  # one worker: BLAS keeps its own threads
+        assert _blas_threads() == before
+
+
+def test_run_raises_after_every_item_finished():
+    done = []
+
+    def fn(i):
+        if i == 1:
+            raise ZeroDivisionError("slab 1")
+        done.append(i)
+        return i
+
+    with pytest.raises(ZeroDivisionError, match="slab 1"):
+        _threads.run(fn, [0, 1, 2, 3])
+    assert sorted(done) == [0, 2, 3]
+    assert _threads.run(lambda i: i * i, [3, 1, 2]) == [9, 1, 4]
+
+
+def test_each_covers_every_entry_once():
+    with modlin.limits(threads=3):
+        seen = np.zeros(1000, dtype=int)
+
+        def mark(r):
+            seen[r.start:r.stop] += 1
+            return len(r)
+
+        sizes = _threads.each(mark, 1000)
+    assert len(sizes) == 3 and sum(sizes) == 1000 and (seen == 1).all()
+    assert _threads.each(lambda r: len(r), 0) == [0]
+
+
+def test_workers_small_jobs_threads_one_and_nesting(monkeypatch):
+    monkeypatch.setattr(_threads, "MIN_WORK", 100)
+    with modlin.limits(threads=4):
+        assert _threads.workers(99, 10) == 1  # too small to split
+        assert _threads.workers(100, 10) == 4
+        assert _threads.workers(100, 2) == 2  # no more parts than there are
+        assert _threads.row_workers(100, 8 * 3) == 3
+        # inside a worker, jobs run where they are: pool tasks never wait on other tasks
+        assert _threads.run(lambda _: _threads.workers(100, 10), [0, 1]) == [1, 1]
+    with modlin.limits(threads=1):
+        assert _threads.workers(10**12, 10) == 1
+
+
+@pytest.mark.parametrize("n, parts", [(0, 3), (1, 3), (10, 3), (67, 2), (67, 3), (64, 64)])
+def test_slabs_partition(n, parts):
+    s = _threads.slabs(n, parts)
+    assert s[0].start == 0 and s[-1].stop == n
+    assert all(a.stop == b.start for a, b in zip(s, s[1:]))
+    sizes = [x.stop - x.start for x in s]
+    assert max(sizes) - min(sizes) <= 1 and len(s) == max(1, min(parts, n))
