@@ -13,7 +13,8 @@ from ._engines import ENGINES
 from ._intmul import intmul
 from ._limits import limits
 from ._matmul import matmul
-from ._plan import MAX_MODULUS, Plan, plan
+from ._plan import MAX_MODULUS, Plan
+from ._planner import plan
 from ._rnsplan import RNSPlan
 
 __version__ = "0.2.0.dev0"

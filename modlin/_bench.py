@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from ._matmul import matmul
-from ._plan import plan
+from ._planner import plan
 
 __all__ = ["run_table", "run_rns_table", "run_linalg_table"]
 

@@ -12,10 +12,12 @@ from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fie
 from ._flint import FlintType
 from ._limits import current as current_limits
 from ._modular import add_into
-from ._plan import Plan, _check_modulus, plan as make_plan
-from ._progress import MIN_SECONDS, bar as progress_bar, expected_seconds
-from ._tiles import Arena, take
+from ._plan import Plan, _check_modulus
+from ._planner import plan as make_plan
+from ._progress import MIN_SECONDS, expected_seconds
+from ._progress import bar as progress_bar
 from ._rnsplan import RNSPlan
+from ._tiles import Arena, take
 from .typing import ArrayLike
 
 __all__ = ["matmul"]

@@ -8,11 +8,10 @@ compared, cached, and handed back to :func:`modlin.matmul` by a user.
 
 from __future__ import annotations
 
-import numbers
 import operator
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Iterator, Literal
+from typing import Iterator, Literal
 
 from . import _contract
 from ._engines import ENGINES, engines_on, get_engine, relative_cost
@@ -20,10 +19,7 @@ from ._limits import current as current_limits
 from ._modular import Reduction, word_bounds
 from ._tiles import Tiling, choose as choose_tiles
 
-if TYPE_CHECKING:
-    from ._rnsplan import RNSPlan
-
-__all__ = ["Plan", "plan", "MAX_MODULUS"]
+__all__ = ["Plan", "MAX_MODULUS", "candidates"]
 
 #: The largest modulus multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
 #: Larger moduli go through a residue number system.
@@ -454,112 +450,6 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
                     continue
                 out.append(replace(pl, block=lam))
     return out
-
-
-def plan(
-    p: int,
-    m: int,
-    k: int,
-    n: int,
-    *,
-    engine: str | None = None,
-    algorithm: Literal["auto", "multiword", "rns"] = "auto",
-    words: tuple[int, int] | None = None,
-    variant: Variant | None = None,
-    moduli=None,
-    device: str = "cpu",
-) -> "Plan | RNSPlan":
-    """Choose how to compute an ``m x k`` by ``k x n`` product modulo ``p``.
-
-    Two algorithms compete, both exact by construction: **multiword**
-    products (``p < 2**52``; a :class:`Plan`: engine, word counts ``(u, v)``,
-    block size and variant) and a **residue number system** (any ``p``; an
-    :class:`RNSPlan`: the integer product of the balanced operands modulo
-    several small moduli, then CRT). The plan with the lowest modelled cost is
-    returned; keyword arguments restrict the choice.
-
-    Parameters
-    ----------
-    p : int
-        Modulus, ``p >= 2``, prime or composite.
-    m, k, n : int
-        Shape of the product.
-    engine : {"fp64", "fp32", "int8"}, optional
-        Restrict to one GEMM engine. Without it the planner weighs the
-        automatic engines (fp64 and fp32 on the CPU).
-    algorithm : {"auto", "multiword", "rns"}, optional
-        Restrict to one algorithm.
-    words : tuple of int, optional
-        Restrict to multiword plans with these ``(u, v)``.
-    variant : {"horner", "concat-b", "concat-a"}, optional
-        Restrict to multiword plans of this variant.
-    moduli : sequence of int, optional
-        Use a residue number system with these pairwise-coprime moduli
-        (each below ``2**26``).
-    device : {"cpu", "cuda"}
-        Where the product will run. On ``"cuda"`` (CuPy arrays) the planner
-        weighs the GPU's engines, fp64 (DGEMM) and int8 (tensor cores, many
-        times the fp64 throughput), and residue number systems use int8 moduli.
-
-    Returns
-    -------
-    Plan or RNSPlan
-
-    Raises
-    ------
-    ValueError
-        If ``p < 2``, or no plan matches the restrictions (for example
-        ``algorithm="multiword"`` with ``p >= 2**52``, or moduli whose product
-        is too small).
-
-    Examples
-    --------
-    >>> import modlin
-    >>> pl = modlin.plan(1000003, 512, 512, 512)
-    >>> pl.engine, pl.u, pl.v
-    ('fp64', 1, 1)
-    >>> type(modlin.plan(2**61 - 1, 512, 512, 512)).__name__
-    'RNSPlan'
-    >>> modlin.plan(2**31 - 1, 8192, 8192, 8192, device="cuda").engine  # tensor cores win
-    'int8'
-    """
-    p = _check_modulus(p)
-    for name, val in (("m", m), ("k", k), ("n", n)):
-        if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {val!r}")
-    m, k, n = int(m), int(k), int(n)
-    if engine is not None:
-        get_engine(engine)
-        relative_cost(engine, device)  # refuses a device without this engine
-    if algorithm not in ("auto", "multiword", "rns"):
-        raise ValueError(f"algorithm must be 'auto', 'multiword' or 'rns', got {algorithm!r}")
-    multiword_only = words is not None or variant is not None
-    if moduli is not None and (algorithm == "multiword" or multiword_only):
-        raise ValueError("moduli= selects a residue number system; it cannot be combined with "
-                         "algorithm='multiword', words= or variant=")
-    if multiword_only and algorithm == "rns":
-        raise ValueError("words= and variant= describe multiword plans, not algorithm='rns'")
-    if algorithm == "multiword" or multiword_only:
-        if p >= MAX_MODULUS:
-            raise ValueError(
-                f"multiword products take moduli below 2**52; p = {p} has {p.bit_length()} bits: "
-                "use algorithm='rns' (or 'auto')"
-            )
-        return _best_plan(p, m, k, n, engine, None if words is None else tuple(words), variant, device)
-    from ._rnsplan import as_moduli, rns_plan
-
-    if device == "cuda" and engine not in (None, "int8") and algorithm == "auto" and moduli is None \
-            and p < MAX_MODULUS:
-        return _best_plan(p, m, k, n, engine, None, None, device)  # GPU RNS plans are int8 ones
-    rns = rns_plan(p, k * (p // 2) ** 2, (m, k, n), engine=engine,
-                   moduli=None if moduli is None else as_moduli(moduli), device=device)
-    if algorithm == "rns" or moduli is not None or p >= MAX_MODULUS:
-        return rns
-    try:
-        multi = _best_plan(p, m, k, n, engine, None, None, device)
-    except ValueError:
-        return rns
-    return multi if multi.cost() <= rns.cost() else rns
 
 
 @lru_cache(maxsize=512)

@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import _multiword
+from ._engines import get_engine
 from ._jit import njit
 from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
@@ -659,9 +661,6 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
     largest buffer and the only one alive from the first GEMM to the end of the
     CRT, come from ``arena`` when given (the tiles of one product reuse them).
     """
-    from . import _multiword
-    from ._engines import get_engine
-
     basis = pl.basis
     eng = get_engine(pl.engine)
     dtype = eng.dtype

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from ._matmul import matmul
-from ._plan import plan
+from ._planner import plan
 
 __all__ = ["main"]
 

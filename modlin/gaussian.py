@@ -426,7 +426,8 @@ def _twom_matmul(a, b, m: int):
     from . import _multiword
     from ._engines import get_engine
     from ._matmul import _matmul_shapes
-    from ._plan import Plan, plan
+    from ._plan import Plan
+    from ._planner import plan
 
     s = sqrt_minus_one(m)
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
@@ -784,7 +785,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
     A, B = rebuild(plain)
     from ._matmul import _as_matrix, _matmul_shapes
-    from ._plan import plan
+    from ._planner import plan
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")

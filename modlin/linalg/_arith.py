@@ -14,7 +14,8 @@ import numpy as np
 from .._jit import njit
 from .._matmul import _product, matmul
 from .._modular import _mulmod1
-from .._plan import MAX_MODULUS, Plan, plan
+from .._plan import MAX_MODULUS, Plan
+from .._planner import plan
 from .._rnsplan import RNSPlan
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "reduce", "mul", "mulsub", "negate", "parity"]
