@@ -239,26 +239,14 @@ def _blas_summary() -> str:
 
 
 def _openblas_threads() -> int | None:
-    """Thread count of the OpenBLAS that numpy loaded (Linux only), or None."""
-    import ctypes
-
+    """Threads of the BLAS numpy uses (threadpoolctl), or None when it cannot tell."""
     try:
-        with open("/proc/self/maps") as fh:
-            paths = {line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line}
-    except OSError:
+        from threadpoolctl import threadpool_info
+
+        counts = [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    except Exception:  # threadpoolctl unable to inspect the libraries
         return None
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                     "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.restype = ctypes.c_int
-                return int(fn())
-    return None
+    return max(counts) if counts else None
 
 
 def _cpu_summary() -> str:

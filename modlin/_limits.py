@@ -114,8 +114,8 @@ class Limits:
         Working memory, in bytes, a product may use beyond its operands and
         its result.
     threads : int
-        Threads for the element-wise passes (the GEMMs use BLAS' own); not used
-        yet, the passes run on one thread.
+        Cores a product runs on: worker threads, each with its slab of rows
+        and BLAS on one thread (see :mod:`modlin._threads`).
     progress : bool
         Whether long products show a progress bar on standard error.
     """
@@ -160,9 +160,12 @@ class limits:
         tile by tile (see :meth:`Plan.explain <modlin.Plan.explain>`). Default:
         ``$MODLIN_MEMORY``, else a quarter of the physical memory, at most 4 GiB.
     threads : int, optional
-        Threads for the element-wise passes. Default: ``$MODLIN_THREADS``, else
-        the threads BLAS uses. Recorded but not used yet: the passes still run
-        on one thread (the GEMMs on BLAS' own threads).
+        Cores a product runs on. With more than one, the product's rows are
+        split across that many worker threads, each running its GEMMs with BLAS
+        on one thread and its element-wise passes beside them; with one, the
+        passes run on the calling thread and the GEMMs on BLAS' own threads.
+        Results are the same for any value. Default: ``$MODLIN_THREADS``, else
+        the threads BLAS uses.
     progress : bool, optional
         Show a progress bar on standard error for products expected to take
         more than about two seconds. Default: ``$MODLIN_PROGRESS``, else off.

@@ -105,15 +105,20 @@ def parser() -> argparse.ArgumentParser:
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
-                                             "all"], default="all",
+                                             "scale", "all"], default="all",
                          help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
                               "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv and "
                               "solve against one modlin.matmul, flint and galois; ozaki: emulated dgemm/zgemm "
                               "against numpy.matmul (about 10 minutes at 1024 and 2048); ozaki-accuracy: their "
-                              "error against an exact oracle per moduli count; all (default): the first four")
-    p_bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048],
-                         help="square matrix sizes n (default 1024 2048)")
+                              "error against an exact oracle per moduli count; scale: big products (default sizes "
+                              "4096 8192) under the default memory budget and under --memory, time over dgemm, "
+                              "first call over steady state, peak memory over the result, tiles (one process "
+                              "per row; about an hour here); all (default): the first four")
+    p_bench.add_argument("--sizes", type=int, nargs="+", default=None,
+                         help="square matrix sizes n (default 1024 2048; for --table scale 4096 8192)")
+    p_bench.add_argument("--memory", default="1GiB",
+                         help="the memory budget of --table scale's second column group (default 1GiB)")
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
                          help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
                               "and of the linalg table (default 20 31 50)")
@@ -140,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
         from ._bench import LINALG_BITS, run_gaussian_table, run_linalg_table, run_rns_table, run_table
+
+        if args.table == "scale":
+            from ._bench_scale import run_scale_table
+
+            run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats)
+            return 0
+        args.sizes = args.sizes or [1024, 2048]
 
         if args.table in ("multiword", "all"):
             run_table(sizes=args.sizes, bits=args.bits or (8, 20, 26, 31, 40, 50), repeats=args.repeats,

@@ -97,6 +97,18 @@ def test_bench_ozaki_tables():
     assert "numpy.matmul float64" in r.stdout and "zgemm" in r.stdout
 
 
+def test_bench_scale_table():
+    # one row at a size that takes seconds: both budgets, every column filled
+    from modlin._bench_scale import SCALE_CASES, run_scale_table
+
+    out, progress = io.StringIO(), io.StringIO()
+    rows = run_scale_table(sizes=(200,), memory="1MiB", repeats=1, cases=SCALE_CASES[:1], out=out, progress=progress)
+    assert [r["budget"] for r in rows] == [None, "1MiB"] and not any("error" in r for r in rows)
+    assert rows[0]["tiles"] == 1 < rows[1]["tiles"]  # the small budget cuts it into tiles
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("| 2^31-1 | 200 |"))
+    assert len(line.split("|")) == 12 and "error" not in line
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--version"])

@@ -1,0 +1,180 @@
+"""``modlin bench --table scale``: big products within a memory budget, on every core.
+
+Each row is measured in a fresh child process, so that its peak memory is its
+own: the child builds fresh ``n x n`` operands, compiles on a small product,
+then resets the kernel's high-water mark (``/proc/self/clear_refs``, Linux) and
+runs the product once, as a user meets it (*first call*); then ``repeats``
+products into the same output, each followed at once by a float64
+:func:`numpy.matmul` of the same size, whose per-pair ratios give the
+*time / dgemm* column (median). *Peak extra* is the resident memory the first
+call added beyond the operands, over the size of the result (1.0: no working
+memory beyond the result). Each row runs under ``MODLIN_MEMORY`` = the budget
+of its column group (the default budget, and the one given).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+__all__ = ["run_scale_table", "SCALE_CASES"]
+
+#: The rows: (label, kind, argument). ``matmul``: modulo the prime; ``zgemm``: ozaki.zgemm.
+SCALE_CASES = (
+    ("2^31-1", "matmul", 2**31 - 1),
+    ("50-bit", "matmul", 2**50 - 27),
+    ("2^61-1", "matmul", 2**61 - 1),
+    ("127-bit", "matmul", 2**127 - 1),
+    ("ozaki.zgemm", "zgemm", None),
+)
+
+_CHILD = r"""
+import json, sys, time
+import numpy as np
+import modlin
+from modlin import ozaki
+
+kind, arg, n, repeats = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+
+def status(key):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    return None
+
+rng = np.random.default_rng(0)
+if kind == "matmul":
+    p = int(arg)
+    lo = min(p, 2**62)
+    a, b = rng.integers(0, lo, (n, n)), rng.integers(0, lo, (n, n))
+    if p > 2**63:
+        a, b = a.astype(object) * 3 % p, b.astype(object) * 5 % p
+    call = lambda out=None: modlin.matmul(a, b, p, out=out) if p <= 2**63 else modlin.matmul(a, b, p)
+    small = lambda: modlin.matmul(a[:200, :200], b[:200, :200], p)
+    tiles = modlin.plan(p, n, n, n).tiling().count
+else:
+    a = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    b = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    call = lambda out=None: ozaki.zgemm(a, b)
+    small = lambda: ozaki.zgemm(a[:200, :200], b[:200, :200])
+    tiles = None
+small()
+x, y = rng.random((n, n)), rng.random((n, n))
+d = np.empty((n, n))
+np.matmul(x, y, out=d)
+try:
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    base = status("VmRSS")
+except OSError:
+    base = None
+t0 = time.perf_counter()
+c = call()
+first = time.perf_counter() - t0
+peak = None if base is None else status("VmHWM") - base
+ratios, steady = [], []
+for _ in range(repeats):
+    t0 = time.perf_counter()
+    call(c if kind == "matmul" and c.dtype != object else None)
+    t1 = time.perf_counter()
+    np.matmul(x, y, out=d)
+    t2 = time.perf_counter()
+    steady.append(t1 - t0)
+    ratios.append((t1 - t0) / (t2 - t1))
+ratios.sort(); steady.sort()
+print(json.dumps(dict(ratio=ratios[len(ratios) // 2], first=first / steady[len(steady) // 2],
+                      peak=peak, result=c.nbytes if c.dtype != object else 8 * c.size, tiles=tiles)))
+"""
+
+
+def _row(kind: str, arg, n: int, repeats: int, memory: str | None) -> dict:
+    env = dict(os.environ)
+    if memory is None:
+        env.pop("MODLIN_MEMORY", None)
+    else:
+        env["MODLIN_MEMORY"] = memory
+    r = subprocess.run([sys.executable, "-c", _CHILD, kind, json.dumps(arg), str(n), str(repeats)],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _cells(r: dict) -> list[str]:
+    if "error" in r:
+        return ["error", "", "", ""]
+    peak = "n/a" if r["peak"] is None else f"{r['peak'] / r['result']:.2f}"
+    tiles = "-" if r["tiles"] is None else str(r["tiles"])
+    return [f"{r['ratio']:.2f}", f"{r['first']:.2f}", peak, tiles]
+
+
+def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, cases=SCALE_CASES,
+                    out=sys.stdout, progress=sys.stderr) -> list[dict]:
+    """Time and peak memory of big products under the default budget and under ``memory``.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Square sizes ``n`` (the issue's targets are at 4096 and 8192).
+    memory : str
+        The second budget (``MODLIN_MEMORY`` of its children), e.g. ``"1GiB"``.
+    repeats : int
+        Steady-state products per row; the medians are shown.
+    cases : sequence
+        Rows, as in :data:`SCALE_CASES`; ``ozaki.zgemm`` rows run at the sizes up to 4096.
+    out, progress : file
+        Where the table, and the progress display, go.
+
+    Returns
+    -------
+    list of dict
+        One per row and budget, as measured (``ratio``, ``first``, ``peak``, ``result``, ``tiles``).
+
+    Examples
+    --------
+    >>> from modlin._bench_scale import run_scale_table
+    >>> rows = run_scale_table(sizes=(256,), repeats=1, cases=SCALE_CASES[:1])  # doctest: +SKIP
+    """
+    from ._bench import _print_header
+    from ._limits import current, default_memory, format_size
+    from ._progress import bar
+
+    started = datetime.datetime.now().astimezone()
+    jobs = [(label, kind, arg, n) for n in sizes for label, kind, arg in cases if kind != "zgemm" or n <= 4096]
+    display = bar(2 * len(jobs), "modlin bench --table scale", "product", stream=progress)
+    rows = []
+    for label, kind, arg, n in jobs:
+        cells = []
+        for budget in (None, memory):
+            display.set_description(f"{label} n={n} budget={budget or 'default'}")
+            r = _row(kind, arg, n, repeats, budget)
+            rows.append(dict(r, label=label, n=n, budget=budget))
+            cells += _cells(r)
+            display.update(1)
+        rows[-1]["cells"] = cells
+    display.close()
+
+    def pr(*args):
+        print(*args, file=out)
+
+    threads = current().threads
+    _print_header(pr, started, f"run_scale_table(sizes={tuple(sizes)}, memory={memory!r}, repeats={repeats})",
+                  None, False, f"medians of {repeats} product/dgemm pairs per row; {threads} thread(s)")
+    default = format_size(default_memory())
+    pr(f"| product | n | time/dgemm ({default}) | first/steady | peak extra/result | tiles "
+       f"| time/dgemm ({memory}) | first/steady | peak extra/result | tiles |")
+    pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if "cells" in r:
+            pr(f"| {r['label']} | {r['n']} | " + " | ".join(r["cells"]) + " |")
+    errors = [r for r in rows if "error" in r]
+    for r in errors:
+        pr(f"\n- {r['label']} n={r['n']} budget={r['budget']}: {r['error']}")
+    pr()
+    pr("Peak extra: resident memory the first call added beyond its operands, over the result's size "
+       "(Linux VmHWM). first/steady: the first call on fresh operands over the steady-state median.")
+    return rows
