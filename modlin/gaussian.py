@@ -400,9 +400,7 @@ def _matmul_mod(A, B, m: int, algorithm: str):
         # on the GPU: the parts reduced there, each real product a GPU modlin.matmul
         a, b = _gpu_parts(A, m, "A"), _gpu_parts(B, m, "B")
         return _gauss(*a, *b, m, alg, lambda x, y: _matmul(x, y, m))
-    if alg == "2m":
-        return _twom_matmul(_congruent(A, m, "A"), _congruent(B, m, "B"), m)
-    return _gauss(*_residues(A, m, "A"), *_residues(B, m, "B"), m, alg, lambda x, y: _matmul(x, y, m))
+    return _tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
 
 
 def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarray]:
@@ -420,32 +418,126 @@ def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarra
     return _sub_mod(rr, ii, m), _sub_mod(_sub_mod(t, rr, m), ii, m)
 
 
-def _twom_matmul(a, b, m: int):
-    """2M on parts congruent mod ``m``: the images go straight into the words of one
-    multiword plan (no int64 images, no second conversion) and both products share it."""
+def _workspace(pl, alg: str, twom_words_: bool, batch: int):
+    """Bytes one tile ``(mt, kt, nt)`` of a Gaussian product allocates beyond operands and
+    result (an upper bound, the tile scheduler's model): the int64 parts of both panels,
+    then for 2M straight into words the two images' words of both panels, the two real
+    products and their combination; otherwise the reduced (and for 3M summed) parts, the
+    images or real products alive at once and one real product's own workspace."""
+    from ._engines import get_engine
+
+    def memory(mt, kt, nt):
+        ops, out = mt * kt + kt * nt, mt * nt
+        total = 16 * ops  # the int64 parts of the panels
+        if twom_words_:
+            w = get_engine(pl.engine).dtype.itemsize
+            total += 2 * w * (pl.u * mt * kt + pl.v * kt * nt) + 8 * out * 5 + pl.workspace((mt, kt, nt))
+        else:
+            total += 8 * ops * (3 if alg == "3m" else 2) + 8 * out * 6 + pl.workspace((mt, kt, nt)) + 8 * out
+        return batch * total
+
+    return memory
+
+
+#: Real products per Gaussian product.
+_GEMMS = {"2m": 2, "3m": 3, "4m": 4}
+
+
+def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None):
+    """The tiles of a Gaussian product of ``shape`` (``batch`` matrices at once) within
+    ``budget`` (default: :func:`modlin.limits`'), real products made with the plan ``pl``."""
+    from ._limits import current as current_limits
+    from ._tiles import choose
+
+    budget = current_limits().memory if budget is None else budget
+    return choose(shape, _workspace(pl, alg, words, batch), budget,
+                  lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
+
+
+def _tiled_matmul(a, b, m: int, alg: str):
+    """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts, tile by tile within
+    the memory budget of :func:`modlin.limits`: each tile converts its panels (2M: their images
+    straight into the words of one multiword plan, which both real products share), and the
+    partial products of k-panels are added modulo ``m``."""
     from . import _multiword
     from ._engines import get_engine
-    from ._matmul import _matmul_shapes
+    from ._matmul import _as_matrix, _matmul_shapes, _product
     from ._plan import Plan, plan
+    from ._tiles import progress, run
 
-    s = sqrt_minus_one(m)
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
+    a = [_as_matrix(x, 0) for x in a]
+    b = [_as_matrix(x, 1) for x in b]
     pl = plan(m, mm, k, n)
-    if not isinstance(pl, Plan):  # a residue number system won: it takes int64 images
-        return _gauss(*a, *b, m, "2m", lambda x, y: _matmul(x, y, m, plan=pl))
-    dtype = get_engine(pl.engine).dtype
-    ap, am = twom_words(*a, s, m, pl.a_shift, pl.u, dtype)
-    bp, bm = twom_words(*b, s, m, pl.b_shift, pl.v, dtype)
-    if a[0].ndim == 1:  # numpy.matmul's promotion of 1-D operands
-        ap, am = ap[:, np.newaxis, :], am[:, np.newaxis, :]
-    if b[0].ndim == 1:
-        bp, bm = bp[..., np.newaxis], bm[..., np.newaxis]
-    X, Y = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
-    if X.size:
+    words = alg == "2m" and isinstance(pl, Plan)
+    s = sqrt_minus_one(m) if alg == "2m" else 0
+    stack = full[:-2]
+    re, im = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
+    if re.size == 0:
+        return _shaped(re, im, shape)
+    if k == 0:
+        re[...], im[...] = 0, 0
+        return _shaped(re, im, shape)
+    batch = math.prod(stack)
+    try:
+        tiling = _tiling(pl, alg, words, (mm, k, n), batch)
+        items, rounds = [((), a, b)], 1
+    except ValueError:
+        if not stack:
+            raise
+        tiling = _tiling(pl, alg, words, (mm, k, n), 1)  # one matrix of the stack at a time
+        a = [np.broadcast_to(x, stack + x.shape[-2:]) for x in a]
+        b = [np.broadcast_to(x, stack + x.shape[-2:]) for x in b]
+        items, rounds = ((idx, [x[idx] for x in a], [x[idx] for x in b]) for idx in np.ndindex(stack)), batch
+    dtype = get_engine(pl.engine).dtype if words else None
+
+    def mul(x, y):
+        out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
+        _product(pl, x, y, m, out)
+        return out
+
+    def tile_product(x, y):
+        if not words:
+            if alg != "2m":
+                x, y = [np.remainder(t, m) for t in x], [np.remainder(t, m) for t in y]
+            return _gauss(*x, *y, m, alg, mul)
+        ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, dtype)
+        bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, dtype)
+        out = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+        X, Y = np.empty(out, dtype=np.int64), np.empty(out, dtype=np.int64)
         _multiword.multiply_words(pl, ap, bp, X)
+        del ap, bp
         _multiword.multiply_words(pl, am, bm, Y)
-    re, im = twom_combine(X, Y, s, m)
+        return twom_combine(X, Y, s, m)
+
+    def add(acc, part):
+        for x, y in zip(acc, part):
+            x[...] = _add_mod(x, y, m)
+        return acc
+
+    what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
+    cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
+    with progress(rounds * tiling.count, cost, what) as bar:
+        for idx, x, y in items:
+            dst = re[idx], im[idx]
+
+            def product(rows, inner, cols):
+                xt = [residues_int64(t[..., rows, inner], m, "A") for t in x]
+                yt = [residues_int64(t[..., inner, cols], m, "B") for t in y]
+                part = tile_product(xt, yt)
+                if inner.start:
+                    return part
+                for d, p in zip(dst, part):
+                    d[..., rows, cols] = p
+                return [d[..., rows, cols] for d in dst]
+
+            run(tiling, product, add=add, bar=bar)
+    return _shaped(re, im, shape)
+
+
+def _shaped(re, im, shape):
     re, im = re.reshape(shape), im.reshape(shape)
+    # a 1-D @ 1-D product is a scalar, as in numpy.matmul
     return (re[()], im[()]) if re.ndim == 0 else (re, im)
 
 
