@@ -443,14 +443,18 @@ def _workspace(pl, alg: str, twom_words_: bool, batch: int):
 _GEMMS = {"2m": 2, "3m": 3, "4m": 4}
 
 
-def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None):
+def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None,
+            extra: int = 0):
     """The tiles of a Gaussian product of ``shape`` (``batch`` matrices at once) within
-    ``budget`` (default: :func:`modlin.limits`'), real products made with the plan ``pl``."""
+    ``budget`` (default: :func:`modlin.limits`'), real products made with the plan ``pl``;
+    ``extra`` more int64 arrays of an output tile's size (a rank-k update's sum and
+    mirror) beside each tile."""
     from ._limits import current as current_limits
     from ._tiles import choose
 
     budget = current_limits().memory if budget is None else budget
-    return choose(shape, _workspace(pl, alg, words, batch), budget,
+    tile = _workspace(pl, alg, words, batch)
+    return choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
                   lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
 
 
@@ -459,9 +463,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
     the memory budget of :func:`modlin.limits`: each tile converts its panels (2M: their images
     straight into the words of one multiword plan, which both real products share), and the
     partial products of k-panels are added modulo ``m``."""
-    from . import _multiword
-    from ._engines import get_engine
-    from ._matmul import _as_matrix, _matmul_shapes, _product
+    from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import Plan, plan
     from ._tiles import progress, run
 
@@ -470,7 +472,6 @@ def _tiled_matmul(a, b, m: int, alg: str):
     b = [_as_matrix(x, 1) for x in b]
     pl = plan(m, mm, k, n)
     words = alg == "2m" and isinstance(pl, Plan)
-    s = sqrt_minus_one(m) if alg == "2m" else 0
     stack = full[:-2]
     re, im = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
     if re.size == 0:
@@ -489,32 +490,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
         a = [np.broadcast_to(x, stack + x.shape[-2:]) for x in a]
         b = [np.broadcast_to(x, stack + x.shape[-2:]) for x in b]
         items, rounds = ((idx, [x[idx] for x in a], [x[idx] for x in b]) for idx in np.ndindex(stack)), batch
-    dtype = get_engine(pl.engine).dtype if words else None
-
-    def mul(x, y):
-        out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
-        _product(pl, x, y, m, out)
-        return out
-
-    def tile_product(x, y):
-        if not words:
-            if alg != "2m":
-                x, y = [np.remainder(t, m) for t in x], [np.remainder(t, m) for t in y]
-            return _gauss(*x, *y, m, alg, mul)
-        ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, dtype)
-        bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, dtype)
-        out = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
-        X, Y = np.empty(out, dtype=np.int64), np.empty(out, dtype=np.int64)
-        _multiword.multiply_words(pl, ap, bp, X)
-        del ap, bp
-        _multiword.multiply_words(pl, am, bm, Y)
-        return twom_combine(X, Y, s, m)
-
-    def add(acc, part):
-        for x, y in zip(acc, part):
-            x[...] = _add_mod(x, y, m)
-        return acc
-
+    tile = _TileProduct(pl, alg, words, m)
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
     with progress(rounds * tiling.count, cost, what) as bar:
@@ -524,15 +500,60 @@ def _tiled_matmul(a, b, m: int, alg: str):
             def product(rows, inner, cols):
                 xt = [residues_int64(t[..., rows, inner], m, "A") for t in x]
                 yt = [residues_int64(t[..., inner, cols], m, "B") for t in y]
-                part = tile_product(xt, yt)
+                part = tile(xt, yt)
                 if inner.start:
                     return part
                 for d, p in zip(dst, part):
                     d[..., rows, cols] = p
                 return [d[..., rows, cols] for d in dst]
 
-            run(tiling, product, add=add, bar=bar)
+            run(tiling, product, add=tile.add, bar=bar)
     return _shaped(re, im, shape)
+
+
+class _TileProduct:
+    """The product of one tile's panels mod ``m`` (int64 parts, any values congruent mod
+    ``m``): Gaussian with 2M (straight into the words of the multiword plan ``pl`` when
+    ``words``), 3M or 4M, or real for one-part operands; and the exact sum of two
+    k-panels' partial products (:meth:`add`)."""
+
+    def __init__(self, pl, alg: str, words: bool, m: int):
+        from ._engines import get_engine
+
+        self.pl, self.alg, self.words, self.m = pl, alg, words, m
+        self.s = sqrt_minus_one(m) if alg == "2m" else 0
+        self.dtype = get_engine(pl.engine).dtype if words else None
+
+    def real(self, x, y):
+        from ._matmul import _product
+
+        out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
+        _product(self.pl, x, y, self.m, out)
+        return out
+
+    def __call__(self, x, y):
+        from . import _multiword
+
+        m, s, pl = self.m, self.s, self.pl
+        if len(x) == 1:
+            return [self.real(x[0], y[0])]
+        if not self.words:
+            if self.alg != "2m":
+                x, y = [np.remainder(t, m) for t in x], [np.remainder(t, m) for t in y]
+            return list(_gauss(*x, *y, m, self.alg, self.real))
+        ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
+        bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
+        out = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+        X, Y = np.empty(out, dtype=np.int64), np.empty(out, dtype=np.int64)
+        _multiword.multiply_words(pl, ap, bp, X)
+        del ap, bp
+        _multiword.multiply_words(pl, am, bm, Y)
+        return list(twom_combine(X, Y, s, m))
+
+    def add(self, acc, part):
+        for x, y in zip(acc, part):
+            x[...] = _add_mod(x, y, self.m)
+        return acc
 
 
 def _shaped(re, im, shape):
@@ -541,15 +562,68 @@ def _shaped(re, im, shape):
     return (re[()], im[()]) if re.ndim == 0 else (re, im)
 
 
-def _T(x: np.ndarray) -> np.ndarray:
-    if np.ndim(x) < 2:
+def _rank_k(terms, m: int, alg: str, conj: bool):
+    """``C = sum(X @ op(Y)^T for X, Y in terms) mod m`` with ``op(Y) = conj(Y)`` when ``conj``
+    (HERK, HER2K) and ``C`` symmetric or, with ``conj``, Hermitian: operands are lists of
+    parts (one: real, two: Gaussian ``(real, imag)``) of ``(..., n, k)`` arrays.
+
+    Computed by pairs of square tiles within the memory budget: the tile ``(I, J)``,
+    ``I <= J``, is the Gaussian (or real) product of the row panels ``I`` of ``X`` and ``J``
+    of ``Y``, by k-panels added mod ``m``; the tile ``(J, I)`` is its (conjugate) transpose.
+    Each output tile takes one product per term, as the whole matrix does with the 2M
+    corollaries (Caday, arXiv 2609.05419), and the result is exactly symmetric (Hermitian).
+    """
+    from ._plan import Plan, plan
+    from ._tiles import pair_count, progress, run, square
+
+    ops = [x for t in terms for part in t for x in part]
+    if any(np.ndim(x) < 2 for x in ops):
         raise ValueError("rank-k updates (herk, syrk, her2k, syr2k) need matrices (at least 2-D operands)")
-    return np.swapaxes(x, -1, -2)
+    if len({np.shape(x)[-2:] for x in ops}) > 1:
+        raise ValueError("the operands of a rank-k update must be matrices of one shape, got "
+                         f"{sorted({np.shape(x) for x in ops})}")
+    n, k = np.shape(ops[0])[-2:]
+    try:
+        stack = np.broadcast_shapes(*(np.shape(x)[:-2] for x in ops))
+    except ValueError:
+        raise ValueError(f"stack shapes {sorted({np.shape(x)[:-2] for x in ops})} do not broadcast") from None
+    terms = [tuple([np.broadcast_to(np.asarray(x), stack + (n, k)) for x in part] for part in t) for t in terms]
+    real = len(terms[0][0]) == 1
+    pl = plan(m, n, k, n)
+    words = alg == "2m" and isinstance(pl, Plan) and not real
+    tile = _TileProduct(pl, alg, words, m)
+    shape = stack + (n, n)
+    out = [np.empty(shape, dtype=np.int64) for _ in range(1 if real else 2)]
+    if not out[0].size:
+        return out[0] if real else tuple(out)
+    products = len(terms) * (1 if real else _GEMMS[alg])
+    tiling = square(_tiling(pl, alg, words, (n, k, n), 1, extra=4))
 
+    def panel(part, idx, lines, inner, negate=False):
+        x = residues_int64(part[idx][lines, inner], m, "A")
+        return np.remainder(-np.remainder(x, m), m) if negate else x
 
-def _hermitian_from(X: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Parts of ``C`` from ``X = phi+(C)`` when ``phi-(C) = X^T`` (Hermitian ``C``)."""
-    return _twom_combine(X, np.ascontiguousarray(_T(X)), s, m)
+    cost = math.prod(stack) * pair_count(tiling) * products * pl.cost(tiling.tile)
+    what = f"modlin.gaussian rank-k update ({'real' if real else alg.upper()}) mod a {m.bit_length()}-bit m"
+    with progress(math.prod(stack) * pair_count(tiling), cost, what) as bar:
+        for idx in np.ndindex(stack):
+            def product(rows, inner, cols):
+                acc = None
+                for X, Y in terms:
+                    x = [panel(p, idx, rows, inner) for p in X]
+                    y = [panel(p, idx, cols, inner, conj and j == 1).T for j, p in enumerate(Y)]
+                    part = tile(x, y) if k else [np.zeros((x[0].shape[0], y[0].shape[1]), dtype=np.int64)] * len(x)
+                    acc = part if acc is None else tile.add(acc, part)
+                return acc
+
+            def finish(rows, cols, acc):
+                for j, (dst, part) in enumerate(zip(out, acc)):
+                    dst[idx][rows, cols] = part
+                    if rows != cols:  # C_JI = C_IJ^T, or its conjugate
+                        dst[idx][cols, rows] = np.remainder(-part.T, m) if conj and j == 1 else part.T
+
+            run(tiling, product, add=tile.add, finish=finish, bar=bar, pairs=True)
+    return out[0] if real else tuple(out)
 
 
 def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -595,14 +669,7 @@ def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarra
 
 def _herk(A, m: int, algorithm: str):
     m = _check_m(m)
-    alg = _choose(algorithm, m)
-    ar, ai = _congruent(A, m, "A")
-    if alg != "2m":
-        ar, ai = np.remainder(ar, m), np.remainder(ai, m)
-        return _matmul_mod((ar, ai), (_T(ar), _T((m - ai) % m)), m, alg)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    return _hermitian_from(_matmul(ap, _T(am), m), s, m)
+    return _rank_k([(_parts(A, "A"),) * 2], m, _choose(algorithm, m), conj=True)
 
 
 def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -646,17 +713,8 @@ def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.nd
 
 def _her2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
-    alg = _choose(algorithm, m)
-    ar, ai = _residues(A, m, "A")
-    br, bi = _residues(B, m, "B")
-    if alg != "2m":
-        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T((m - bi) % m)), m, alg)
-        return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _sub_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    bp, bm = twom_split(br, bi, s, m)
-    Z = _add_mod(_matmul(ap, _T(bm), m), _T(_matmul(am, _T(bp), m)), m)
-    return _hermitian_from(Z, s, m)
+    a, b = _parts(A, "A"), _parts(B, "B")
+    return _rank_k([(a, b), (b, a)], m, _choose(algorithm, m), conj=True)
 
 
 def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
@@ -707,25 +765,8 @@ def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
 def _syrk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
-    real = not isinstance(A, tuple) and np.asarray(A).dtype.kind in "iubfO"
-    if real:
-        a = np.remainder(residues_int64(A, m, "A"), m)
-        if alg != "2m":
-            return _matmul(a, _T(a), m)
-        k = a.shape[-1]
-        h = (k + 1) // 2
-        pad = np.zeros(a.shape[:-1] + (2 * h - k,), dtype=np.int64)
-        a = np.concatenate([a, pad], axis=-1)
-        s = sqrt_minus_one(m)
-        zp, zm = twom_split(a[..., :h], a[..., h:], s, m)
-        X = _matmul(zp, _T(zm), m)
-        return _hermitian_from(X, s, m)[0]
-    ar, ai = _residues(A, m, "A")
-    if alg != "2m":
-        return _matmul_mod((ar, ai), (_T(ar), _T(ai)), m, alg)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    return _twom_combine(_matmul(ap, _T(ap), m), _matmul(am, _T(am), m), s, m)
+    a = [A] if _real(A) else _parts(A, "A")
+    return _rank_k([(a, a)], m, alg, conj=False)
 
 
 def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
@@ -772,32 +813,16 @@ def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
 def _syr2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
-    real = all(not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO" for X in (A, B))
-    if real:
-        a = np.remainder(residues_int64(A, m, "A"), m)
-        b = np.remainder(residues_int64(B, m, "B"), m)
-        if a.shape != b.shape:
-            raise ValueError(f"syr2k: A and B must have one shape, got {a.shape} and {b.shape}")
-        if alg != "2m":
-            P = _matmul(a, _T(b), m)
-            return _add_mod(P, np.ascontiguousarray(_T(P)), m)
-        k = a.shape[-1]
-        h = (k + 1) // 2
-        padding = [(0, 0)] * (a.ndim - 1) + [(0, 2 * h - k)]
-        a, b = np.pad(a, padding), np.pad(b, padding)
-        return _her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, "2m")[0]
-    ar, ai = _residues(A, m, "A")
-    br, bi = _residues(B, m, "B")
-    if alg != "2m":
-        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T(bi)), m, alg)
-        return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _add_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    bp, bm = twom_split(br, bi, s, m)
-    X = _matmul(ap, _T(bp), m)
-    Y = _matmul(am, _T(bm), m)
-    return _twom_combine(_add_mod(X, np.ascontiguousarray(_T(X)), m),
-                         _add_mod(Y, np.ascontiguousarray(_T(Y)), m), s, m)
+    if all(_real(X) for X in (A, B)):
+        a, b = [A], [B]
+    else:
+        a, b = _parts(A, "A"), _parts(B, "B")
+    return _rank_k([(a, b), (b, a)], m, alg, conj=False)
+
+
+def _real(X) -> bool:
+    """A plain real integer matrix (syrk and syr2k then return one array)."""
+    return not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO"
 
 
 # --------------------------------------------------------------------- exact products

@@ -245,8 +245,10 @@ def _warn_caller(message: str, category) -> None:
 _GEMMS = {"real": 1.0, "2m": 2.0, "3m": 3.0, "4m": 4.0}
 _SYMMETRIC_GEMMS = {"real": 1.0, "2m": 1.0, "3m": 2.0, "4m": 2.0}
 #: Modelled cost, in multiply-adds of a large fp64 GEMM, of one modulus' element-wise work
-#: per operand entry (residues) and per result entry (combination, CRT).
-_OPERAND_PASS, _RESULT_PASS = 30.0, 60.0
+#: per operand entry (its residues or 2M images, made again for every tile that reads the
+#: panel) and per result entry (combination, CRT), as measured on a 2-core machine (one
+#: thread for the passes, two for BLAS): re-made residues are what tiling costs.
+_OPERAND_PASS, _RESULT_PASS = 400.0, 230.0
 
 
 def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool):

@@ -273,3 +273,75 @@ def test_gaussian_budget_too_small():
     with modlin.limits(memory="64KiB"):
         with pytest.raises(ValueError, match=r"budget of 64 KiB is too small.*smallest tile \(64x64 @ 64x64\)"):
             gaussian.matmul(np.ones((300, 300)) * (1 + 1j), np.ones((300, 300)) * 1j, 13)
+
+
+def _rank_k_tiling(m, alg, real, n, k):
+    pl = modlin.plan(m, n, k, n)
+    words = alg == "2m" and isinstance(pl, modlin.Plan) and not real
+    from modlin._tiles import square
+
+    return lambda: square(gaussian._tiling(pl, alg, words, (n, k, n), 1, extra=4))
+
+
+@pytest.mark.parametrize("m, alg, names", [
+    (M21, "2m", "herk her2k syrk syr2k syrk-real syr2k-real"), (M21, "3m", "herk syr2k"),
+    (2**31 - 1, "4m", "her2k syrk"), (2**50 - 27, "2m", "herk syr2k-real")],
+    ids=["21bit-2m", "21bit-3m", "31bit-4m", "50bit-2m"])
+def test_gaussian_rank_k_tiled_equal_untiled_and_exact(m, alg, names, rng):
+    n, k = 160, 150
+    a = rand_ints(rng, (n, k), 0, m), rand_ints(rng, (n, k), 0, m)
+    b = rand_ints(rng, (n, k), 0, m), rand_ints(rng, (n, k), 0, m)
+    a[0][:2] = m - 1
+    x, y = a[0] - 7, b[1] + 3  # real operands, not reduced
+    calls = {
+        "herk": lambda: gaussian.herk(a, m, algorithm=alg),
+        "her2k": lambda: gaussian.her2k(a, b, m, algorithm=alg),
+        "syrk": lambda: gaussian.syrk(a, m, algorithm=alg),
+        "syr2k": lambda: gaussian.syr2k(a, b, m, algorithm=alg),
+        "syrk-real": lambda: gaussian.syrk(x, m, algorithm=alg),
+        "syr2k-real": lambda: gaussian.syr2k(x, y, m, algorithm=alg),
+    }
+    r = slice(0, 12)  # the oracle checks a band of rows: Python integers are slow
+    conj = (a[0].T, (m - a[1].T) % m)
+    conj_b = (b[0].T, (m - b[1].T) % m)
+
+    def add(p, q):
+        return tuple((u.astype(object) + v) % m for u, v in zip(p, q))
+
+    def xo(u):
+        return u.astype(object)
+
+    refs = {
+        "herk": _ref_gauss(a[0][r], a[1][r], *conj, m),
+        "her2k": add(_ref_gauss(a[0][r], a[1][r], *conj_b, m), _ref_gauss(b[0][r], b[1][r], *conj, m)),
+        "syrk": _ref_gauss(a[0][r], a[1][r], a[0].T, a[1].T, m),
+        "syr2k": add(_ref_gauss(a[0][r], a[1][r], b[0].T, b[1].T, m), _ref_gauss(b[0][r], b[1][r], a[0].T, a[1].T, m)),
+        "syrk-real": (xo(x[r]) @ xo(x.T)) % m,
+        "syr2k-real": (xo(x[r]) @ xo(y.T) + xo(y[r]) @ xo(x.T)) % m,
+    }
+    for name in names.split():
+        want = calls[name]()
+        ref = refs[name]
+        if name.endswith("real"):
+            assert np.array_equal(want[r].astype(object), ref), name
+        else:
+            assert all(np.array_equal(w[r].astype(object), v) for w, v in zip(want, ref)), name
+        counts = set()
+        for budget, t in _budgets(_rank_k_tiling(m, gaussian._choose(alg, m), name.endswith("real"), n, k)):
+            with modlin.limits(memory=budget):
+                got = calls[name]()
+            counts.add(t.grid)
+            got, w = (got, want) if name.endswith("real") else (np.stack(got), np.stack(want))
+            assert np.array_equal(got, w), (name, t.grid)
+        assert (1, 1, 1) in counts and len(counts) >= 3 and max(g[0] * g[1] for g in counts) >= 3, counts
+
+
+def test_gaussian_rank_k_stacks(rng):
+    m = M21
+    A = rand_ints(rng, (2, 150, 90), 0, m), rand_ints(rng, (2, 150, 90), 0, m)
+    B = rand_ints(rng, (150, 90), 0, m), rand_ints(rng, (150, 90), 0, m)
+    want = gaussian.her2k(A, B, m), gaussian.syrk(tuple(x[1] for x in A), m)
+    budget = _budgets(_rank_k_tiling(m, "2m", False, 150, 90))[-1][0]
+    with modlin.limits(memory=budget):
+        got = gaussian.her2k(A, B, m), gaussian.syrk(tuple(x[1] for x in A), m)
+    assert all(np.array_equal(np.stack(g), np.stack(w)) for g, w in zip(got, want))
