@@ -10,14 +10,11 @@ from . import _multiword, _rns
 from ._backend import namespace
 from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
-from ._limits import current as current_limits
 from ._modular import add_into
 from ._plan import Plan, _check_modulus
 from ._planner import plan as make_plan
-from ._progress import MIN_SECONDS, expected_seconds
-from ._progress import bar as progress_bar
 from ._rnsplan import RNSPlan
-from ._tiles import Arena, take
+from ._tiles import Arena, progress, run, take
 from .typing import ArrayLike
 
 __all__ = ["matmul"]
@@ -188,10 +185,6 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
         tiling = plan.tiling((m, k, n))  # one matrix of the stack at a time, or the budget's error
         a, b = np.broadcast_to(a, stack + a.shape[-2:]), np.broadcast_to(b, stack + b.shape[-2:])
         items, rounds = ((idx, a[idx], b[idx]) for idx in np.ndindex(stack)), batch
-    bar = None
-    if current_limits().progress and expected_seconds(batch * tiling.count * plan.cost(tiling.tile)) > MIN_SECONDS:
-        what = "modlin.intmul" if p is None else f"modlin.matmul mod a {p.bit_length()}-bit p"
-        bar = progress_bar(rounds * tiling.count, what, "tile")
     multiword = isinstance(plan, Plan)
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
 
@@ -205,30 +198,35 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
         np.copyto(buf, r)
         return buf
 
-    for idx, x, y in items:
-        dst = result[idx]
-        for rows, inner, cols in tiling.blocks():
-            xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
-            first = inner.start == 0
-            if multiword:
-                part = tile if first else take(arena, "part", tile.shape, np.int64)
-                _multiword.multiply(plan, residues(xt, "A"), residues(yt, "B"), part, arena)
-            else:
+    def add(tile, part):
+        if p is None:  # exact partial sums: the bound covers every one of them
+            np.add(tile, part, out=tile)
+        else:
+            add_into(tile, part, p)
+        return tile
+
+    what = "modlin.intmul" if p is None else f"modlin.matmul mod a {p.bit_length()}-bit p"
+    with progress(rounds * tiling.count, batch * tiling.count * plan.cost(tiling.tile), what) as bar:
+        for idx, x, y in items:
+            dst = result[idx]
+
+            def product(rows, inner, cols):
+                xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
+                first = inner.start == 0
+                if multiword:
+                    part = tile if first else take(arena, "part", tile.shape, np.int64)
+                    _multiword.multiply(plan, residues(xt, "A"), residues(yt, "B"), part, arena)
+                    return part
                 if p is not None:
                     xt, yt = balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
                 part = _rns.multiply(plan, xt, yt, as_object=as_object, memory=tiling.budget - 8 * tile.size,
                                      arena=arena)
                 if first:
                     tile[...] = part
-            if not first:
-                if p is None:  # exact partial sums: the bound covers every one of them
-                    np.add(tile, part, out=tile)
-                else:
-                    add_into(tile, part, p)
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+                    return tile
+                return part
+
+            run(tiling, product, add=add, bar=bar)
 
 
 def _gpu_residues(x, p: int, name: str):

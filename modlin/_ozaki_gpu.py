@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cuda
+from ._ozaki_core import halves
 
 __all__ = ["gemm_residues", "syrk_residues", "to_double"]
 
@@ -107,7 +108,7 @@ def gemm_residues(mods, ap, bp) -> list:
 
 def syrk_residues(mods, ap) -> list:
     """Residues of the exact ``A'A'^T`` (real, halving k) or ``A'A'^H`` (complex):
-    :func:`modlin.ozaki._syrk_residues` with all moduli batched."""
+    :func:`modlin._ozaki_core.syrk_residues` (of a whole matrix) with all moduli batched."""
     cp = _cp()
     N = len(mods.moduli)
     n = ap[0].shape[0]
@@ -119,8 +120,6 @@ def syrk_residues(mods, ap) -> list:
 
     idx, qs = _moduli(mods, "2m")
     if qs:
-        from .ozaki import halves
-
         plus, minus = _twom(*(halves(ap[0]) if real else ap), qs)
         X = _cuda.products_mod(plus, T(minus), qs)
         Xt = T(X)

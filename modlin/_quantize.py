@@ -30,7 +30,7 @@ from ._jit import njit
 from ._rns import _balanced, _fmod
 from ._threads import each
 
-__all__ = ["T_BITS", "G_MAX", "part_bounds", "exact_bits", "fast_exponents", "accurate_exponents",
+__all__ = ["T_BITS", "G_MAX", "part_bounds", "bound_bits", "exact_bits", "fast_exponents", "accurate_exponents",
            "quantize", "residues", "twom_residues", "twom_combine"]
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
@@ -48,22 +48,34 @@ def _ceil_log2(x: np.ndarray) -> np.ndarray:
     return xp.frexp(xp.maximum(x - 1.0, 0.0))[1].astype(np.int64)
 
 
-def part_bounds(parts: list[np.ndarray], axis: int) -> tuple[np.ndarray, np.ndarray]:
+def part_bounds(parts: list[np.ndarray], axis: int, ex: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(ex, bar)``: the exponent of each row (``axis=1``) or column (``axis=0``)
     maximum over all ``parts``, and the integer bounds ``bar`` (float64, the sum
-    over parts of ``ceil(|part| * 2**(T_BITS - ex))``, never 0 where a part is not)."""
+    over parts of ``ceil(|part| * 2**(T_BITS - ex))``, never 0 where a part is not).
+
+    ``ex`` may be given (that of whole lines, for a piece of them): each bound depends
+    only on its entry and ``ex``, so pieces of lines get the bounds the lines would."""
     xp = namespace(parts[0])
-    if parts[0].shape[axis] == 0:  # empty lines: nothing to bound
-        mx = xp.zeros(parts[0].shape[1 - axis])
-    else:
-        mx = functools.reduce(xp.maximum, [xp.abs(x).max(axis=axis) for x in parts])
-    ex = xp.frexp(mx)[1].astype(np.int64)  # max < 2**ex (and 0 for a zero line)
+    if ex is None:
+        if parts[0].shape[axis] == 0:  # empty lines: nothing to bound
+            mx = xp.zeros(parts[0].shape[1 - axis])
+        else:
+            mx = functools.reduce(xp.maximum, [xp.abs(x).max(axis=axis) for x in parts])
+        ex = xp.frexp(mx)[1].astype(np.int64)  # max < 2**ex (and 0 for a zero line)
     shift = xp.expand_dims(T_BITS - ex, axis)
     bar = xp.zeros(parts[0].shape)
     for x in parts:
         # ldexp is exact except where it underflows; a nonzero entry never bounds to 0
         bar += xp.maximum(xp.ceil(xp.ldexp(xp.abs(x), shift)), x != 0)
     return ex, bar
+
+
+def bound_bits(w: np.ndarray) -> np.ndarray:
+    """``ceil(log2 w)`` of the exact bound products ``w = abar @ bbar`` (below ``2**53``) as
+    uint8, 255 where ``w == 0``: all :func:`accurate_exponents` needs of ``w``, in an
+    eighth of its memory."""
+    xp = namespace(w)
+    return xp.where(w > 0, _ceil_log2(w), 255).astype(np.uint8)
 
 
 def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
@@ -93,18 +105,20 @@ def exact_bits(parts: list[np.ndarray], ex: np.ndarray, axis: int) -> np.ndarray
     return need
 
 
-def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int, need_a=None, need_b=None):
+def fast_exponents(sq_a: np.ndarray, sq_b: np.ndarray, lb: int, need_a=None, need_b=None):
     """Bits ``(g, h)`` for rows of ``A`` and columns of ``B`` from the norms of the bounds,
-    so that ``2**(g_i + h_j - 2 T_BITS) ||abar_i|| ||bbar_j|| <= 2**lb``.
+    so that ``2**(g_i + h_j - 2 T_BITS) ||abar_i|| ||bbar_j|| <= 2**lb``, given the squared
+    norms ``sq_a = (abar * abar).sum(axis=1)`` and ``sq_b = (bbar * bbar).sum(axis=0)``
+    (sums of small integers: exact, in any order, so they may be summed by pieces).
 
     The constraint separates: with ``ca_i = ceil(log2 ||abar_i||)``, rows take
     ``g_i = ha - ca_i`` and columns ``h_j = hb - cb_j`` for any ``ha + hb = lb + 2 T_BITS``.
     The split is even, except that a side which is exact with fewer bits
     (``need_a``, ``need_b`` from :func:`exact_bits`) leaves the rest to the other.
     """
-    xp = namespace(abar)
-    ca = (_ceil_log2((abar * abar).sum(axis=1)) + 1) // 2  # sums of small squares: exact
-    cb = (_ceil_log2((bbar * bbar).sum(axis=0)) + 1) // 2
+    xp = namespace(sq_a)
+    ca = (_ceil_log2(sq_a) + 1) // 2
+    cb = (_ceil_log2(sq_b) + 1) // 2
     cap_a = xp.full(ca.shape, G_MAX, dtype=np.int64) if need_a is None else xp.minimum(G_MAX, need_a)
     cap_b = xp.full(cb.shape, G_MAX, dtype=np.int64) if need_b is None else xp.minimum(G_MAX, need_b)
     total = lb + 2 * T_BITS
@@ -121,25 +135,41 @@ def fast_exponents(abar: np.ndarray, bbar: np.ndarray, lb: int, need_a=None, nee
     return _check_bits(g, "A's rows"), _check_bits(h, "B's columns")
 
 
-def accurate_exponents(abar: np.ndarray, bbar: np.ndarray, w: np.ndarray, lb: int, need_a=None, need_b=None):
+def accurate_exponents(sq_a: np.ndarray, sq_b: np.ndarray, code: np.ndarray, lb: int, need_a=None, need_b=None,
+                       rows: int | None = None):
     """Bits ``(g, h)`` from ``w = abar @ bbar`` (exact), so that
-    ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``.
+    ``2**(g_i + h_j - 2 T_BITS) w_ij <= 2**lb`` for every ``(i, j)``; ``w`` is given as
+    ``code = bound_bits(w)``, the squared norms as for :func:`fast_exponents`.
 
     Starts from the fast exponents (feasible here too, since ``w_ij`` is at most
     the product of the norms), gives each row half of its slack, then each
     column all that the rows leave, then the rows whatever is left: never
-    fewer bits than "fast" keeps, and shared between both sides.
+    fewer bits than "fast" keeps, and shared between both sides. Each of the three
+    steps is a minimum over rows or columns, taken over panels of ``rows`` rows of
+    ``code`` at a time (all of them by default), so that its int64 temporaries stay
+    small; minima of integers do not depend on the panels.
     """
-    xp = namespace(w)
-    g, h = fast_exponents(abar, bbar, lb, need_a, need_b)
-    if 0 in w.shape:
+    xp = namespace(code)
+    g, h = fast_exponents(sq_a, sq_b, lb, need_a, need_b)
+    m, n = code.shape
+    if m == 0 or n == 0:
         return g, h
-    cap_a = G_MAX if need_a is None else xp.minimum(G_MAX, need_a)
+    cap_a = xp.full(m, G_MAX, dtype=np.int64) if need_a is None else xp.minimum(G_MAX, need_a)
     cap_b = G_MAX if need_b is None else xp.minimum(G_MAX, need_b)
-    room = xp.where(w > 0, lb + 2 * T_BITS - _ceil_log2(w), 4 * G_MAX)  # g_i + h_j <= room_ij
-    g = xp.maximum(g, xp.minimum(cap_a, g + (room - g[:, None] - h).min(axis=1) // 2))
-    h = xp.maximum(h, xp.minimum(cap_b, (room - g[:, None]).min(axis=0)))
-    g = xp.maximum(g, xp.minimum(cap_a, (room - h).min(axis=1)))
+    top = lb + 2 * T_BITS
+    panels = [slice(r, r + (rows or m)) for r in range(0, m, rows or m)]
+
+    def room(r):  # g_i + h_j <= room_ij
+        c = code[r]
+        return xp.where(c != 255, top - c.astype(np.int64), 4 * G_MAX)
+
+    g = g.copy()
+    for r in panels:
+        g[r] = xp.maximum(g[r], xp.minimum(cap_a[r], g[r] + (room(r) - g[r, None] - h).min(axis=1) // 2))
+    col = functools.reduce(xp.minimum, [(room(r) - g[r, None]).min(axis=0) for r in panels])
+    h = xp.maximum(h, xp.minimum(cap_b, col))
+    for r in panels:
+        g[r] = xp.maximum(g[r], xp.minimum(cap_a[r], (room(r) - h).min(axis=1)))
     return g, h
 
 

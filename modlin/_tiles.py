@@ -15,14 +15,16 @@ One mechanism serves every path; a :class:`Tiling` is plain data, shown by
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ._limits import format_size
+from ._limits import current as current_limits, format_size
+from ._progress import MIN_SECONDS, bar as progress_bar, expected_seconds
 
-__all__ = ["Tiling", "Arena", "choose", "MIN_TILE"]
+__all__ = ["Tiling", "Arena", "choose", "run", "progress", "MIN_TILE"]
 
 #: Tiles are never cut thinner than this (or the dimension itself): below it GEMMs
 #: lose most of their speed, and a budget that needs thinner tiles is refused.
@@ -147,6 +149,64 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
         )
     tile = best[1]
     return Tiling(shape, tile, workspace(*tile), budget)
+
+
+def square(tiling: Tiling) -> Tiling:
+    """``tiling`` with square output tiles (the smaller of ``mt`` and ``nt``), for symmetric
+    products walked by block pairs (:func:`run` with ``pairs=True``): a workspace that grows
+    with the tile still fits."""
+    mt, kt, nt = tiling.tile
+    t = min(mt, nt)
+    return replace(tiling, tile=(t, kt, t))
+
+
+@contextmanager
+def progress(total: int, cost: float, what: str):
+    """A progress bar over ``total`` tile products (None unless :func:`modlin.limits` asks for
+    progress and ``cost``, the modelled multiply-adds of all of them, is expected to take
+    longer than :data:`modlin._progress.MIN_SECONDS`); closed on exit."""
+    shown = None
+    if current_limits().progress and expected_seconds(cost) > MIN_SECONDS:
+        shown = progress_bar(total, what, "tile")
+    try:
+        yield shown
+    finally:
+        if shown is not None:
+            shown.close()
+
+
+def run(tiling: Tiling, product: Callable[[slice, slice, slice], Any], *,
+        add: Callable[[Any, Any], Any] | None = None, finish: Callable[[slice, slice, Any], None] | None = None,
+        bar=None, pairs: bool = False) -> None:
+    """The tile loop every tiled product runs.
+
+    For each output tile ``(rows, cols)``, ``product(rows, inner, cols)`` gives the
+    partial result of each k-panel ``inner``, in order; from the second one on,
+    ``acc = add(acc, part)`` combines them (exactly: a sum modulo ``p``, or modulo each
+    modulus of residues); then ``finish(rows, cols, acc)`` (when given) completes the
+    tile. ``bar`` (from :func:`progress`) advances once per tile product.
+
+    With ``pairs=True`` (square tiles, :func:`square`, of a square output) only the
+    tiles on and above the diagonal are visited: symmetric products compute the tile
+    ``(I, J)`` and its mirror ``(J, I)`` together.
+    """
+    k = tiling.shape[1]
+    acc = None
+    for rows, inner, cols in tiling.blocks():
+        if pairs and rows.start > cols.start:
+            continue
+        part = product(rows, inner, cols)
+        acc = part if inner.start == 0 else add(acc, part)
+        if inner.stop >= k and finish is not None:
+            finish(rows, cols, acc)
+        if bar is not None:
+            bar.update(1)
+
+
+def pair_count(tiling: Tiling) -> int:
+    """Tile products :func:`run` makes with ``pairs=True``."""
+    a, c, _ = tiling.grid
+    return a * (a + 1) // 2 * c
 
 
 class Arena:

@@ -400,9 +400,7 @@ def _matmul_mod(A, B, m: int, algorithm: str):
         # on the GPU: the parts reduced there, each real product a GPU modlin.matmul
         a, b = _gpu_parts(A, m, "A"), _gpu_parts(B, m, "B")
         return _gauss(*a, *b, m, alg, lambda x, y: _matmul(x, y, m))
-    if alg == "2m":
-        return _twom_matmul(_congruent(A, m, "A"), _congruent(B, m, "B"), m)
-    return _gauss(*_residues(A, m, "A"), *_residues(B, m, "B"), m, alg, lambda x, y: _matmul(x, y, m))
+    return _tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
 
 
 def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarray]:
@@ -420,45 +418,214 @@ def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarra
     return _sub_mod(rr, ii, m), _sub_mod(_sub_mod(t, rr, m), ii, m)
 
 
-def _twom_matmul(a, b, m: int):
-    """2M on parts congruent mod ``m``: the images go straight into the words of one
-    multiword plan (no int64 images, no second conversion) and both products share it."""
-    from . import _multiword
+def _workspace(pl, alg: str, twom_words_: bool, batch: int):
+    """Bytes one tile ``(mt, kt, nt)`` of a Gaussian product allocates beyond operands and
+    result (an upper bound, the tile scheduler's model): the int64 parts of both panels,
+    then for 2M straight into words the two images' words of both panels, the two real
+    products and their combination; otherwise the reduced (and for 3M summed) parts, the
+    images or real products alive at once and one real product's own workspace."""
     from ._engines import get_engine
-    from ._matmul import _matmul_shapes
+
+    def memory(mt, kt, nt):
+        ops, out = mt * kt + kt * nt, mt * nt
+        total = 16 * ops  # the int64 parts of the panels
+        if twom_words_:
+            w = get_engine(pl.engine).dtype.itemsize
+            total += 2 * w * (pl.u * mt * kt + pl.v * kt * nt) + 8 * out * 5 + pl.workspace((mt, kt, nt))
+        else:
+            total += 8 * ops * (3 if alg == "3m" else 2) + 8 * out * 6 + pl.workspace((mt, kt, nt)) + 8 * out
+        return batch * total
+
+    return memory
+
+
+#: Real products per Gaussian product.
+_GEMMS = {"2m": 2, "3m": 3, "4m": 4}
+
+
+def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None,
+            extra: int = 0):
+    """The tiles of a Gaussian product of ``shape`` (``batch`` matrices at once) within
+    ``budget`` (default: :func:`modlin.limits`'), real products made with the plan ``pl``;
+    ``extra`` more int64 arrays of an output tile's size (a rank-k update's sum and
+    mirror) beside each tile."""
+    from ._limits import current as current_limits
+    from ._tiles import choose
+
+    budget = current_limits().memory if budget is None else budget
+    tile = _workspace(pl, alg, words, batch)
+    return choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
+                  lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
+
+
+def _tiled_matmul(a, b, m: int, alg: str):
+    """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts, tile by tile within
+    the memory budget of :func:`modlin.limits`: each tile converts its panels (2M: their images
+    straight into the words of one multiword plan, which both real products share), and the
+    partial products of k-panels are added modulo ``m``."""
+    from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import Plan
     from ._planner import plan
+    from ._tiles import progress, run
 
-    s = sqrt_minus_one(m)
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
+    a = [_as_matrix(x, 0) for x in a]
+    b = [_as_matrix(x, 1) for x in b]
     pl = plan(m, mm, k, n)
-    if not isinstance(pl, Plan):  # a residue number system won: it takes int64 images
-        return _gauss(*a, *b, m, "2m", lambda x, y: _matmul(x, y, m, plan=pl))
-    dtype = get_engine(pl.engine).dtype
-    ap, am = twom_words(*a, s, m, pl.a_shift, pl.u, dtype)
-    bp, bm = twom_words(*b, s, m, pl.b_shift, pl.v, dtype)
-    if a[0].ndim == 1:  # numpy.matmul's promotion of 1-D operands
-        ap, am = ap[:, np.newaxis, :], am[:, np.newaxis, :]
-    if b[0].ndim == 1:
-        bp, bm = bp[..., np.newaxis], bm[..., np.newaxis]
-    X, Y = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
-    if X.size:
+    words = alg == "2m" and isinstance(pl, Plan)
+    stack = full[:-2]
+    re, im = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
+    if re.size == 0:
+        return _shaped(re, im, shape)
+    if k == 0:
+        re[...], im[...] = 0, 0
+        return _shaped(re, im, shape)
+    batch = math.prod(stack)
+    try:
+        tiling = _tiling(pl, alg, words, (mm, k, n), batch)
+        items, rounds = [((), a, b)], 1
+    except ValueError:
+        if not stack:
+            raise
+        tiling = _tiling(pl, alg, words, (mm, k, n), 1)  # one matrix of the stack at a time
+        a = [np.broadcast_to(x, stack + x.shape[-2:]) for x in a]
+        b = [np.broadcast_to(x, stack + x.shape[-2:]) for x in b]
+        items, rounds = ((idx, [x[idx] for x in a], [x[idx] for x in b]) for idx in np.ndindex(stack)), batch
+    tile = _TileProduct(pl, alg, words, m)
+    what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
+    cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
+    with progress(rounds * tiling.count, cost, what) as bar:
+        for idx, x, y in items:
+            dst = re[idx], im[idx]
+
+            def product(rows, inner, cols):
+                xt = [residues_int64(t[..., rows, inner], m, "A") for t in x]
+                yt = [residues_int64(t[..., inner, cols], m, "B") for t in y]
+                part = tile(xt, yt)
+                if inner.start:
+                    return part
+                for d, p in zip(dst, part):
+                    d[..., rows, cols] = p
+                return [d[..., rows, cols] for d in dst]
+
+            run(tiling, product, add=tile.add, bar=bar)
+    return _shaped(re, im, shape)
+
+
+class _TileProduct:
+    """The product of one tile's panels mod ``m`` (int64 parts, any values congruent mod
+    ``m``): Gaussian with 2M (straight into the words of the multiword plan ``pl`` when
+    ``words``), 3M or 4M, or real for one-part operands; and the exact sum of two
+    k-panels' partial products (:meth:`add`)."""
+
+    def __init__(self, pl, alg: str, words: bool, m: int):
+        from ._engines import get_engine
+
+        self.pl, self.alg, self.words, self.m = pl, alg, words, m
+        self.s = sqrt_minus_one(m) if alg == "2m" else 0
+        self.dtype = get_engine(pl.engine).dtype if words else None
+
+    def real(self, x, y):
+        from ._matmul import _product
+
+        out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
+        _product(self.pl, x, y, self.m, out)
+        return out
+
+    def __call__(self, x, y):
+        from . import _multiword
+
+        m, s, pl = self.m, self.s, self.pl
+        if len(x) == 1:
+            return [self.real(x[0], y[0])]
+        if not self.words:
+            if self.alg != "2m":
+                x, y = [np.remainder(t, m) for t in x], [np.remainder(t, m) for t in y]
+            return list(_gauss(*x, *y, m, self.alg, self.real))
+        ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
+        bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
+        out = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+        X, Y = np.empty(out, dtype=np.int64), np.empty(out, dtype=np.int64)
         _multiword.multiply_words(pl, ap, bp, X)
+        del ap, bp
         _multiword.multiply_words(pl, am, bm, Y)
-    re, im = twom_combine(X, Y, s, m)
+        return list(twom_combine(X, Y, s, m))
+
+    def add(self, acc, part):
+        for x, y in zip(acc, part):
+            x[...] = _add_mod(x, y, self.m)
+        return acc
+
+
+def _shaped(re, im, shape):
     re, im = re.reshape(shape), im.reshape(shape)
+    # a 1-D @ 1-D product is a scalar, as in numpy.matmul
     return (re[()], im[()]) if re.ndim == 0 else (re, im)
 
 
-def _T(x: np.ndarray) -> np.ndarray:
-    if np.ndim(x) < 2:
+def _rank_k(terms, m: int, alg: str, conj: bool):
+    """``C = sum(X @ op(Y)^T for X, Y in terms) mod m`` with ``op(Y) = conj(Y)`` when ``conj``
+    (HERK, HER2K) and ``C`` symmetric or, with ``conj``, Hermitian: operands are lists of
+    parts (one: real, two: Gaussian ``(real, imag)``) of ``(..., n, k)`` arrays.
+
+    Computed by pairs of square tiles within the memory budget: the tile ``(I, J)``,
+    ``I <= J``, is the Gaussian (or real) product of the row panels ``I`` of ``X`` and ``J``
+    of ``Y``, by k-panels added mod ``m``; the tile ``(J, I)`` is its (conjugate) transpose.
+    Each output tile takes one product per term, as the whole matrix does with the 2M
+    corollaries (Caday, arXiv 2609.05419), and the result is exactly symmetric (Hermitian).
+    """
+    from ._plan import Plan
+    from ._planner import plan
+    from ._tiles import pair_count, progress, run, square
+
+    ops = [x for t in terms for part in t for x in part]
+    if any(np.ndim(x) < 2 for x in ops):
         raise ValueError("rank-k updates (herk, syrk, her2k, syr2k) need matrices (at least 2-D operands)")
-    return np.swapaxes(x, -1, -2)
+    if len({np.shape(x)[-2:] for x in ops}) > 1:
+        raise ValueError("the operands of a rank-k update must be matrices of one shape, got "
+                         f"{sorted({np.shape(x) for x in ops})}")
+    n, k = np.shape(ops[0])[-2:]
+    try:
+        stack = np.broadcast_shapes(*(np.shape(x)[:-2] for x in ops))
+    except ValueError:
+        raise ValueError(f"stack shapes {sorted({np.shape(x)[:-2] for x in ops})} do not broadcast") from None
+    terms = [tuple([np.broadcast_to(np.asarray(x), stack + (n, k)) for x in part] for part in t) for t in terms]
+    real = len(terms[0][0]) == 1
+    pl = plan(m, n, k, n)
+    words = alg == "2m" and isinstance(pl, Plan) and not real
+    tile = _TileProduct(pl, alg, words, m)
+    shape = stack + (n, n)
+    out = [np.empty(shape, dtype=np.int64) for _ in range(1 if real else 2)]
+    if not out[0].size:
+        return out[0] if real else tuple(out)
+    products = len(terms) * (1 if real else _GEMMS[alg])
+    tiling = square(_tiling(pl, alg, words, (n, k, n), 1, extra=4))
 
+    def panel(part, idx, lines, inner, negate=False):
+        x = residues_int64(part[idx][lines, inner], m, "A")
+        return np.remainder(-np.remainder(x, m), m) if negate else x
 
-def _hermitian_from(X: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Parts of ``C`` from ``X = phi+(C)`` when ``phi-(C) = X^T`` (Hermitian ``C``)."""
-    return _twom_combine(X, np.ascontiguousarray(_T(X)), s, m)
+    cost = math.prod(stack) * pair_count(tiling) * products * pl.cost(tiling.tile)
+    what = f"modlin.gaussian rank-k update ({'real' if real else alg.upper()}) mod a {m.bit_length()}-bit m"
+    with progress(math.prod(stack) * pair_count(tiling), cost, what) as bar:
+        for idx in np.ndindex(stack):
+            def product(rows, inner, cols):
+                acc = None
+                for X, Y in terms:
+                    x = [panel(p, idx, rows, inner) for p in X]
+                    y = [panel(p, idx, cols, inner, conj and j == 1).T for j, p in enumerate(Y)]
+                    part = tile(x, y) if k else [np.zeros((x[0].shape[0], y[0].shape[1]), dtype=np.int64)] * len(x)
+                    acc = part if acc is None else tile.add(acc, part)
+                return acc
+
+            def finish(rows, cols, acc):
+                for j, (dst, part) in enumerate(zip(out, acc)):
+                    dst[idx][rows, cols] = part
+                    if rows != cols:  # C_JI = C_IJ^T, or its conjugate
+                        dst[idx][cols, rows] = np.remainder(-part.T, m) if conj and j == 1 else part.T
+
+            run(tiling, product, add=tile.add, finish=finish, bar=bar, pairs=True)
+    return out[0] if real else tuple(out)
 
 
 def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -504,14 +671,7 @@ def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarra
 
 def _herk(A, m: int, algorithm: str):
     m = _check_m(m)
-    alg = _choose(algorithm, m)
-    ar, ai = _congruent(A, m, "A")
-    if alg != "2m":
-        ar, ai = np.remainder(ar, m), np.remainder(ai, m)
-        return _matmul_mod((ar, ai), (_T(ar), _T((m - ai) % m)), m, alg)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    return _hermitian_from(_matmul(ap, _T(am), m), s, m)
+    return _rank_k([(_parts(A, "A"),) * 2], m, _choose(algorithm, m), conj=True)
 
 
 def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -555,17 +715,8 @@ def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.nd
 
 def _her2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
-    alg = _choose(algorithm, m)
-    ar, ai = _residues(A, m, "A")
-    br, bi = _residues(B, m, "B")
-    if alg != "2m":
-        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T((m - bi) % m)), m, alg)
-        return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _sub_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    bp, bm = twom_split(br, bi, s, m)
-    Z = _add_mod(_matmul(ap, _T(bm), m), _T(_matmul(am, _T(bp), m)), m)
-    return _hermitian_from(Z, s, m)
+    a, b = _parts(A, "A"), _parts(B, "B")
+    return _rank_k([(a, b), (b, a)], m, _choose(algorithm, m), conj=True)
 
 
 def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
@@ -616,25 +767,8 @@ def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
 def _syrk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
-    real = not isinstance(A, tuple) and np.asarray(A).dtype.kind in "iubfO"
-    if real:
-        a = np.remainder(residues_int64(A, m, "A"), m)
-        if alg != "2m":
-            return _matmul(a, _T(a), m)
-        k = a.shape[-1]
-        h = (k + 1) // 2
-        pad = np.zeros(a.shape[:-1] + (2 * h - k,), dtype=np.int64)
-        a = np.concatenate([a, pad], axis=-1)
-        s = sqrt_minus_one(m)
-        zp, zm = twom_split(a[..., :h], a[..., h:], s, m)
-        X = _matmul(zp, _T(zm), m)
-        return _hermitian_from(X, s, m)[0]
-    ar, ai = _residues(A, m, "A")
-    if alg != "2m":
-        return _matmul_mod((ar, ai), (_T(ar), _T(ai)), m, alg)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    return _twom_combine(_matmul(ap, _T(ap), m), _matmul(am, _T(am), m), s, m)
+    a = [A] if _real(A) else _parts(A, "A")
+    return _rank_k([(a, a)], m, alg, conj=False)
 
 
 def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
@@ -681,32 +815,16 @@ def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
 def _syr2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
-    real = all(not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO" for X in (A, B))
-    if real:
-        a = np.remainder(residues_int64(A, m, "A"), m)
-        b = np.remainder(residues_int64(B, m, "B"), m)
-        if a.shape != b.shape:
-            raise ValueError(f"syr2k: A and B must have one shape, got {a.shape} and {b.shape}")
-        if alg != "2m":
-            P = _matmul(a, _T(b), m)
-            return _add_mod(P, np.ascontiguousarray(_T(P)), m)
-        k = a.shape[-1]
-        h = (k + 1) // 2
-        padding = [(0, 0)] * (a.ndim - 1) + [(0, 2 * h - k)]
-        a, b = np.pad(a, padding), np.pad(b, padding)
-        return _her2k((a[..., :h], a[..., h:]), (b[..., :h], b[..., h:]), m, "2m")[0]
-    ar, ai = _residues(A, m, "A")
-    br, bi = _residues(B, m, "B")
-    if alg != "2m":
-        p_r, p_i = _matmul_mod((ar, ai), (_T(br), _T(bi)), m, alg)
-        return _add_mod(p_r, np.ascontiguousarray(_T(p_r)), m), _add_mod(p_i, np.ascontiguousarray(_T(p_i)), m)
-    s = sqrt_minus_one(m)
-    ap, am = twom_split(ar, ai, s, m)
-    bp, bm = twom_split(br, bi, s, m)
-    X = _matmul(ap, _T(bp), m)
-    Y = _matmul(am, _T(bm), m)
-    return _twom_combine(_add_mod(X, np.ascontiguousarray(_T(X)), m),
-                         _add_mod(Y, np.ascontiguousarray(_T(Y)), m), s, m)
+    if all(_real(X) for X in (A, B)):
+        a, b = [A], [B]
+    else:
+        a, b = _parts(A, "A"), _parts(B, "B")
+    return _rank_k([(a, b), (b, a)], m, alg, conj=False)
+
+
+def _real(X) -> bool:
+    """A plain real integer matrix (syrk and syr2k then return one array)."""
+    return not isinstance(X, tuple) and np.asarray(X).dtype.kind in "iubfO"
 
 
 # --------------------------------------------------------------------- exact products

@@ -30,15 +30,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _multiword, _quantize
+from . import _ozaki_core as core, _quantize
 from ._backend import is_cupy, namespace
 from ._convert import check_operand, trans_code
-from ._crtfloat import to_double
-from ._engines import get_engine
+from ._limits import current as current_limits
 from ._matmul import _matmul_shapes
-from ._plan import _best_plan
+from ._ozaki_core import Moduli as _Moduli
 from ._rns import Basis, int8_moduli
-from .gaussian import _twom_primes, _why_not_twom, sqrt_minus_one, twom_moduli
+from ._tiles import choose, pair_count, progress, run, square
+from .gaussian import _twom_primes, _why_not_twom, twom_moduli
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "AccuracyWarning"]
 
@@ -74,19 +74,6 @@ class AccuracyWarning(RuntimeWarning):
 
 
 # --------------------------------------------------------------------------- moduli
-
-@dataclass(frozen=True)
-class _Moduli:
-    """Moduli with the algorithm each uses (``"real"``, ``"2m"``, ``"3m"`` or ``"4m"``)."""
-
-    engine: str
-    moduli: tuple[int, ...]
-    algorithms: tuple[str, ...]
-
-    @property
-    def basis(self) -> Basis:
-        return Basis(self.moduli)
-
 
 @lru_cache(maxsize=None)
 def _hybrid_pool() -> tuple[tuple[int, str], ...]:
@@ -221,39 +208,22 @@ def _as_float(X, name: str, complex_: bool) -> np.ndarray:
     return x.astype(np.complex128 if complex_ else np.float64, copy=False)
 
 
-def _parts(x: np.ndarray) -> list[np.ndarray]:
-    return [x.real, x.imag] if x.dtype.kind == "c" else [x]
-
-
-def _nonfinite(x: np.ndarray, axis: int) -> np.ndarray:
-    return ~np.isfinite(x).all(axis=axis)
-
-
 def _check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 
-def _lb(basis: Basis) -> int:
-    """``log2`` of the largest power of two the exact products may reach: ``2**lb <= (M-2)/2``."""
-    return ((basis.M - 2) // 2).bit_length() - 1
-
-
-def _quantize_all(parts, shift, axis, name):
-    out, lost = [], 0
-    for x in parts:
-        q, n = _quantize.quantize(x, shift, axis)
-        out.append(q)
-        lost += n
-    if lost:
-        line = "row" if axis == 1 else "column"
-        _warn_caller(
-            f"{lost} nonzero entries of {name} are too small beside the largest entry of their {line} "
-            f"and were rounded to zero (the scaling keeps at most {_quantize.G_MAX} bits below it, fewer "
-            "when the moduli's range is small): more moduli or mode='accurate' keep more bits up to that "
-            f"limit; beyond it, split the product or rescale that {line}",
-            AccuracyWarning)
-    return out
+def _warn_lost(lost: int, name: str, axis: int) -> None:
+    """The AccuracyWarning for ``lost`` nonzero entries of ``name`` rounded to zero."""
+    if not lost:
+        return
+    line = "row" if axis == 1 else "column"
+    _warn_caller(
+        f"{lost} nonzero entries of {name} are too small beside the largest entry of their {line} "
+        f"and were rounded to zero (the scaling keeps at most {_quantize.G_MAX} bits below it, fewer "
+        "when the moduli's range is small): more moduli or mode='accurate' keep more bits up to that "
+        f"limit; beyond it, split the product or rescale that {line}",
+        AccuracyWarning)
 
 
 def _warn_caller(message: str, category) -> None:
@@ -268,193 +238,144 @@ def _warn_caller(message: str, category) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-# --------------------------------------------------------------------------- residue products
-
-def _residue_dtype(mods: _Moduli):
-    return np.uint8 if max(mods.moduli) <= 256 else np.int32
-
-
-def _mod(x, q):
-    return np.mod(x, q, out=x)
-
-
-class _Products:
-    """Exact products of quantised matrices modulo each modulus, on one engine."""
-
-    def __init__(self, mods: _Moduli, shape):
-        self.mods = mods
-        self.shape = shape  # (m, k, n)
-        self.dtype = get_engine(mods.engine).dtype
-
-    def gemm(self, q, a, b):
-        """``a @ b mod q`` (float64 in ``[0, q)``) from balanced residue words."""
-        m, n = a.shape[0], b.shape[1]
-        sub = _best_plan(q, m, a.shape[1], n, self.mods.engine, (1, 1), "horner")
-        out = np.empty((m, n))
-        return _multiword.multiply_words(sub, a[np.newaxis], b[np.newaxis], out)
-
-    def res(self, x, q):
-        return _quantize.residues(x, q, self.dtype)
-
-    def add(self, x, y, q):
-        """Balanced ``x + y mod q`` of balanced words."""
-        z = x.astype(np.float64) + y
-        z -= q * (z > (q - 1) // 2)
-        z += q * (z < -(q // 2))
-        return z.astype(self.dtype)
-
-
-def _gemm_residues(mods: _Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) -> list[np.ndarray]:
-    """Residues of the exact ``A'B'`` (one array per part, shape ``(N, m, n)``)."""
-    m, n = ap[0].shape[0], bp[0].shape[1]
-    P = _Products(mods, (m, ap[0].shape[1], n))
-    rc = [np.empty((len(mods.moduli), m, n), dtype=_residue_dtype(mods)) for _ in ap]
-    for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
-        if alg == "real":
-            rc[0][i] = P.gemm(q, P.res(ap[0], q), P.res(bp[0], q))
-            continue
-        if alg == "2m":
-            s = sqrt_minus_one(q)
-            a_plus, a_minus = _quantize.twom_residues(ap[0], ap[1], q, s, P.dtype)
-            b_plus, b_minus = _quantize.twom_residues(bp[0], bp[1], q, s, P.dtype)
-            _quantize.twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s,
-                                   rc[0][i], rc[1][i])
-            continue
-        ar, ai, br, bi = (P.res(x, q) for x in (ap[0], ap[1], bp[0], bp[1]))
-        rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
-        rc[0][i] = _mod(rr - ii, q)
-        if alg == "3m":
-            rc[1][i] = _mod(P.gemm(q, P.add(ar, ai, q), P.add(br, bi, q)) - rr - ii, q)
-        else:
-            rc[1][i] = _mod(P.gemm(q, ar, bi) + P.gemm(q, ai, br), q)
-    return rc
-
-
-def halves(x):
-    """The two halves of the columns of ``x`` (the second padded with a zero column when
-    ``k`` is odd): real SYRK's ``Z = A_1 + i A_2``."""
-    k = x.shape[1]
-    h = (k + 1) // 2
-    second = namespace(x).zeros_like(x[:, :h])
-    second[:, : k - h] = x[:, h:]
-    return x[:, :h], second
-
-
-def _syrk_residues(mods: _Moduli, ap: list[np.ndarray]) -> list[np.ndarray]:
-    """Residues of the exact ``A'A'^T`` (real) or ``A'A'^H`` (complex), one GEMM per 2M modulus.
-
-    Real SYRK halves ``k``: with ``Z = A_1 + i A_2`` (the two halves of the columns),
-    ``A A^T = Re(Z Z^H)``, and modulo ``q`` with ``s**2 = -1`` the matrix
-    ``X = (A_1 + s A_2)(A_1 - s A_2)^T`` is ``Re + s Im`` with ``Im`` antisymmetric, so
-    ``A A^T = (X + X^T)/2``. HERK is the same with ``Z = A``: ``C_i = (X - X^T)/(2s)``.
-    """
-    n = ap[0].shape[0]
-    P = _Products(mods, (n, ap[0].shape[1], n))
-    rc = [np.empty((len(mods.moduli), n, n), dtype=_residue_dtype(mods)) for _ in ap]
-    real = len(ap) == 1
-    if real:
-        z1, z2 = halves(ap[0])
-    for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
-        if alg == "2m":
-            s = sqrt_minus_one(q)
-            plus, minus = _quantize.twom_residues(*((z1, z2) if real else ap), q, s, P.dtype)
-            X = P.gemm(q, plus, minus.T)
-            im = rc[1][i] if not real else np.empty_like(rc[0][i])
-            _quantize.twom_combine(X, X.T, q, s, rc[0][i], im)
-        elif alg == "real":
-            r = P.res(ap[0], q)
-            rc[0][i] = P.gemm(q, r, r.T)
-        else:  # 3M/4M moduli of a HERK: C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
-            ar, ai = P.res(ap[0], q), P.res(ap[1], q)
-            ir = P.gemm(q, ai, ar.T)
-            rc[0][i] = _mod(P.gemm(q, ar, ar.T) + P.gemm(q, ai, ai.T), q)
-            rc[1][i] = _mod(ir - ir.T, q)
-    return rc
-
-
 # --------------------------------------------------------------------------- the products
 
-def _scales(pa, pb, mods: _Moduli, mode: str, symmetric: bool):
-    """Shifts ``(sa, sb)``: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by columns."""
-    ex_a, abar = _quantize.part_bounds(pa, axis=1)
-    need_a = _quantize.exact_bits(pa, ex_a, axis=1)
-    if symmetric:
-        ex_b, bbar, need_b = ex_a, abar.T, need_a
-    else:
-        ex_b, bbar = _quantize.part_bounds(pb, axis=0)
-        need_b = _quantize.exact_bits(pb, ex_b, axis=0)
-    lb = _lb(mods.basis)
-    if mode == "fast":
-        g, h = _quantize.fast_exponents(abar, bbar, lb, need_a, need_b)
-    else:
-        g, h = _quantize.accurate_exponents(abar, bbar, _bound_gemm(abar, bbar), lb, need_a, need_b)
-    if symmetric:  # both sides take the smaller share: the result stays symmetric
-        g = h = np.minimum(g, h)
-    return g - ex_a, h - ex_b
+#: Real GEMMs per modulus of one tile product (:func:`_ozaki_core.gemm_residues`); a
+#: symmetric tile takes half of a GEMM's (2M: one GEMM of the pair's two per tile).
+_GEMMS = {"real": 1.0, "2m": 2.0, "3m": 3.0, "4m": 4.0}
+_SYMMETRIC_GEMMS = {"real": 1.0, "2m": 1.0, "3m": 2.0, "4m": 2.0}
+#: Modelled cost, in multiply-adds of a large fp64 GEMM, of one modulus' element-wise work
+#: per operand entry (its residues or 2M images, made again for every tile that reads the
+#: panel) and per result entry (combination, CRT), as measured on a 2-core machine (one
+#: thread for the passes, two for BLAS): re-made residues are what tiling costs.
+_OPERAND_PASS, _RESULT_PASS = 400.0, 230.0
 
 
-def _bound_gemm(abar, bbar):
-    """``abar @ bbar`` exactly: small integers (at most ``2**(T_BITS + 1)``), so an int8
-    GEMM with int32 sums on a GPU, where ``k`` allows, or a float64 GEMM."""
-    if is_cupy(abar) and abar.shape[1] * 2 ** (2 * _quantize.T_BITS + 2) < 2**31:
-        from . import _cuda
+def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool):
+    """The tiles of one 2-D product within the budget of :func:`modlin.limits`, and the
+    modelled cost of one tile product."""
+    gemms = sum((_SYMMETRIC_GEMMS if symmetric else _GEMMS)[a] for a in mods.algorithms)
+    N = len(mods.moduli)
 
-        return _cuda.gemm_i8(abar.astype(np.int8), bbar.astype(np.int8)).astype(np.float64)
-    return abar @ bbar
+    def cost(mt, kt, nt):
+        return gemms * mt * nt * kt + N * (_OPERAND_PASS * (mt * kt + kt * nt) + _RESULT_PASS * mt * nt)
+
+    def memory(mt, kt, nt):
+        if symmetric:  # the tiles are made square afterwards: model the larger side
+            mt = nt = max(mt, nt)
+        return core.workspace(mods, complex_, shape, (mt, kt, nt), mode, symmetric)
+
+    tiling = choose(shape, memory, current_limits().memory, cost)
+    return (square(tiling) if symmetric else tiling), cost
 
 
-def _zero_lines(x: np.ndarray, bad: np.ndarray, axis: int) -> np.ndarray:
-    if not bad.any():
-        return x
-    return np.where(np.expand_dims(bad, axis), 0, x)
-
-
-def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str) -> np.ndarray:
-    """The emulated ``a @ b`` of two 2-D matrices (both float64 or both complex128)."""
-    bad_r, bad_c = _nonfinite(a, 1), _nonfinite(b, 0)
-    pa, pb = _parts(_zero_lines(a, bad_r, 1)), _parts(_zero_lines(b, bad_c, 0))
-    sa, sb = _scales(pa, pb, mods, mode, symmetric=False)
-    qa, qb = _quantize_all(pa, sa, 1, "A"), _quantize_all(pb, sb, 0, "B")
+def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
+    """``out[...] = epilogue(the emulated a @ b)`` for two 2-D matrices (both float64 or both
+    complex128), tile by tile within the memory budget: stage (a) once, then per output
+    tile the residues of its k-panels (stage (b), summed modulo each modulus) and stage (c).
+    ``epilogue(tile, rows, cols)`` finishes each tile of ``out`` in place (BLAS' alpha, beta)."""
     if is_cupy(a):
-        from . import _ozaki_gpu as gpu
+        return _gemm2d_gpu(a, b, mods, mode, out, epilogue)
+    m, k = a.shape
+    n = b.shape[1]
+    tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False)
+    sc = core.scales(a, b, mods, mode, tiling)
+    lost = [0, 0]
+    held = {}  # the quantised row panel of A, reused across the column panels
 
-        c = _assemble([gpu.to_double(r, mods.basis, sa, sb) for r in gpu.gemm_residues(mods, qa, qb)])
-    else:
-        c = _assemble([to_double(r, mods.basis, sa, sb) for r in _gemm_residues(mods, qa, qb)])
-    # where Inf or NaN enter, IEEE semantics: exactly what the native GEMM gives there
+    def product(rows, inner, cols):
+        if held.get("key") != (rows.start, inner.start):
+            held["qa"], count = core.quantized(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
+            held["key"] = (rows.start, inner.start)
+            lost[0] += count if cols.start == 0 else 0
+        qb, count = core.quantized(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
+        lost[1] += count if rows.start == 0 else 0
+        return core.gemm_residues(mods, held["qa"], qb)
+
+    def finish(rows, cols, res):
+        tile = out[rows, cols]
+        core.finish(res, mods, sc.sa[rows], sc.sb[cols], tile)
+        core.native_lines(tile, a[rows], b[:, cols], sc.bad_a[rows], sc.bad_b[cols])
+        epilogue(tile, rows, cols)
+
+    with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
+        run(tiling, product, add=lambda acc, part: core.add_residues(acc, part, mods), finish=finish, bar=bar)
+    _warn_lost(lost[0], "A", 1)
+    _warn_lost(lost[1], "B", 0)
+
+
+def _gemm2d_gpu(a, b, mods: _Moduli, mode: str, out, epilogue) -> None:
+    """:func:`_gemm2d` on CuPy arrays, as one tile: the residues and the CRT of
+    :mod:`modlin._ozaki_gpu` between the same stage (a)."""
+    from . import _ozaki_gpu as gpu
+
+    sc = core.scales(a, b, mods, mode)
+    (qa, lost_a), (qb, lost_b) = core.quantized(a, sc.sa, sc.bad_a, 1), core.quantized(b, sc.sb, sc.bad_b, 0)
+    _warn_lost(lost_a, "A", 1)
+    _warn_lost(lost_b, "B", 0)
+    core.finish(gpu.gemm_residues(mods, qa, qb), mods, sc.sa, sc.sb, out, gpu.to_double)
+    core.native_lines(out, a, b, sc.bad_a, sc.bad_b)
+    epilogue(out, slice(None), slice(None))
+
+
+def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
+    """``out[...] = epilogue(the emulated a @ a^T)`` (real) or ``a @ a^H`` (complex) of a 2-D
+    matrix, by pairs of square tiles ``(I, J)`` and ``(J, I)``, ``I <= J``, within the budget
+    (:func:`modlin._ozaki_core.syrk_residues`)."""
+    if is_cupy(a):
+        return _herk2d_gpu(a, mods, mode, out, epilogue)
+    n, k = a.shape
+    tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True)
+    sc = core.scales(a, None, mods, mode, tiling)
+    lost = [0]
+
+    def panel(rows, inner, count):
+        q, dropped = core.quantized(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
+        lost[0] += dropped if count else 0
+        return q
+
+    def product(rows, inner, cols):
+        qa = panel(rows, inner, True)
+        if rows == cols:
+            return core.syrk_residues(mods, qa), None
+        return core.syrk_residues(mods, qa, panel(cols, inner, False))
+
+    def add(acc, part):
+        return tuple(x if x is None else core.add_residues(x, y, mods) for x, y in zip(acc, part))
+
+    def finish(rows, cols, res):
+        for (r, c), rc in zip(((rows, cols), (cols, rows)), res):
+            if rc is None:
+                continue
+            tile = out[r, c]
+            core.finish(rc, mods, sc.sa[r], sc.sa[c], tile)
+            _native_rank_k(tile, a[r], a[c], sc.bad_a[r], sc.bad_a[c])
+            epilogue(tile, r, c)
+
+    with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:
+        run(tiling, product, add=add, finish=finish, bar=bar, pairs=True)
+    _warn_lost(lost[0], "A", 1)
+
+
+def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c) -> None:
+    """:func:`modlin._ozaki_core.native_lines` of ``a a^H``: the native rows, then the
+    columns as the conjugate transpose of the native rows of ``a_cols`` (so the result
+    stays Hermitian there too)."""
     if bad_r.any():
-        c[bad_r, :] = a[bad_r] @ b
+        tile[bad_r, :] = a_rows[bad_r] @ a_cols.conj().T
     if bad_c.any():
-        c[:, bad_c] = a @ b[:, bad_c]
-    return c
+        tile[:, bad_c] = (a_cols[bad_c] @ a_rows.conj().T).conj().T
 
 
-def _assemble(parts: list[np.ndarray]) -> np.ndarray:
-    if len(parts) == 1:
-        return parts[0]
-    c = namespace(parts[0]).empty(parts[0].shape, dtype=np.complex128)
-    c.real, c.imag = parts
-    return c
+def _herk2d_gpu(a, mods: _Moduli, mode: str, out, epilogue) -> None:
+    from . import _ozaki_gpu as gpu
 
-
-def _herk2d(a: np.ndarray, mods: _Moduli, mode: str) -> np.ndarray:
-    """The emulated ``a @ a^T`` (real) or ``a @ a^H`` (complex) of a 2-D matrix."""
-    bad = _nonfinite(a, 1)
-    pa = _parts(_zero_lines(a, bad, 1))
-    sa, _ = _scales(pa, None, mods, mode, symmetric=True)
-    qa = _quantize_all(pa, sa, 1, "A")
-    if is_cupy(a):
-        from . import _ozaki_gpu as gpu
-
-        c = _assemble([gpu.to_double(r, mods.basis, sa, sa) for r in gpu.syrk_residues(mods, qa)])
-    else:
-        c = _assemble([to_double(r, mods.basis, sa, sa) for r in _syrk_residues(mods, qa)])
-    if bad.any():
-        native = a[bad] @ a.conj().T
-        c[bad, :] = native
-        c[:, bad] = native.conj().T
-    return c
-
+    sc = core.scales(a, None, mods, mode)
+    qa, lost = core.quantized(a, sc.sa, sc.bad_a, 1)
+    _warn_lost(lost, "A", 1)
+    core.finish(gpu.syrk_residues(mods, qa), mods, sc.sa, sc.sa, out, gpu.to_double)
+    _native_rank_k(out, a, a, sc.bad_a, sc.bad_a)
+    epilogue(out, slice(None), slice(None))
 
 # --------------------------------------------------------------------------- public API
 
@@ -502,11 +423,15 @@ def _triangle(out, lower):
     return xp.tril(out) if lower else xp.triu(out)
 
 
-def _blas(compute, xp, shape, dtype, alpha, beta, C, complex_scalars: bool):
-    """``alpha * compute() + beta * C`` with BLAS's conventions: ``compute`` is not called
-    when ``alpha == 0`` and ``C`` is not read when ``beta == 0`` (NaN there is ignored)."""
+def _blas(compute, xp, shape, full, dtype, alpha, beta, C, complex_scalars: bool):
+    """``alpha * A @ B + beta * C`` with BLAS's conventions: ``compute(epilogue)`` returns the
+    product of the result's shape with ``epilogue`` applied to each of its tiles as they
+    are finished (``epilogue(tile, where)``, ``where`` indexing the result as ``full``, its
+    shape with 1-D operands' axes kept); it is not called when ``alpha == 0``, and ``C`` is
+    not read when ``beta == 0`` (NaN there is ignored)."""
     alpha = _scalar(alpha, "alpha", complex_scalars)
     beta = _scalar(beta, "beta", complex_scalars)
+    c = None
     if beta != 0:
         if C is None:
             raise ValueError("beta is nonzero but C is missing: pass C= (or beta=0)")
@@ -514,18 +439,27 @@ def _blas(compute, xp, shape, dtype, alpha, beta, C, complex_scalars: bool):
         if c.dtype.kind not in "biufc" or (c.dtype.kind == "c" and dtype != np.complex128):
             raise TypeError(f"C must be a {np.dtype(dtype).name} array, not {c.dtype}")
         try:
-            np.broadcast_to(c, shape)
+            c = xp.broadcast_to(c, shape).reshape(full)
         except ValueError:
             raise ValueError(f"C has shape {c.shape}, but the product has shape {shape}") from None
-    out = compute() if alpha != 0 else xp.zeros(shape, dtype=dtype)
-    if alpha not in (0, 1):
-        out = alpha * out
-    if beta != 0:
-        out = out + beta * c.astype(dtype, copy=False)
-    return out
+    if alpha == 0:
+        out = xp.zeros(shape, dtype=dtype)
+        if c is not None:
+            out += beta * c.reshape(shape).astype(dtype, copy=False)
+        return out
+
+    def epilogue(tile, where):
+        # the same operations, operands in the same order, entry by entry, as on the whole
+        # result (alpha first: numpy's complex loops round tile * alpha otherwise)
+        if alpha != 1:
+            xp.multiply(alpha, tile, out=tile)
+        if c is not None:
+            xp.add(tile, beta * c[where].astype(dtype, copy=False), out=tile)
+
+    return compute(epilogue)
 
 
-def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype):
+def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype, epilogue):
     (m, k, n), full, shape = _matmul_shapes(A.shape, B.shape)
     a = A[np.newaxis, :] if A.ndim == 1 else A
     b = B[:, np.newaxis] if B.ndim == 1 else B
@@ -533,12 +467,14 @@ def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype):
     xp = namespace(a)
     a = xp.broadcast_to(a, batch + a.shape[-2:])
     b = xp.broadcast_to(b, batch + b.shape[-2:])
-    out = xp.zeros(full, dtype=dtype)
+    out = xp.empty(full, dtype=dtype)
     if out.size and k:
         for idx in np.ndindex(*batch):
-            out[idx] = _gemm2d(a[idx], b[idx], mods, mode)
+            _gemm2d(a[idx], b[idx], mods, mode, out[idx],
+                    lambda tile, rows, cols, idx=idx: epilogue(tile, idx + (rows, cols)))
     elif out.size:
         out[...] = a @ b  # k = 0: zeros, or NaN... nothing to emulate
+        epilogue(out, ...)
     out = out.reshape(shape)
     return out[()] if out.ndim == 0 else out
 
@@ -643,10 +579,10 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     _check_mode(mode)
     xp = namespace(A, B, C)
     a, b = _op(_as_float(A, "A", False), ta), _op(_as_float(B, "B", False), tb)
-    (_, k, _), _, shape = _matmul_shapes(a.shape, b.shape)
+    (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
     mods = _resolve("real", engine, moduli, "auto", gpu=xp is not np, k=k)
-    return _blas(lambda: _batched_gemm(a, b, mods, mode, np.float64), xp, shape, np.float64,
-                 alpha, beta, C, False)
+    return _blas(lambda epilogue: _batched_gemm(a, b, mods, mode, np.float64, epilogue), xp, shape, full,
+                 np.float64, alpha, beta, C, False)
 
 
 def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
@@ -717,10 +653,10 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     _check_mode(mode)
     xp = namespace(A, B, C)
     a, b = _op(_as_float(A, "A", True), ta), _op(_as_float(B, "B", True), tb)
-    (_, k, _), _, shape = _matmul_shapes(a.shape, b.shape)
+    (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
     mods = _resolve("complex", engine, moduli, algorithm, gpu=xp is not np, k=k)
-    return _blas(lambda: _batched_gemm(a, b, mods, mode, np.complex128), xp, shape, np.complex128,
-                 alpha, beta, C, True)
+    return _blas(lambda epilogue: _batched_gemm(a, b, mods, mode, np.complex128, epilogue), xp, shape, full,
+                 np.complex128, alpha, beta, C, True)
 
 
 def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_, trans: int):
@@ -731,9 +667,18 @@ def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_, trans: int):
     n, k = a.shape
     shape = (n, n)
     dtype = np.complex128 if complex_ else np.float64
-    if a.size == 0:
-        return shape, lambda: namespace(a).zeros(shape, dtype=dtype)
-    return shape, lambda: _herk2d(a, mods, mode)
+    xp = namespace(a)
+
+    def compute(epilogue):
+        out = xp.empty(shape, dtype=dtype)
+        if a.size == 0:
+            out[...] = 0
+            epilogue(out, ...)
+        else:
+            _herk2d(a, mods, mode, out, lambda tile, rows, cols: epilogue(tile, (rows, cols)))
+        return out
+
+    return shape, compute
 
 
 def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
@@ -792,7 +737,7 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
     _check_mode(mode)
     xp = namespace(A, C)
     shape, compute = _rank_k(A, "syrk", engine, moduli, "auto", mode, False, t)
-    return _triangle(_blas(compute, xp, shape, np.float64, alpha, beta, C, False), lower)
+    return _triangle(_blas(compute, xp, shape, shape, np.float64, alpha, beta, C, False), lower)
 
 
 def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
@@ -850,4 +795,4 @@ def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine
     _check_mode(mode)
     xp = namespace(A, C)
     shape, compute = _rank_k(A, "complex", engine, moduli, algorithm, mode, True, t)
-    return _triangle(_blas(compute, xp, shape, np.complex128, alpha, beta, C, False), lower)
+    return _triangle(_blas(compute, xp, shape, shape, np.complex128, alpha, beta, C, False), lower)

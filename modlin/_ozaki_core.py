@@ -1,0 +1,413 @@
+"""Ozaki-II's product in three stages, on NumPy arrays: scales, residues of a tile, finish.
+
+:mod:`modlin.ozaki` runs them tile by tile within the memory budget (and the
+CuPy path, :mod:`modlin._ozaki_gpu`, runs its own residues and CRT between the
+same scales); other schedulers (task graphs) may run them anywhere, since each
+stage's contract names only its own inputs:
+
+(a) :func:`scales` reads the *whole* operands once and returns the row shifts of
+    ``A`` and column shifts of ``B`` (and which lines hold Inf or NaN).
+(b) :func:`gemm_residues` (and :func:`syrk_residues` for ``A A^T`` / ``A A^H``)
+    takes a row panel of ``A`` and a column panel of ``B`` (any k-panel of them,
+    quantised by :func:`quantized` with the shifts of (a)) and returns the residues
+    of their exact integer product modulo every modulus. Residues of the k-panels
+    of one output tile add up, modulo each modulus, to those of the whole ``k``
+    (:func:`add_residues`): the products are exact integers.
+(c) :func:`finish` turns the residues of an output tile into its doubles: CRT,
+    one rounding, unscaling, and the native product on lines holding Inf or NaN.
+
+For any cut of the output into tiles and of ``k`` into panels, (a), then (b) summed
+over the k-panels with :func:`add_residues`, then (c) give the bits of the uncut
+product: the residues are those of one integer matrix, and (c) rounds each entry
+from them alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _multiword, _quantize
+from ._backend import is_cupy, namespace
+from ._crtfloat import to_double
+from ._engines import get_engine
+from ._plan import _best_plan
+from ._rns import Basis
+from .gaussian import sqrt_minus_one
+
+__all__ = ["Moduli", "Scales", "scales", "quantized", "gemm_residues", "syrk_residues", "add_residues",
+           "finish", "halves", "workspace"]
+
+
+@dataclass(frozen=True)
+class Moduli:
+    """Moduli with the algorithm each uses (``"real"``, ``"2m"``, ``"3m"`` or ``"4m"``)."""
+
+    engine: str
+    moduli: tuple[int, ...]
+    algorithms: tuple[str, ...]
+
+    @property
+    def basis(self) -> Basis:
+        return Basis(self.moduli)
+
+
+def parts(x: np.ndarray) -> list[np.ndarray]:
+    """The real and imaginary parts of a complex ``x`` (views), or ``[x]``."""
+    return [x.real, x.imag] if x.dtype.kind == "c" else [x]
+
+
+def nonfinite(x: np.ndarray, axis: int) -> np.ndarray:
+    """Lines (rows for ``axis=1``, columns for ``axis=0``) holding Inf or NaN."""
+    return ~namespace(x).isfinite(x).all(axis=axis)
+
+
+def _zero_lines(x: np.ndarray, bad: np.ndarray, axis: int) -> np.ndarray:
+    if not bad.any():
+        return x
+    return namespace(x).where(namespace(x).expand_dims(bad, axis), 0, x)
+
+
+def lb(basis: Basis) -> int:
+    """``log2`` of the largest power of two the exact products may reach: ``2**lb <= (M-2)/2``."""
+    return ((basis.M - 2) // 2).bit_length() - 1
+
+
+def halves(x):
+    """The two halves of the columns of ``x`` (the second padded with a zero column when
+    ``k`` is odd): real SYRK's ``Z = A_1 + i A_2``."""
+    k = x.shape[1]
+    h = (k + 1) // 2
+    second = namespace(x).zeros_like(x[:, :h])
+    second[:, : k - h] = x[:, h:]
+    return x[:, :h], second
+
+
+# --------------------------------------------------------------------------- (a) scales
+
+@dataclass(frozen=True)
+class Scales:
+    """Stage (a)'s result: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by
+    columns (int64 shifts, shapes ``(m,)`` and ``(n,)``), and the rows of ``A`` and
+    columns of ``B`` holding Inf or NaN (bool), quantised as zeros and computed natively
+    in :func:`finish`."""
+
+    sa: np.ndarray
+    sb: np.ndarray
+    bad_a: np.ndarray
+    bad_b: np.ndarray
+
+
+def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarray | None):
+    """Per line of ``x`` (rows, ``axis=1``; columns, ``axis=0``): Inf/NaN, the exponent of
+    the maximum, the bits for exactness and the squared norm of the integer bounds, read
+    in pieces of ``lines`` lines by ``inner`` entries (what :func:`_quantize.part_bounds`
+    and :func:`_quantize.exact_bits` give for whole lines: maxima and exact integer sums
+    do not depend on the pieces). Lines with Inf or NaN count as zero lines. The bounds
+    themselves are written into ``bars`` (uint8, ``x``'s shape) when given."""
+    xp = namespace(x)
+    count, length = x.shape[1 - axis], x.shape[axis]
+    ex = xp.zeros(count, dtype=np.int64)
+    need = xp.full(count, _quantize.T_BITS, dtype=np.int64)
+    sq = xp.zeros(count)
+    bad = xp.zeros(count, dtype=bool)
+
+    def piece(ls, ks):
+        return x[ls, ks] if axis == 1 else x[ks, ls]
+
+    for l0 in range(0, count, lines):
+        ls = slice(l0, l0 + lines)
+        chunks = [slice(k0, k0 + inner) for k0 in range(0, max(length, 1), inner)]
+        mx = xp.zeros(len(range(*ls.indices(count))))
+        for ks in chunks:
+            y = piece(ls, ks)
+            if y.shape[axis]:
+                bad[ls] |= nonfinite(y, axis)
+                mx = functools.reduce(xp.maximum, [xp.abs(p).max(axis=axis) for p in parts(y)], mx)
+        mx[bad[ls]] = 0
+        ex[ls] = xp.frexp(mx)[1]
+        for ks in chunks:
+            ps = parts(_zero_lines(piece(ls, ks), bad[ls], axis))
+            _, bar = _quantize.part_bounds(ps, axis, ex[ls])
+            need[ls] = xp.maximum(need[ls], _quantize.exact_bits(ps, ex[ls], axis))
+            sq[ls] += (bar * bar).sum(axis=axis)
+            if bars is not None:
+                target = bars[ls, ks] if axis == 1 else bars[ks, ls]
+                target[...] = bar
+    return bad, ex, need, sq
+
+
+def _bound_gemm(abar, bbar):
+    """``abar @ bbar`` exactly from uint8 bounds (at most ``2**(T_BITS + 1)``): an int8 GEMM
+    with int32 sums on a GPU, where ``k`` allows, or a float64 GEMM."""
+    if is_cupy(abar) and abar.shape[1] * 2 ** (2 * _quantize.T_BITS + 2) < 2**31:
+        from . import _cuda
+
+        return _cuda.gemm_i8(abar.astype(np.int8), bbar.astype(np.int8)).astype(np.float64)
+    return abar.astype(np.float64) @ bbar.astype(np.float64)
+
+
+def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=None) -> Scales:
+    """Stage (a): the shifts of every row of ``a`` (``m x k``) and column of ``b`` (``k x n``),
+    from the whole operands (both float64 or both complex128, 2-D).
+
+    ``b=None`` is the symmetric product ``a @ a^T`` (``a @ a^H``): ``sb = sa``, both sides
+    taking the smaller share so that the result stays symmetric. ``tiling`` (a
+    :class:`modlin._tiles.Tiling` of the product) sets the pieces the operands are read
+    in (``mt x kt`` of ``a``, ``kt x nt`` of ``b``), and "accurate" mode's bound product
+    ``abar @ bbar`` is computed over its tiles, keeping one uint8 per entry of each
+    operand and of the result (:func:`workspace` counts them); the shifts do not depend
+    on the pieces.
+    """
+    from ._tiles import run
+
+    xp = namespace(a)
+    m, k = a.shape
+    n = m if b is None else b.shape[1]
+    mt, kt, nt = tiling.tile if tiling is not None else (max(m, 1), max(k, 1), max(n, 1))
+    accurate = mode == "accurate"
+    abars = xp.empty((m, k), dtype=np.uint8) if accurate else None
+    bad_a, ex_a, need_a, sq_a = _line_stats(a, 1, mt, kt, abars)
+    if b is None:
+        bad_b, ex_b, need_b, sq_b, bbars = bad_a, ex_a, need_a, sq_a, None if abars is None else abars.T
+    else:
+        bbars = xp.empty((k, n), dtype=np.uint8) if accurate else None
+        bad_b, ex_b, need_b, sq_b = _line_stats(b, 0, nt, kt, bbars)
+    top = lb(mods.basis)
+    if not accurate:
+        g, h = _quantize.fast_exponents(sq_a, sq_b, top, need_a, need_b)
+    else:
+        code = xp.empty((m, n), dtype=np.uint8)
+
+        def store(rows, cols, w):
+            code[rows, cols] = _quantize.bound_bits(w)
+
+        if tiling is None:
+            store(slice(None), slice(None), _bound_gemm(abars, bbars))
+        else:
+            run(tiling, lambda rows, inner, cols: _bound_gemm(abars[rows, inner], bbars[inner, cols]),
+                add=lambda w, part: xp.add(w, part, out=w), finish=store)
+        g, h = _quantize.accurate_exponents(sq_a, sq_b, code, top, need_a, need_b, rows=mt)
+    if b is None:  # both sides take the smaller share: the result stays symmetric
+        g = h = xp.minimum(g, h)
+    return Scales(g - ex_a, h - ex_b, bad_a, bad_b)
+
+
+def quantized(x: np.ndarray, shift: np.ndarray, bad: np.ndarray, axis: int) -> tuple[list[np.ndarray], int]:
+    """The quantised parts ``rint(x * 2**shift)`` of a panel ``x`` (rows, ``axis=1``, with
+    ``shift`` and ``bad`` of its rows; or columns, ``axis=0``), its Inf/NaN lines as zeros,
+    and how many nonzero entries were rounded to zero."""
+    out, lost = [], 0
+    for p in parts(_zero_lines(x, bad, axis)):
+        q, n = _quantize.quantize(p, shift, axis)
+        out.append(q)
+        lost += n
+    return out, lost
+
+
+# --------------------------------------------------------------------------- (b) residues
+
+def residue_dtype(mods: Moduli):
+    """The dtype of stage (b)'s residues: uint8 for moduli up to 256, else int32."""
+    return np.uint8 if max(mods.moduli) <= 256 else np.int32
+
+
+def _mod(x, q):
+    return np.mod(x, q, out=x)
+
+
+class _Products:
+    """Exact products of quantised matrices modulo each modulus, on one engine."""
+
+    def __init__(self, mods: Moduli):
+        self.mods = mods
+        self.dtype = get_engine(mods.engine).dtype
+
+    def gemm(self, q, a, b):
+        """``a @ b mod q`` (float64 in ``[0, q)``) from balanced residue words."""
+        m, n = a.shape[0], b.shape[1]
+        sub = _best_plan(q, m, a.shape[1], n, self.mods.engine, (1, 1), "horner")
+        out = np.empty((m, n))
+        return _multiword.multiply_words(sub, a[np.newaxis], b[np.newaxis], out)
+
+    def res(self, x, q):
+        return _quantize.residues(x, q, self.dtype)
+
+    def add(self, x, y, q):
+        """Balanced ``x + y mod q`` of balanced words."""
+        z = x.astype(np.float64) + y
+        z -= q * (z > (q - 1) // 2)
+        z += q * (z < -(q // 2))
+        return z.astype(self.dtype)
+
+
+def _empty(mods: Moduli, count: int, m: int, n: int) -> list[np.ndarray]:
+    return [np.empty((len(mods.moduli), m, n), dtype=residue_dtype(mods)) for _ in range(count)]
+
+
+def gemm_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) -> list[np.ndarray]:
+    """Stage (b): residues of the exact ``A'B'`` of quantised panels (from :func:`quantized`:
+    ``ap`` the parts of ``mt x kt`` rows of ``A'``, ``bp`` of ``kt x nt`` columns of ``B'``,
+    integer-valued float64), one array per part, shape ``(N, mt, nt)``, entries in
+    ``[0, q_i)`` (:func:`residue_dtype`)."""
+    m, n = ap[0].shape[0], bp[0].shape[1]
+    P = _Products(mods)
+    rc = _empty(mods, len(ap), m, n)
+    for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
+        if alg == "real":
+            rc[0][i] = P.gemm(q, P.res(ap[0], q), P.res(bp[0], q))
+            continue
+        if alg == "2m":
+            s = sqrt_minus_one(q)
+            a_plus, a_minus = _quantize.twom_residues(ap[0], ap[1], q, s, P.dtype)
+            b_plus, b_minus = _quantize.twom_residues(bp[0], bp[1], q, s, P.dtype)
+            _quantize.twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s,
+                                   rc[0][i], rc[1][i])
+            continue
+        ar, ai, br, bi = (P.res(x, q) for x in (ap[0], ap[1], bp[0], bp[1]))
+        rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
+        rc[0][i] = _mod(rr - ii, q)
+        if alg == "3m":
+            rc[1][i] = _mod(P.gemm(q, P.add(ar, ai, q), P.add(br, bi, q)) - rr - ii, q)
+        else:
+            rc[1][i] = _mod(P.gemm(q, ar, bi) + P.gemm(q, ai, br), q)
+    return rc
+
+
+def syrk_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray] | None = None):
+    """Stage (b) of ``A'A'^T`` (real) or ``A'A'^H`` (complex), one GEMM per 2M modulus.
+
+    ``ap`` holds the quantised parts of a row panel ``I`` of ``A'`` (``t x kt``); with
+    ``bp=None`` the residues of the diagonal tile ``C_II`` are returned (one array per
+    part, ``(N, t, t)``), else ``bp`` is a row panel ``J`` and the residues of the tiles
+    ``C_IJ`` and ``C_JI`` come as a pair of such lists.
+
+    Real SYRK halves ``k``: with ``Z = A_1 + i A_2`` (the two halves of the columns),
+    ``A A^T = Re(Z Z^H)``, and modulo ``q`` with ``s**2 = -1`` the matrix
+    ``X = (A_1 + s A_2)(A_1 - s A_2)^T`` is ``Re + s Im`` with ``Im`` antisymmetric, so
+    ``A A^T = (X + X^T)/2``. HERK is the same with ``Z = A``: ``C_i = (X - X^T)/(2s)``.
+    The block ``(I, J)`` of ``X^T`` is ``X_JI^T``, so a pair of tiles takes the two GEMMs
+    ``X_IJ`` and ``X_JI`` (one per tile, as for the whole matrix).
+    """
+    pair = bp is not None
+    bp = bp if pair else ap
+    t, u = ap[0].shape[0], bp[0].shape[0]
+    P = _Products(mods)
+    real = len(ap) == 1
+    rc = _empty(mods, len(ap), t, u)
+    rt = _empty(mods, len(ap), u, t) if pair else None
+    for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
+        if alg == "2m":
+            s = sqrt_minus_one(q)
+            pa, ma = _quantize.twom_residues(*(halves(ap[0]) if real else ap), q, s, P.dtype)
+            pb, mb = (pa, ma) if not pair else _quantize.twom_residues(*(halves(bp[0]) if real else bp), q, s,
+                                                                       P.dtype)
+            X = P.gemm(q, pa, mb.T)
+            Xt = P.gemm(q, pb, ma.T) if pair else X
+            for dst, x, y in ((rc, X, Xt.T), (rt, Xt, X.T))[: 1 + pair]:
+                im = dst[1][i] if not real else np.empty_like(dst[0][i])
+                _quantize.twom_combine(x, y, q, s, dst[0][i], im)
+        elif alg == "real":
+            rc[0][i] = P.gemm(q, P.res(ap[0], q), P.res(bp[0], q).T)
+            if pair:
+                rt[0][i] = rc[0][i].T
+        else:  # 3M/4M moduli of a HERK: C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
+            ar, ai = P.res(ap[0], q), P.res(ap[1], q)
+            br, bi = (ar, ai) if not pair else (P.res(bp[0], q), P.res(bp[1], q))
+            ir = P.gemm(q, ai, br.T)
+            irt = P.gemm(q, bi, ar.T) if pair else ir
+            rc[0][i] = _mod(P.gemm(q, ar, br.T) + P.gemm(q, ai, bi.T), q)
+            rc[1][i] = _mod(ir - irt.T, q)
+            if pair:
+                rt[0][i] = rc[0][i].T
+                rt[1][i] = _mod(irt - ir.T, q)
+    return (rc, rt) if pair else rc
+
+
+def add_residues(acc: list[np.ndarray], part: list[np.ndarray], mods: Moduli) -> list[np.ndarray]:
+    """``acc += part`` modulo each modulus, in place (the residues of two k-panels' products
+    give those of their sum): residues below ``2**25`` add without overflow in int32."""
+    q = np.asarray(mods.moduli, dtype=np.int32 if residue_dtype(mods) == np.int32 else np.int16)[:, None, None]
+    for x, y in zip(acc, part):
+        s = x.astype(q.dtype) + y
+        s -= q * (s >= q)
+        x[...] = s
+    return acc
+
+
+# --------------------------------------------------------------------------- (c) finish
+
+def finish(res: list[np.ndarray], mods: Moduli, sa: np.ndarray, sb: np.ndarray, out: np.ndarray,
+           crt=to_double) -> np.ndarray:
+    """Stage (c): ``out[...] = C' * 2**-(sa_i + sb_j)`` correctly rounded, from the residues of
+    an output tile (stage (b), summed over its k-panels): ``sa`` the shifts of its rows,
+    ``sb`` of its columns, ``out`` a float64 or complex128 tile (``crt``: the CRT of
+    :mod:`modlin._ozaki_gpu` on CuPy arrays). Lines holding Inf or NaN are left to
+    :func:`native_lines`."""
+    if len(res) == 1:
+        out[...] = crt(res[0], mods.basis, sa, sb)
+    else:
+        out.real = crt(res[0], mods.basis, sa, sb)
+        out.imag = crt(res[1], mods.basis, sa, sb)
+    return out
+
+
+def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r: np.ndarray,
+                 bad_c: np.ndarray) -> None:
+    """Where Inf or NaN enter, IEEE semantics: ``out`` (a tile of the product of the row panel
+    ``a_rows`` and column panel ``b_cols``, full ``k``) takes the native GEMM's values on
+    its rows ``bad_r`` and columns ``bad_c``. Those entries are all Inf or NaN, whatever
+    the order of the sums, so they do not depend on the tiles."""
+    if bad_r.any():
+        out[bad_r, :] = a_rows[bad_r] @ b_cols
+    if bad_c.any():
+        out[:, bad_c] = a_rows @ b_cols[:, bad_c]
+
+
+# --------------------------------------------------------------------------- workspace
+
+#: Live float64 arrays of a tile's size, per modulus, while stage (b) multiplies (the
+#: products, the GEMMs' accumulators and the combination's temporaries).
+_PRODUCTS = {"real": 3, "2m": 4, "3m": 6, "4m": 6}
+#: Live words of a panel's size per part, per modulus: 2M's two images, 3M's parts and sums.
+_WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}
+#: Live float64 arrays of a piece's size while stage (a) reads it (part_bounds, exact_bits).
+_SCALE_PASS = 8
+
+
+def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: tuple[int, int, int],
+              mode: str, symmetric: bool = False) -> int:
+    """Bytes the three stages allocate beyond operands and result for a product of
+    ``shape = (m, k, n)`` cut into tiles ``(mt, kt, nt)`` (an upper bound: the tile
+    scheduler's model).
+
+    Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` (its temporaries); "accurate"
+    mode keeps the uint8 bounds of both operands and of the bound product through the
+    whole product. Stage (b), per tile: the quantised panels (float64 per part), one
+    modulus' words and products at a time, and the residues of every modulus (twice with
+    k-panels: the sum and the next panel's). Stage (c): the CRT's doubles. A symmetric
+    product's tiles come in pairs ``(I, J)``, ``(J, I)``: everything per tile doubles.
+    """
+    m, k, n = shape
+    mt, kt, nt = tile
+    P = 2 if complex_ else 1
+    w = get_engine(mods.engine).dtype.itemsize
+    rs = np.dtype(residue_dtype(mods)).itemsize
+    algs = set(mods.algorithms)
+    lines = 96 * (m + n)  # the shifts, bounds and flags of every line
+    keep = (m * k + (0 if symmetric else k * n) + m * n) if mode == "accurate" else 0
+    scale = _SCALE_PASS * 8 * max(mt * kt, kt * nt) * P
+    if mode == "accurate":  # the bound GEMM of a tile; the exponents' int64 passes over mt rows
+        scale = max(scale, 8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
+    pairs = 2 if symmetric else 1
+    panels = 8 * P * (mt * kt + kt * nt) * pairs + 8 * max(mt * kt, kt * nt)  # and one quantize temporary
+    words = max(_WORDS[a] for a in algs) * P * w * (mt * kt + kt * nt) * pairs
+    products = max(_PRODUCTS[a] for a in algs) * 8 * mt * nt * pairs
+    residues = P * len(mods.moduli) * mt * nt * rs * pairs * (2 if kt < k else 1)
+    if mods.engine == "int8":  # the CPU emulates the int8 GEMM with float64 copies of one GEMM's words
+        products += 8 * (mt * kt + kt * nt + mt * nt)
+    crt = 16 * mt * nt
+    # a quarter more than the arrays counted: the temporaries of numpy expressions between them
+    return lines + keep + max(scale, (panels + words + products + residues) * 5 // 4, residues + crt)
