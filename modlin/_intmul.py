@@ -10,6 +10,9 @@ from . import _contract, _rns
 from ._backend import cpu_only
 from ._convert import integer_operands, integers
 from ._engines import ENGINES
+from ._limits import current as current_limits
+from ._plan import _gemm_cost
+from ._tiles import choose, run
 from .typing import ArrayLike
 
 __all__ = ["intmul", "max_abs", "single_gemm_exact"]
@@ -28,6 +31,40 @@ def single_gemm_exact(a, b, k: int) -> bool:
     contract with ``c_max = 0``)."""
     return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype != object and b.dtype != object
             and _contract.is_exact(k, max_abs(a), max_abs(b), 0, ENGINES["fp64"].L))
+
+
+def _float_gemm(a: np.ndarray, b: np.ndarray, full: tuple[int, ...]) -> np.ndarray:
+    """``a @ b`` (int64) by float64 GEMMs when :func:`single_gemm_exact` holds, tile by tile
+    within the memory budget: each tile converts its panels to float64 and k-panels add in
+    float64, exactly, since every partial sum of the product is within ``2**53`` too."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    c = np.empty(full, dtype=np.int64)
+    if c.size == 0:
+        return c
+
+    def tiled(x, y, dst, batch):
+        # the float64 panels, the tile's product and, with k-panels, the running sum
+        tiling = choose((m, k, n), lambda mt, kt, nt: 8 * batch * (mt * kt + kt * nt + 2 * mt * nt),
+                        current_limits().memory, lambda mt, kt, nt: batch * _gemm_cost(mt, kt, nt))
+
+        def product(rows, inner, cols):
+            return np.matmul(x[..., rows, inner].astype(np.float64), y[..., inner, cols].astype(np.float64))
+
+        def finish(rows, cols, acc):
+            dst[..., rows, cols] = acc
+
+        run(tiling, product, add=lambda acc, part: np.add(acc, part, out=acc), finish=finish)
+
+    stack = full[:-2]
+    try:
+        tiled(a, b, c, math.prod(stack))
+    except ValueError:  # not even the whole stack's smallest tiles fit: one matrix at a time
+        if not stack:
+            raise
+        a, b = np.broadcast_to(a, stack + a.shape[-2:]), np.broadcast_to(b, stack + b.shape[-2:])
+        for idx in np.ndindex(stack):
+            tiled(a[idx], b[idx], c[idx], 1)
+    return c
 
 
 def _operand(x, name: str, side: int):
@@ -111,8 +148,7 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     as_object = bound >= 2**63
     dtype = object if as_object else np.int64
     if moduli is None and engine is None and single_gemm_exact(a, b, k):
-        # one float64 GEMM is exact: every partial sum stays within 2**53
-        c = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+        c = _float_gemm(a, b, full)
     elif not np.prod(full):
         c = np.zeros(full, dtype=dtype)
     else:

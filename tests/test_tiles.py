@@ -303,3 +303,29 @@ def test_tiled_intmul_is_exact(rng):
             assert got.dtype == want.dtype and np.array_equal(got, want), budget
             budget = int(budget / 1.7)
         assert 1 in counts and max(counts) > 2
+
+
+def test_tiled_single_gemm_intmul(monkeypatch):
+    """An intmul exact in float64 GEMMs follows the budget too: output panels and k-panels,
+    the partial sums at the contract's edge (k * a_max * b_max = 2**53, every term of one sign)."""
+    from modlin import _intmul
+
+    seen = []
+    choose = _intmul.choose
+    monkeypatch.setattr(_intmul, "choose", lambda *a, **k: seen.append(choose(*a, **k)) or seen[-1])
+    k = 256
+    A = np.full((2, 150, k), 2**23, dtype=np.int64)
+    B = np.full((k, 130), -(2**22), dtype=np.int64)
+    A[0, 3, :] = -(2**23)
+    A[1, :, 7] = 5
+    want = (A.astype(object) @ B.astype(object)).astype(np.int64)
+    assert -want.min() == 2**53  # at the bound
+    for budget in (None, "1MiB", "400KiB", "200KiB"):
+        seen.clear()
+        with modlin.limits(memory=budget):
+            got = modlin.intmul(A, B)
+        assert got.dtype == np.int64 and np.array_equal(got, want), budget
+        assert (seen[-1].count > 1) == (budget is not None)
+    assert seen[-1].grid[1] > 1  # the smallest budget cut k into panels too
+    with modlin.limits(memory="10KiB"), pytest.raises(ValueError, match="smallest tile"):
+        modlin.intmul(A[0], B)
