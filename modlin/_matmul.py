@@ -10,6 +10,7 @@ from . import _multiword, _rns
 from ._backend import namespace
 from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
+from ._limits import current as current_limits
 from ._modular import add_into
 from ._plan import Plan, _check_modulus
 from ._planner import plan as make_plan
@@ -257,13 +258,31 @@ def _gpu_matmul(A, B, p, out, plan):
     elif not isinstance(plan, (Plan, RNSPlan)) or plan.p != p or plan.device != "cuda":
         raise ValueError("plan must be a modlin.plan(..., device='cuda') plan for this p")
     a, b = _as_matrix(a, 0), _as_matrix(b, 1)
-    if isinstance(plan, Plan):
-        result = xp.empty(full, dtype=np.int64)
-        if result.size:
-            _multiword.multiply(plan, a, b, result)
-    else:
+    result = xp.empty(full, dtype=np.int64)
+    if result.size:
+        # the same tile loop as on the host, within the device's free memory
+        tiling = plan.tiling((m, k, n), batch=math.prod(full[:-2]), budget=_gpu_budget(xp))
         half = (p - 1) // 2
-        result = _rns_gpu.multiply(plan, a - p * (a > half), b - p * (b > half))
+
+        def product(rows, inner, cols):
+            x, y, tile = a[..., rows, inner], b[..., inner, cols], result[..., rows, cols]
+            if isinstance(plan, Plan):
+                part = tile if inner.start == 0 and tile.flags.c_contiguous else xp.empty(tile.shape, np.int64)
+                _multiword.multiply(plan, xp.ascontiguousarray(x), xp.ascontiguousarray(y), part)
+                return part
+            return _rns_gpu.multiply(plan, x - p * (x > half), y - p * (y > half))
+
+        def add(acc, part):  # (acc + part) mod p in [0, p) without leaving int64: part - p < 0
+            acc += part - p
+            acc += p * (acc < 0)
+            return acc
+
+        def finish(rows, cols, acc):
+            tile = result[..., rows, cols]
+            if acc is not tile:
+                tile[...] = acc
+
+        run(tiling, product, add=add, finish=finish)
     result = result.reshape(shape)
     if out is not None:
         if out.shape != shape or out.dtype != np.int64:
@@ -271,6 +290,18 @@ def _gpu_matmul(A, B, p, out, plan):
         out[...] = result
         return out
     return result
+
+
+def _gpu_budget(xp) -> int:
+    """A GPU product's memory budget: the device's free memory, counting what CuPy's memory
+    pool holds free, less a tenth for CuPy's and cuBLAS' own allocations (the host budget of
+    :func:`modlin.limits` is about host memory; it does not apply here)."""
+    try:
+        free, _ = xp.cuda.Device().mem_info
+        free += xp.get_default_memory_pool().free_bytes()
+    except AttributeError:  # not CuPy's API (a stand-in): the host budget
+        return current_limits().memory
+    return int(0.9 * free)
 
 
 def _matmul_shapes(sa: tuple[int, ...], sb: tuple[int, ...]):

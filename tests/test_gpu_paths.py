@@ -135,6 +135,47 @@ def test_matmul_multiword_variants_on_the_gpu_path(gpu, rng, variant):
     np.testing.assert_array_equal(modlin.matmul(gpu(A), gpu(B), p, plan=pl).get(), modlin.matmul(A, B, p))
 
 
+@pytest.mark.parametrize("p, algorithm", [(2**31 - 1, "multiword"), (2**50 - 27, "multiword"), (2**61 - 1, "rns"),
+                                          (251, "multiword")])
+def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, algorithm):
+    # the device's free memory is the budget (a small one here): output tiles and k-panels
+    from modlin import _matmul
+
+    A = rng.integers(0, p, (2, 150, 140))
+    B = rng.integers(0, p, (140, 130))
+    A[0, 0, :] = B[:, 0] = p - 1
+    want = modlin.matmul(A, B, p)
+    pl = modlin.plan(p, 150, 140, 130, device="cuda", algorithm=algorithm)
+    counts = set()
+    for budget in (2**34, pl.tiling(batch=2, budget=2**34).peak // 3, pl.tiling(batch=2, budget=2**34).peak // 12):
+        monkeypatch.setattr(_matmul, "_gpu_budget", lambda xp, b=budget: b)
+        try:
+            counts.add(pl.tiling(batch=2, budget=budget).count)
+        except ValueError:  # below the smallest tile: refused on the device as on the host
+            with pytest.raises(ValueError, match="smallest tile"):
+                modlin.matmul(gpu(A), gpu(B), p, plan=pl)
+            continue
+        got = modlin.matmul(gpu(A), gpu(B), p, plan=pl)
+        assert isinstance(got, FakeCupyArray)
+        np.testing.assert_array_equal(got.get(), want)
+    assert 1 in counts and max(counts) > 1
+
+
+def test_gpu_budget_is_the_free_device_memory():
+    from modlin import _matmul
+
+    class Device:
+        mem_info = (10 * 2**30, 80 * 2**30)
+
+    class Pool:
+        def free_bytes(self):
+            return 2**30
+
+    xp = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device), get_default_memory_pool=Pool)
+    assert _matmul._gpu_budget(xp) == int(0.9 * 11 * 2**30)
+    assert _matmul._gpu_budget(np) == modlin.limits.current().memory  # no device API: the host budget
+
+
 def test_matmul_int8_multiword_and_stacks_on_the_gpu_path(gpu, rng):
     p = 251
     A, B = rng.integers(-1000, 1000, (2, 4, 50)), rng.integers(0, 10**6, (50, 3)).astype(np.uint64)
