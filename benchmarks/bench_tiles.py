@@ -3,7 +3,7 @@
 ``peakmem_*`` is the peak memory of the process during one product, ``time_*``
 its time, and ``track_tiles`` the number of tiles the scheduler chose, for a
 budget that holds the whole product and for budgets that force tiles, at a size
-a 2-core runner affords.
+a 2-core runner affords; ``ozaki.zgemm`` and ``gaussian.matmul`` (2M) likewise.
 """
 
 import numpy as np
@@ -40,3 +40,59 @@ class TiledMatmul:
         return modlin.plan(self.p, self.n, self.n, self.n).tiling().count
 
     track_tiles.unit = "tiles"
+
+
+class TiledOzakiZgemm:
+    """``ozaki.zgemm`` under a budget that holds the whole product and ones that force tiles."""
+
+    params = (["4GiB", "128MiB", "32MiB"],)
+    param_names = ["memory"]
+    n = 1024
+    timeout = 600
+
+    def setup(self, memory):
+        from modlin import ozaki
+
+        rng = np.random.default_rng(0)
+        self.a, self.b = (rng.standard_normal((self.n, self.n)) + 1j * rng.standard_normal((self.n, self.n))
+                          for _ in range(2))
+        self.zgemm = ozaki.zgemm
+        self.limits = modlin.limits(memory=memory)
+        ozaki.zgemm(self.a[:64, :64], self.b[:64, :64])  # compile outside the timing
+
+    def teardown(self, memory):
+        self.limits.restore()
+
+    def time_zgemm(self, memory):
+        self.zgemm(self.a, self.b)
+
+    def peakmem_zgemm(self, memory):
+        self.zgemm(self.a, self.b)
+
+
+class TiledGaussian2M:
+    """``gaussian.matmul`` with 2M modulo a 21-bit prime, whole or in tiles."""
+
+    params = (["4GiB", "64MiB", "16MiB"],)
+    param_names = ["memory"]
+    n = 1536
+
+    def setup(self, memory):
+        from modlin import gaussian
+
+        self.m = gaussian._twom_primes(21, 1)[0]
+        rng = np.random.default_rng(0)
+        self.a = tuple(rng.integers(0, self.m, (self.n, self.n)) for _ in range(2))
+        self.b = tuple(rng.integers(0, self.m, (self.n, self.n)) for _ in range(2))
+        self.matmul = gaussian.matmul
+        self.limits = modlin.limits(memory=memory)
+        gaussian.matmul(tuple(x[:64, :64] for x in self.a), tuple(x[:64, :64] for x in self.b), self.m)
+
+    def teardown(self, memory):
+        self.limits.restore()
+
+    def time_matmul(self, memory):
+        self.matmul(self.a, self.b, self.m)
+
+    def peakmem_matmul(self, memory):
+        self.matmul(self.a, self.b, self.m)

@@ -33,6 +33,7 @@ from . import _multiword, _quantize
 from ._backend import is_cupy, namespace
 from ._crtfloat import to_double
 from ._engines import get_engine
+from ._jit import njit
 from ._plan import _best_plan
 from ._rns import Basis
 from .gaussian import sqrt_minus_one
@@ -326,14 +327,22 @@ def syrk_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray] | Non
     return (rc, rt) if pair else rc
 
 
+@njit
+def _add_mod_kernel(x, y, q):  # pragma: no cover - compiled
+    """``x = (x + y) mod q[i]`` row by row, for residues ``x, y`` of row ``i`` in ``[0, q[i])``."""
+    for i in range(x.shape[0]):
+        qi = np.int64(q[i])
+        for e in range(x.shape[1]):
+            s = np.int64(x[i, e]) + np.int64(y[i, e])
+            x[i, e] = s - qi if s >= qi else s
+
+
 def add_residues(acc: list[np.ndarray], part: list[np.ndarray], mods: Moduli) -> list[np.ndarray]:
     """``acc += part`` modulo each modulus, in place (the residues of two k-panels' products
-    give those of their sum): residues below ``2**25`` add without overflow in int32."""
-    q = np.asarray(mods.moduli, dtype=np.int32 if residue_dtype(mods) == np.int32 else np.int16)[:, None, None]
+    give those of their sum); ``acc`` and ``part`` as :func:`gemm_residues` returns them."""
+    q = np.asarray(mods.moduli, dtype=np.int64)
     for x, y in zip(acc, part):
-        s = x.astype(q.dtype) + y
-        s -= q * (s >= q)
-        x[...] = s
+        _add_mod_kernel(x.reshape(len(q), -1), np.ascontiguousarray(y).reshape(len(q), -1), q)
     return acc
 
 
@@ -371,7 +380,8 @@ def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r:
 #: Live float64 arrays of a tile's size, per modulus, while stage (b) multiplies (the
 #: products, the GEMMs' accumulators and the combination's temporaries).
 _PRODUCTS = {"real": 3, "2m": 4, "3m": 6, "4m": 6}
-#: Live words of a panel's size per part, per modulus: 2M's two images, 3M's parts and sums.
+#: Live words of a panel's size, per modulus: the real residues, 2M's two images, 3M's two
+#: parts and their sum, 4M's two parts.
 _WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}
 #: Live float64 arrays of a piece's size while stage (a) reads it (part_bounds, exact_bits).
 _SCALE_PASS = 8
@@ -403,7 +413,7 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
         scale = max(scale, 8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
     pairs = 2 if symmetric else 1
     panels = 8 * P * (mt * kt + kt * nt) * pairs + 8 * max(mt * kt, kt * nt)  # and one quantize temporary
-    words = max(_WORDS[a] for a in algs) * P * w * (mt * kt + kt * nt) * pairs
+    words = max(_WORDS[a] for a in algs) * w * (mt * kt + kt * nt) * pairs
     products = max(_PRODUCTS[a] for a in algs) * 8 * mt * nt * pairs
     residues = P * len(mods.moduli) * mt * nt * rs * pairs * (2 if kt < k else 1)
     if mods.engine == "int8":  # the CPU emulates the int8 GEMM with float64 copies of one GEMM's words

@@ -107,11 +107,12 @@ def _sizes(d: int) -> list[int]:
 
 
 def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int], budget: int,
-           cost: Callable[[int, int, int], float], *, split_k: bool = True) -> Tiling:
+           cost: Callable[[int, int, int], float], *, split_k: bool = True,
+           combine: float = COMBINE_PASS) -> Tiling:
     """The cheapest tiling of ``shape`` whose tiles' ``workspace(mt, kt, nt)`` fits ``budget``.
 
     ``cost(mt, kt, nt)`` is the modelled time of one tile product; k-panels add
-    :data:`COMBINE_PASS` per output entry each. With ``split_k=False`` only
+    ``combine`` (default :data:`COMBINE_PASS`) per output entry each. With ``split_k=False`` only
     output panels are considered (for products whose partial sums could not be
     combined exactly).
 
@@ -134,7 +135,7 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
                 continue
             nt = fits[0]
             tiles = (-(-m // mt) if m else 1) * (-(-n // nt) if n else 1)
-            total = tiles * ks * cost(mt, kt, nt) + (ks - 1) * m * n * COMBINE_PASS
+            total = tiles * ks * cost(mt, kt, nt) + (ks - 1) * m * n * combine
             if best is None or total < best[0]:
                 best = (total, (mt, kt, nt))
     if best is None:

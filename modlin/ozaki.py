@@ -249,6 +249,8 @@ _SYMMETRIC_GEMMS = {"real": 1.0, "2m": 1.0, "3m": 2.0, "4m": 2.0}
 #: panel) and per result entry (combination, CRT), as measured on a 2-core machine (one
 #: thread for the passes, two for BLAS): re-made residues are what tiling costs.
 _OPERAND_PASS, _RESULT_PASS = 400.0, 230.0
+#: The same for adding the residues of one more k-panel, per result entry and modulus.
+_COMBINE_PASS = 60.0
 
 
 def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool):
@@ -265,7 +267,8 @@ def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool):
             mt = nt = max(mt, nt)
         return core.workspace(mods, complex_, shape, (mt, kt, nt), mode, symmetric)
 
-    tiling = choose(shape, memory, current_limits().memory, cost)
+    parts = 2 if complex_ else 1
+    tiling = choose(shape, memory, current_limits().memory, cost, combine=_COMBINE_PASS * N * parts)
     return (square(tiling) if symmetric else tiling), cost
 
 
