@@ -36,6 +36,7 @@ from ._engines import get_engine
 from ._jit import njit
 from ._plan import _best_plan
 from ._rns import Basis
+from ._tiles import run
 from .gaussian import sqrt_minus_one
 
 __all__ = ["Moduli", "Scales", "scales", "quantized", "gemm_residues", "syrk_residues", "add_residues",
@@ -162,8 +163,6 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
     operand and of the result (:func:`workspace` counts them); the shifts do not depend
     on the pieces.
     """
-    from ._tiles import run
-
     xp = namespace(a)
     m, k = a.shape
     n = m if b is None else b.shape[1]

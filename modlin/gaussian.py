@@ -237,17 +237,6 @@ def _gpu_parts(X, m: int, name: str):
     return tuple(out)
 
 
-def _congruent(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """The parts of ``X`` as int64 arrays congruent to them mod ``m`` (2M's split reduces them)."""
-    re, im = _parts(X, name)
-    return residues_int64(re, m, name), residues_int64(im, m, name)
-
-
-def _residues(X, m: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """The parts of ``X`` reduced into ``[0, m)``, as int64."""
-    return tuple(np.remainder(x, m) for x in _congruent(X, m, name))
-
-
 def _flatten(operands: dict):
     """The parts of Gaussian operands (each one array or a ``(real, imag)`` pair), their
     names for messages, and a function putting converted parts back into that shape."""
