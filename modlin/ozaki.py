@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
