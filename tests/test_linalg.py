@@ -521,14 +521,15 @@ def test_singular_inverse():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: linalg.rank([1, 2, 3], 7), r"rank: A must be a 2-D matrix, got an array of shape \(3,\)"),
+    (lambda: linalg.rank([1, 2, 3], 7),
+     r"rank: A must be a 2-D matrix or a stack of them, \(\.\.\., m, n\), got an array of shape \(3,\)"),
     (lambda: linalg.pluq(np.zeros((2, 2, 2)), 7), r"pluq: A must be a 2-D matrix"),
     (lambda: linalg.rref(5, 7), r"rref: A must be a 2-D matrix"),
     (lambda: linalg.nullspace([1], 7), r"nullspace: A must be a 2-D matrix"),
     (lambda: linalg.det([[1, 2, 3], [4, 5, 6]], 7), r"det: A must be square, got shape \(2, 3\)"),
     (lambda: linalg.inv([[1, 2]], 7), r"inv: A must be square"),
     (lambda: linalg.solve([[1, 2], [3, 4]], [1, 2, 3], 7), r"solve: A has shape \(2, 2\), so B must have 2 rows"),
-    (lambda: linalg.solve([[1, 2], [3, 4]], np.ones((2, 2, 2)), 7), r"B must have 2 rows"),
+    (lambda: linalg.solve([[1, 2], [3, 4]], np.ones((2, 3, 2)), 7), r"B must have 2 rows"),
     (lambda: linalg.solve([1, 2], [1], 7), r"solve: A must be a 2-D matrix"),
     (lambda: linalg.trsm([[1, 2]], [[1]], 7), r"trsm: T must be square"),
     (lambda: linalg.trsm(np.eye(2), np.ones((3, 1)), 7), r"T is 2x2, so B must have 2 rows"),

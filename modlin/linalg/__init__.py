@@ -20,8 +20,12 @@ type comes back; ``det`` of an ``nmod_mat`` is an ``nmod``).
 All but :func:`trsm` need a prime modulus and refuse a composite one.
 """
 
+from ._charpoly import charpoly, minpoly
+from ._inputs import LinAlgError
 from ._pluq import PLUQ, det, pluq, rank
+from ._power import matrix_power
 from ._solve import inv, nullspace, rref, solve
 from ._triangular import trsm
 
-__all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm"]
+__all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm", "charpoly", "minpoly",
+           "matrix_power", "LinAlgError"]

@@ -17,7 +17,7 @@ import numpy as np
 from ..typing import ArrayLike
 from ._arith import mulsub, parity
 from ._elimination import pluq_base
-from ._inputs import as_field, prepare
+from ._inputs import as_field, map_matrices, prepare
 from ._triangular import solve_triangular_inplace
 
 __all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "is_identity", "THRESHOLD"]
@@ -283,8 +283,9 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     >>> linalg.rank(flint.nmod_mat([[1, 2], [2, 4]], 7))  # p from the nmod_mat
     1
     """
-    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",))
-    return pluq_inplace(W, p)[2]
+    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",), stack=True)
+    r = map_matrices(lambda w: pluq_inplace(w, p)[2], [W], (2,), (), np.int64)
+    return int(r) if r.ndim == 0 else r
 
 
 def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
@@ -335,14 +336,19 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     >>> d, type(d).__name__
     (5, 'nmod')
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",))
+    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True)
+    d = map_matrices(lambda w: _det(w, p), [W], (2,), (), W.dtype)
+    d = d.item() if d.ndim == 0 else d
+    return d if field is None else field(d)
+
+
+def _det(W: np.ndarray, p: int) -> int:
+    """The determinant of one working matrix (overwritten)."""
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
-    d = 0
-    if r == n:
-        d = 1
-        for x in np.diagonal(W).tolist():
-            d = d * x % p
-        if parity(P) != parity(Q):
-            d = (p - d) % p
-    return d if field is None else field(d)
+    if r < n:
+        return 0
+    d = 1
+    for x in np.diagonal(W).tolist():
+        d = d * x % p
+    return (p - d) % p if parity(P) != parity(Q) else d
