@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from modlin import linalg
 from modlin.linalg import _charpoly
+from test_linalg import fmat, native, rand
 
 P61, P63, P127 = 2**61 - 1, 2**63 - 25, 2**127 - 1
 #: 2, 3 and primes of 31, 61, 63 and 127 bits
@@ -34,28 +35,6 @@ def block(monkeypatch):
 
 
 # ===================================================================== oracles and matrices
-
-def rand(rng, shape, p) -> np.ndarray:
-    """Uniform residues as Python ints (186 random bits reduced)."""
-    x = np.zeros(shape, dtype=object)
-    for _ in range(3):
-        x = (x << 62) + rng.integers(0, 2**62, shape).astype(object)
-    return x % p
-
-
-def native(A, p):
-    """int64 below 2**63, Python ints above."""
-    return np.asarray(A).astype(np.int64) if p < 2**63 else np.asarray(A, dtype=object)
-
-
-def fmat(A, p):
-    A = np.asarray(A, dtype=object)
-    n, m = A.shape
-    entries = [int(x) % p for x in A.ravel()]
-    if p < 2**64:
-        return flint.nmod_mat(n, m, entries, p)
-    return flint.fmpz_mod_mat(n, m, entries, flint.fmpz_mod_ctx(p))
-
 
 def coeffs(f) -> list[int]:
     return [int(c) for c in f.coeffs()]

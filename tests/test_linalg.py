@@ -640,7 +640,8 @@ def test_bench_table():
     text = buf.getvalue()
     assert [(r["bits"], r["function"]) for r in rows] == [(b, f) for b in (20, 31) for f in _bench.LINALG_FUNCTIONS]
     assert all(r["flint_exact"] and r["modlin_s"] > 0 and r["modlin_matmul"] > 0 for r in rows)
-    assert "| 24 | 31 | inv |" in text and "equals python-flint's in 8 of 8 cases" in text
+    assert "| 24 | 31 | inv |" in text and "| 24 | 20 | charpoly |" in text and "| 24 | 31 | matrix_power |" in text
+    assert "equals python-flint's in 14 of 14 cases" in text
     rows = _bench.run_linalg_table(sizes=[8], bits=[20], functions=["det"], repeats=1, flint=False,
                                    galois_timeout=120, out=buf, progress=None)
     assert rows[0]["galois_status"] == "ok" and rows[0]["galois_s"] > 0

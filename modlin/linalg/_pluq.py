@@ -247,22 +247,25 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
 
     Parameters
     ----------
-    A : array_like, shape (m, n)
-        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
-        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    A : array_like, shape (..., m, n)
+        Integer matrix or a stack of them, a galois ``FieldArray`` or a
+        python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    int
-        The rank of ``A`` over ``GF(p)``.
+    int or ndarray of int64
+        The rank of ``A`` over ``GF(p)``; for a stack, an array of the ranks
+        of its matrices, of the leading shape.
 
     Raises
     ------
+    LinAlgError
+        ``A`` of fewer than 2 dimensions (a ``ValueError`` too).
     ValueError
-        ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
@@ -293,27 +296,30 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
 
     Parameters
     ----------
-    A : array_like, shape (n, n)
-        Square integer matrix, a galois ``FieldArray`` or a python-flint
-        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    A : array_like, shape (..., n, n)
+        Square integer matrix or a stack of them, a galois ``FieldArray`` or
+        a python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    int, FieldArray, nmod or fmpz_mod
+    int, ndarray, FieldArray, nmod or fmpz_mod
         ``det(A) mod p`` in ``[0, p)`` as a Python int; a 0-d ``FieldArray``
         for a ``FieldArray`` input, and for an ``nmod_mat`` or
         ``fmpz_mod_mat`` the python-flint scalar of its ring (``nmod``,
         ``fmpz_mod``), as python-flint's own ``det`` returns (a Python int
         for an ``fmpz_mat``). The determinant of a ``0 x 0`` matrix is 1.
+        For a stack, an array of the leading shape (int64 below ``2**63``,
+        Python ints above, or a ``FieldArray``).
 
     Raises
     ------
+    LinAlgError
+        ``A`` not square (a ``ValueError`` too).
     ValueError
-        ``A`` not square, ``p`` not prime, or the input errors of
-        :func:`modlin.matmul`.
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
@@ -335,6 +341,8 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     >>> d = linalg.det(flint.nmod_mat([[1, 2], [3, 4]], 7))
     >>> d, type(d).__name__
     (5, 'nmod')
+    >>> linalg.det([[[1, 2], [3, 4]], [[2, 0], [0, 3]]], 7)  # a stack
+    array([5, 6])
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True)
     d = map_matrices(lambda w: _det(w, p), [W], (2,), (), W.dtype)

@@ -23,24 +23,27 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
 
     Parameters
     ----------
-    A : array_like, shape (n, n)
-        Square integer matrix, a galois ``FieldArray`` or a python-flint
-        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    A : array_like, shape (..., n, n)
+        Square integer matrix or a stack of them, a galois ``FieldArray`` or
+        a python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    ndarray, shape (n, n)
+    ndarray, shape (..., n, n)
         ``A**-1 mod p`` with entries in ``[0, p)``: int64 for ``p < 2**63``,
         Python ints above, a ``FieldArray`` for a ``FieldArray`` input, the
         input's python-flint type for a flint matrix.
 
     Raises
     ------
+    LinAlgError
+        ``A`` singular modulo ``p`` (the message gives its rank, and its index
+        in a stack) or not square; a subclass of ``numpy.linalg.LinAlgError``
+        and so of ``ValueError``.
     ValueError
-        ``A`` singular modulo ``p`` (the message gives its rank), not square,
         ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
@@ -95,18 +98,20 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
 
     Parameters
     ----------
-    A : array_like, shape (m, n)
-        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
-        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
-    B : array_like, shape (m, k) or (m,)
-        Right-hand side(s).
+    A : array_like, shape (..., m, n)
+        Integer matrix or a stack of them, a galois ``FieldArray`` or a
+        python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    B : array_like, shape (..., m, k) or (m,)
+        Right-hand side(s). As in NumPy 2's ``numpy.linalg.solve``, only a
+        1-D ``B`` is a vector (the same one for every matrix of a stack);
+        otherwise the leading dimensions of ``A`` and ``B`` broadcast.
     p : int, optional
         A prime modulus, of any size; may be omitted when ``A`` or ``B`` is a
         ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    ndarray, shape (n, k) or (n,)
+    ndarray, shape (..., n, k) or (..., n)
         A solution ``X`` with entries in ``[0, p)`` (int64 for ``p < 2**63``,
         Python ints above, a ``FieldArray`` for ``FieldArray`` inputs, the
         python-flint type of flint inputs: a 1-D ``B`` then gives an
@@ -119,11 +124,13 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
 
     Raises
     ------
-    ValueError
+    LinAlgError
         No solution exists (the message names the first column of ``B``
         outside the column space of ``A``, and the rank of ``A``); ``A`` not
-        2-D; ``B`` not of ``m`` rows; ``p`` not prime; the input errors of
-        :func:`modlin.matmul`.
+        2-D; ``B`` not of ``m`` rows. A subclass of
+        ``numpy.linalg.LinAlgError`` and so of ``ValueError``.
+    ValueError
+        ``p`` not prime; the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
