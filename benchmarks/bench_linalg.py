@@ -1,9 +1,10 @@
-"""asv benchmarks: ``modlin.linalg`` (rank, det, inv, solve) against one ``modlin.matmul``.
+"""asv benchmarks: ``modlin.linalg`` against one ``modlin.matmul``.
 
 The cases of ``python -m modlin bench --table linalg``: random ``n x n``
 matrices of residues modulo the largest primes below ``2**20``, ``2**31`` and
-``2**50`` (nonsingular with overwhelming probability), ``solve`` with one
-right-hand side. The ``track_ratio_to_matmul`` figures are what the issue's
+``2**50`` (nonsingular with overwhelming probability) for rank, det, inv and
+solve (one right-hand side); modulo ``2**31 - 1`` and ``2**61 - 1`` at
+``n = 500, 1000, 2000`` for charpoly, minpoly and ``matrix_power(A, 2**64)``. The ``track_ratio_to_matmul`` figures are what the issue's
 targets are stated in: the time of one call over that of one
 ``modlin.matmul`` of two ``n x n`` matrices modulo the same prime.
 """
@@ -13,12 +14,16 @@ import time
 import numpy as np
 
 import modlin
-from modlin._bench import LINALG_FUNCTIONS, flint_case, linalg_case
+from modlin._bench import ELIMINATION_FUNCTIONS, POLYNOMIAL_FUNCTIONS, flint_case, linalg_case
 
 from .bench_matmul import PRIMES, _median
 
 BITS = [20, 31, 50]
 SIZES = [1024, 2048]
+
+#: The polynomial and power cases: primes of 31 and 61 bits (the latter above the multiword range).
+POLY_PRIMES = {31: 2**31 - 1, 61: 2**61 - 1}
+POLY_SIZES = [500, 1000, 2000]
 
 
 def ratio_to_matmul(fn, a, b, p, repeats: int = 3) -> float:
@@ -43,7 +48,7 @@ def ratio_to_matmul(fn, a, b, p, repeats: int = 3) -> float:
 class Linalg:
     """``linalg.rank``, ``det``, ``inv`` and ``solve`` (one right-hand side) of an ``n x n`` matrix."""
 
-    params = (list(LINALG_FUNCTIONS), BITS, SIZES)
+    params = (list(ELIMINATION_FUNCTIONS), BITS, SIZES)
     param_names = ["function", "bits", "n"]
     # one call at n = 2048 takes up to seconds on a 2-core machine: one call per sample
     number = 1
@@ -51,13 +56,18 @@ class Linalg:
     warmup_time = 0
     timeout = 900
 
+    primes = PRIMES
+
     def setup(self, function, bits, n):
-        self.p = PRIMES[bits]
+        self.p = self.primes[bits]
         rng = np.random.default_rng(0)
         self.a = rng.integers(0, self.p, (n, n), dtype=np.int64)
         self.b = rng.integers(0, self.p, (n, n), dtype=np.int64)
         self.call = linalg_case(function, self.a, self.b[:, 0], self.p)
-        # numba compilation, and the plans of the recursion's block shapes, kept out of the samples
+        self.warm_up(function)
+
+    def warm_up(self, function):
+        """numba compilation, and the plans of the recursion's block shapes, kept out of the samples."""
         self.call()
 
     def time_linalg(self, function, bits, n):
@@ -73,7 +83,8 @@ class Linalg:
 class FlintNmodMat:
     """Comparison: python-flint ``nmod_mat`` rank, det, inv and solve (operands built in setup)."""
 
-    params = (list(LINALG_FUNCTIONS), BITS, [1024])
+    params = (list(ELIMINATION_FUNCTIONS), BITS, [1024])
+    primes = PRIMES
     param_names = ["function", "bits", "n"]
     number = 1
     repeat = (3, 10, 30.0)
@@ -85,7 +96,7 @@ class FlintNmodMat:
             import flint
         except ImportError:
             raise NotImplementedError("python-flint is not installed")
-        p = PRIMES[bits]
+        p = self.primes[bits]
         rng = np.random.default_rng(0)
         a = rng.integers(0, p, (n, n), dtype=np.int64)
         b = rng.integers(0, p, (n, n), dtype=np.int64)[:, 0]
@@ -93,3 +104,33 @@ class FlintNmodMat:
 
     def time_linalg(self, function, bits, n):
         self.call()
+
+
+class Polynomials(Linalg):
+    """``linalg.charpoly``, ``minpoly`` and ``matrix_power(A, 2**64)`` of an ``n x n`` matrix."""
+
+    params = (list(POLYNOMIAL_FUNCTIONS), list(POLY_PRIMES), POLY_SIZES)
+    primes = POLY_PRIMES
+    # matrix_power at n = 2000 is 64 products, a minute on a 2-core machine: few samples
+    repeat = (1, 3, 60.0)
+    timeout = 1800
+
+    def warm_up(self, function):
+        """numba compilation and the plans on a 200 x 200 matrix (a call at n = 2000 takes minutes)."""
+        linalg_case(function, self.a[:200, :200], self.b[:200, 0], self.p)()
+
+    def track_ratio_to_matmul(self, function, bits, n):
+        """Time of the call over that of one ``modlin.matmul`` of the same size and modulus (the
+        issue's budget for ``matrix_power(A, 2**64)`` is 1.1 x 128 of them)."""
+        return ratio_to_matmul(self.call, self.a, self.b, self.p, repeats=1)
+
+    track_ratio_to_matmul.unit = "ratio"
+
+
+class FlintPolynomials(FlintNmodMat):
+    """Comparison: python-flint ``nmod_mat.charpoly``, ``minpoly`` and 64 squarings."""
+
+    params = (list(POLYNOMIAL_FUNCTIONS), list(POLY_PRIMES), POLY_SIZES)
+    primes = POLY_PRIMES
+    repeat = (1, 3, 60.0)
+    timeout = 1800

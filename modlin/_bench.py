@@ -18,8 +18,9 @@ can be killed in), so the ratios in the table compare like with like:
 residue-number-system products: :func:`modlin.matmul` modulo primes of 61 to
 256 bits and :func:`modlin.intmul` of 64- and 256-bit integers, against
 python-flint's ``nmod_mat``, ``fmpz_mod_mat`` and ``fmpz_mat``.
-:func:`run_linalg_table` times :mod:`modlin.linalg` (rank, det, inv, solve)
-against one :func:`modlin.matmul` of the same size, python-flint and galois.
+:func:`run_linalg_table` times :mod:`modlin.linalg` (rank, det, inv, solve,
+charpoly, minpoly, matrix_power) against one :func:`modlin.matmul` of the same
+size, python-flint and galois.
 
 This module is not imported by ``import modlin``; python-flint and galois are
 optional here (python-flint is only needed for its column).
@@ -113,6 +114,9 @@ _GALOIS_OPS = {
     "det": lambda x, y: np.linalg.det(x),
     "inv": lambda x, y: np.linalg.inv(x),
     "solve": lambda x, y: np.linalg.solve(x, y),
+    "charpoly": lambda x, y: x.characteristic_poly(),
+    "minpoly": lambda x, y: x.minimal_poly(),
+    "matrix_power": lambda x, y: np.linalg.matrix_power(x, POWER),
 }
 
 
@@ -783,8 +787,15 @@ def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=s
 
 # --------------------------------------------------------------------------- linalg table
 
+#: The linalg table's functions built on one PLUQ, and those built on Krylov bases and powers.
+ELIMINATION_FUNCTIONS = ("rank", "det", "inv", "solve")
+POLYNOMIAL_FUNCTIONS = ("charpoly", "minpoly", "matrix_power")
+
 #: The functions of the linalg table, in its order.
-LINALG_FUNCTIONS = ("rank", "det", "inv", "solve")
+LINALG_FUNCTIONS = ELIMINATION_FUNCTIONS + POLYNOMIAL_FUNCTIONS
+
+#: The exponent of the table's ``matrix_power`` rows: 64 squarings.
+POWER = 2**64
 
 #: Bit sizes of the linalg table's moduli (the largest primes below ``2**bits``).
 LINALG_BITS = (20, 31, 50)
@@ -796,6 +807,8 @@ def linalg_case(function: str, a: np.ndarray, b: np.ndarray, p: int):
 
     if function == "solve":
         return lambda: linalg.solve(a, b, p)
+    if function == "matrix_power":
+        return lambda: linalg.matrix_power(a, POWER, p)
     return lambda: getattr(linalg, function)(a, p)
 
 
@@ -806,13 +819,24 @@ def flint_case(flint, function: str, a: np.ndarray, b: np.ndarray, p: int):
     if function == "solve":
         fb = flint.nmod_mat(len(b), 1, b.tolist(), p)
         return lambda: fa.solve(fb)
+    if function == "matrix_power":  # nmod_mat ** takes exponents below 2**64 only: the same squarings
+        return lambda: _flint_power(fa, POWER)
     return getattr(fa, function)
+
+
+def _flint_power(fa, e: int):
+    """``fa ** e`` for ``e`` a power of two, by squarings."""
+    for _ in range(e.bit_length() - 1):
+        fa = fa * fa
+    return fa
 
 
 def _same_result(function: str, mine, theirs) -> bool:
     """Whether modlin's and python-flint's results of ``function`` are equal."""
     if function in ("rank", "det"):
         return int(mine) == int(theirs)
+    if function in ("charpoly", "minpoly"):
+        return np.asarray(mine).tolist() == [int(c) for c in theirs.coeffs()]
     return np.asarray(mine).ravel().tolist() == [int(e) for e in theirs.entries()]
 
 
@@ -823,7 +847,8 @@ def run_linalg_table(sizes=(1024, 2048), bits=LINALG_BITS, functions=LINALG_FUNC
     For each ``n`` of ``sizes`` and each bit size, a random ``n x n`` matrix of
     residues modulo the largest prime below ``2**bits`` (nonsingular with
     overwhelming probability) goes through each of ``functions`` (``solve``
-    with one random right-hand side). Columns: modlin's time; its ratio to one
+    with one random right-hand side, ``matrix_power`` with ``e = 2**64``,
+    which python-flint gets as 64 squarings of ``nmod_mat`` products). Columns: modlin's time; its ratio to one
     :func:`modlin.matmul` of two ``n x n`` matrices modulo the same prime, run
     right after each call (median of the per-pair ratios); python-flint's
     ``nmod_mat`` time over modlin's (results checked equal); galois' time over
@@ -914,7 +939,8 @@ def _print_linalg_table(rows, out, started, flint_mod, use_galois, repeats, galo
     pr = lambda s="": print(s, file=out)  # noqa: E731
     _print_header(pr, started, f"run_linalg_table({args})", flint_mod, use_galois,
                   f"median of {repeats} run(s) in this one process; random n x n int64 matrices of residues "
-                  "modulo p, the largest prime below 2**bits; solve with one random right-hand side")
+                  "modulo p, the largest prime below 2**bits; solve with one random right-hand side; "
+                  "matrix_power with e = 2**64")
     pr("| n | p bits | function | modlin s | modlin/matmul | flint/modlin | galois/modlin |")
     pr("|---:|---:|:---|---:|---:|---:|---:|")
     used = set()

@@ -54,6 +54,12 @@ def _context(p: int):
     return _flint().fmpz_mod_ctx(p)
 
 
+@lru_cache(maxsize=64)
+def _poly_context(p: int):
+    """One ``fmpz_mod_poly_ctx`` per modulus, for the same reason as :func:`_context`."""
+    return _flint().fmpz_mod_poly_ctx(p)
+
+
 @dataclass(frozen=True)
 class FlintType:
     """The python-flint type of a result: ``kind`` and, for modular kinds, the modulus.
@@ -87,6 +93,16 @@ class FlintType:
     def product(self, c: np.ndarray, a_ndim: int):
         """A product ``A @ B`` as this type: with a 1-D ``A`` (and a matrix ``B``) a 1 x n row."""
         return self(c[np.newaxis] if c.ndim == 1 and a_ndim == 1 else c)
+
+    def poly(self, coeffs: list[int]):
+        """The python-flint polynomial of this type's ring with ``coeffs`` (low to high degree):
+        ``nmod_poly``, ``fmpz_mod_poly`` or ``fmpz_poly``, as the matrices' own ``charpoly`` returns."""
+        flint = _flint()
+        if self.kind == "nmod_mat":
+            return flint.nmod_poly(coeffs, self.modulus)
+        if self.kind == "fmpz_mod_mat":
+            return _poly_context(self.modulus)(coeffs)
+        return flint.fmpz_poly(coeffs)
 
     def __call__(self, x):
         flint = _flint()

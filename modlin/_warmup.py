@@ -141,7 +141,7 @@ def _gaussian() -> None:
 
 def _linalg(p: int) -> None:
     from . import linalg, matmul
-    from .linalg import _pluq
+    from .linalg import _arith, _charpoly, _pluq
 
     rng = np.random.default_rng(3)
     n = _pluq.THRESHOLD + 12  # past the base case: the recursions' blocks and views
@@ -158,6 +158,12 @@ def _linalg(p: int) -> None:
     linalg.nullspace(a[: n // 2], p)
     linalg.nullspace(a[: n // 2], p, left=True)
     linalg.pluq(a[:, : n // 2], p)
+    linalg.charpoly(a, p)  # n >= MIN_BLOCK_KRYLOV: the block Krylov path's kernels
+    linalg.minpoly(low[:12, :12], p)  # the Krylov stages
+    linalg.matrix_power(a, 3, p)
+    if p < _arith.INT64_LIMIT:  # runs only where an evaluation meets a zero pivot
+        _charpoly._dets_pivoting(np.zeros((1, 2, 2), dtype=np.int64), np.int64(p), _arith.is_wide(p),
+                                 np.empty(1, np.int64))
     for side in ("left", "right"):
         for lower in (True, False):
             tri = low if lower else low.T

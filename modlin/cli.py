@@ -79,6 +79,7 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
 def parser() -> argparse.ArgumentParser:
     """The ``modlin`` command's argument parser (docs/reference.rst describes every option)."""
     from . import __version__
+    from ._bench import LINALG_FUNCTIONS
 
     ap = argparse.ArgumentParser(prog="modlin", description="Exact A @ B mod p on floating-point GEMMs.")
     ap.add_argument("--version", action="version", version=f"modlin {__version__}")
@@ -108,8 +109,9 @@ def parser() -> argparse.ArgumentParser:
                                              "scale", "all"], default="all",
                          help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
-                              "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv and "
-                              "solve against one modlin.matmul, flint and galois; ozaki: emulated dgemm/zgemm "
+                              "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv, "
+                              "solve, charpoly, minpoly and matrix_power against one modlin.matmul, flint and "
+                              "galois; ozaki: emulated dgemm/zgemm "
                               "against numpy.matmul (about 10 minutes at 1024 and 2048); ozaki-accuracy: their "
                               "error against an exact oracle per moduli count; scale: big products (default sizes "
                               "4096 8192) under the default memory budget and under --memory, time over dgemm, "
@@ -127,6 +129,8 @@ def parser() -> argparse.ArgumentParser:
                          help="seconds after which a galois run is abandoned (default 60)")
     p_bench.add_argument("--no-flint", action="store_true", help="skip python-flint")
     p_bench.add_argument("--no-galois", action="store_true", help="skip galois")
+    p_bench.add_argument("--functions", nargs="+", default=None, choices=LINALG_FUNCTIONS, metavar="F",
+                         help=f"functions of the linalg table (default all: {' '.join(LINALG_FUNCTIONS)})")
     return ap
 
 
@@ -144,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
-        from ._bench import LINALG_BITS, run_gaussian_table, run_linalg_table, run_rns_table, run_table
+        from ._bench import (LINALG_BITS, LINALG_FUNCTIONS, run_gaussian_table, run_linalg_table, run_rns_table,
+                             run_table)
 
         if args.table == "scale":
             from ._bench_scale import run_scale_table
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             print()
         if args.table in ("linalg", "all"):
             run_linalg_table(sizes=args.sizes, bits=args.bits or LINALG_BITS, repeats=args.repeats,
-                             galois_timeout=args.galois_timeout, flint=not args.no_flint, galois=not args.no_galois)
+                             functions=args.functions or LINALG_FUNCTIONS, galois_timeout=args.galois_timeout,
+                             flint=not args.no_flint, galois=not args.no_galois)
         if args.table in ("ozaki", "ozaki-accuracy"):
             from ._bench_ozaki import run_ozaki_accuracy_table, run_ozaki_table
 

@@ -521,14 +521,15 @@ def test_singular_inverse():
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: linalg.rank([1, 2, 3], 7), r"rank: A must be a 2-D matrix, got an array of shape \(3,\)"),
+    (lambda: linalg.rank([1, 2, 3], 7),
+     r"rank: A must be a 2-D matrix or a stack of them, \(\.\.\., m, n\), got an array of shape \(3,\)"),
     (lambda: linalg.pluq(np.zeros((2, 2, 2)), 7), r"pluq: A must be a 2-D matrix"),
     (lambda: linalg.rref(5, 7), r"rref: A must be a 2-D matrix"),
     (lambda: linalg.nullspace([1], 7), r"nullspace: A must be a 2-D matrix"),
     (lambda: linalg.det([[1, 2, 3], [4, 5, 6]], 7), r"det: A must be square, got shape \(2, 3\)"),
     (lambda: linalg.inv([[1, 2]], 7), r"inv: A must be square"),
     (lambda: linalg.solve([[1, 2], [3, 4]], [1, 2, 3], 7), r"solve: A has shape \(2, 2\), so B must have 2 rows"),
-    (lambda: linalg.solve([[1, 2], [3, 4]], np.ones((2, 2, 2)), 7), r"B must have 2 rows"),
+    (lambda: linalg.solve([[1, 2], [3, 4]], np.ones((2, 3, 2)), 7), r"B must have 2 rows"),
     (lambda: linalg.solve([1, 2], [1], 7), r"solve: A must be a 2-D matrix"),
     (lambda: linalg.trsm([[1, 2]], [[1]], 7), r"trsm: T must be square"),
     (lambda: linalg.trsm(np.eye(2), np.ones((3, 1)), 7), r"T is 2x2, so B must have 2 rows"),
@@ -639,7 +640,8 @@ def test_bench_table():
     text = buf.getvalue()
     assert [(r["bits"], r["function"]) for r in rows] == [(b, f) for b in (20, 31) for f in _bench.LINALG_FUNCTIONS]
     assert all(r["flint_exact"] and r["modlin_s"] > 0 and r["modlin_matmul"] > 0 for r in rows)
-    assert "| 24 | 31 | inv |" in text and "equals python-flint's in 8 of 8 cases" in text
+    assert "| 24 | 31 | inv |" in text and "| 24 | 20 | charpoly |" in text and "| 24 | 31 | matrix_power |" in text
+    assert "equals python-flint's in 14 of 14 cases" in text
     rows = _bench.run_linalg_table(sizes=[8], bits=[20], functions=["det"], repeats=1, flint=False,
                                    galois_timeout=120, out=buf, progress=None)
     assert rows[0]["galois_status"] == "ok" and rows[0]["galois_s"] > 0

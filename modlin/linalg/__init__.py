@@ -11,17 +11,32 @@ speeds up all of linear algebra:
 - :func:`nullspace` -- right (columns) or left (rows) kernel bases;
 - :func:`rref` -- reduced row echelon form and pivot columns;
 - :func:`trsm` -- triangular solves, BLAS-style (any modulus whose diagonal
-  entries are units).
+  entries are units);
+- :func:`charpoly`, :func:`minpoly` -- characteristic and minimal polynomials,
+  from Krylov bases (block Krylov and a polynomial determinant, or Krylov
+  stages split off by Schur complements);
+- :func:`matrix_power` -- ``A**e`` for any integer ``e``, by squarings.
+
+:func:`det`, :func:`inv`, :func:`solve`, :func:`rank`, :func:`charpoly` and
+:func:`matrix_power` take stacks ``(..., n, n)`` as ``numpy.linalg`` does.
+Singular and inconsistent systems (and non-square matrices) raise
+:class:`LinAlgError`, a subclass of ``numpy.linalg.LinAlgError`` (a
+``ValueError``).
 
 Every function takes a modulus of any size (int64 results below ``2**63``,
 object arrays of Python ints above), galois ``FieldArray`` s and python-flint
 ``nmod_mat`` / ``fmpz_mod_mat`` / ``fmpz_mat`` matrices in and out (the same
-type comes back; ``det`` of an ``nmod_mat`` is an ``nmod``).
+type comes back; ``det`` of an ``nmod_mat`` is an ``nmod``, ``charpoly`` and
+``minpoly`` give ``galois.Poly`` and python-flint polynomials).
 All but :func:`trsm` need a prime modulus and refuse a composite one.
 """
 
+from ._charpoly import charpoly, minpoly
+from ._inputs import LinAlgError
 from ._pluq import PLUQ, det, pluq, rank
+from ._power import matrix_power
 from ._solve import inv, nullspace, rref, solve
 from ._triangular import trsm
 
-__all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm"]
+__all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm", "charpoly", "minpoly",
+           "matrix_power", "LinAlgError"]

@@ -17,7 +17,7 @@ import numpy as np
 from ..typing import ArrayLike
 from ._arith import mulsub, parity
 from ._elimination import pluq_base
-from ._inputs import as_field, prepare
+from ._inputs import as_field, map_matrices, prepare
 from ._triangular import solve_triangular_inplace
 
 __all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "is_identity", "THRESHOLD"]
@@ -247,22 +247,25 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
 
     Parameters
     ----------
-    A : array_like, shape (m, n)
-        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
-        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    A : array_like, shape (..., m, n)
+        Integer matrix or a stack of them, a galois ``FieldArray`` or a
+        python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    int
-        The rank of ``A`` over ``GF(p)``.
+    int or ndarray of int64
+        The rank of ``A`` over ``GF(p)``; for a stack, an array of the ranks
+        of its matrices, of the leading shape.
 
     Raises
     ------
+    LinAlgError
+        ``A`` of fewer than 2 dimensions (a ``ValueError`` too).
     ValueError
-        ``A`` not 2-D, ``p`` not prime, or the input errors of :func:`modlin.matmul`.
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
@@ -283,8 +286,9 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     >>> linalg.rank(flint.nmod_mat([[1, 2], [2, 4]], 7))  # p from the nmod_mat
     1
     """
-    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",))
-    return pluq_inplace(W, p)[2]
+    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",), stack=True)
+    r = map_matrices(lambda w: pluq_inplace(w, p)[2], [W], (2,), (), np.int64)
+    return int(r) if r.ndim == 0 else r
 
 
 def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
@@ -292,27 +296,30 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
 
     Parameters
     ----------
-    A : array_like, shape (n, n)
-        Square integer matrix, a galois ``FieldArray`` or a python-flint
-        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    A : array_like, shape (..., n, n)
+        Square integer matrix or a stack of them, a galois ``FieldArray`` or
+        a python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    int, FieldArray, nmod or fmpz_mod
+    int, ndarray, FieldArray, nmod or fmpz_mod
         ``det(A) mod p`` in ``[0, p)`` as a Python int; a 0-d ``FieldArray``
         for a ``FieldArray`` input, and for an ``nmod_mat`` or
         ``fmpz_mod_mat`` the python-flint scalar of its ring (``nmod``,
         ``fmpz_mod``), as python-flint's own ``det`` returns (a Python int
         for an ``fmpz_mat``). The determinant of a ``0 x 0`` matrix is 1.
+        For a stack, an array of the leading shape (int64 below ``2**63``,
+        Python ints above, or a ``FieldArray``).
 
     Raises
     ------
+    LinAlgError
+        ``A`` not square (a ``ValueError`` too).
     ValueError
-        ``A`` not square, ``p`` not prime, or the input errors of
-        :func:`modlin.matmul`.
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
@@ -334,15 +341,22 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     >>> d = linalg.det(flint.nmod_mat([[1, 2], [3, 4]], 7))
     >>> d, type(d).__name__
     (5, 'nmod')
+    >>> linalg.det([[[1, 2], [3, 4]], [[2, 0], [0, 3]]], 7)  # a stack
+    array([5, 6])
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",))
+    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True)
+    d = map_matrices(lambda w: _det(w, p), [W], (2,), (), W.dtype)
+    d = d.item() if d.ndim == 0 else d
+    return d if field is None else field(d)
+
+
+def _det(W: np.ndarray, p: int) -> int:
+    """The determinant of one working matrix (overwritten)."""
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
-    d = 0
-    if r == n:
-        d = 1
-        for x in np.diagonal(W).tolist():
-            d = d * x % p
-        if parity(P) != parity(Q):
-            d = (p - d) % p
-    return d if field is None else field(d)
+    if r < n:
+        return 0
+    d = 1
+    for x in np.diagonal(W).tolist():
+        d = d * x % p
+    return (p - d) % p if parity(P) != parity(Q) else d

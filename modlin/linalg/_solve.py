@@ -11,11 +11,11 @@ import numpy as np
 
 from ..typing import ArrayLike
 from ._arith import mulsub, negate
-from ._inputs import as_field, prepare
+from ._inputs import LinAlgError, as_field, map_matrices, prepare
 from ._pluq import is_identity, pluq_inplace
 from ._triangular import invert_triangular, solve_triangular_inplace
 
-__all__ = ["inv", "solve", "nullspace", "rref"]
+__all__ = ["inv", "solve", "nullspace", "rref", "inverse", "solve_factored"]
 
 
 def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
@@ -23,24 +23,27 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
 
     Parameters
     ----------
-    A : array_like, shape (n, n)
-        Square integer matrix, a galois ``FieldArray`` or a python-flint
-        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    A : array_like, shape (..., n, n)
+        Square integer matrix or a stack of them, a galois ``FieldArray`` or
+        a python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    ndarray, shape (n, n)
+    ndarray, shape (..., n, n)
         ``A**-1 mod p`` with entries in ``[0, p)``: int64 for ``p < 2**63``,
         Python ints above, a ``FieldArray`` for a ``FieldArray`` input, the
         input's python-flint type for a flint matrix.
 
     Raises
     ------
+    LinAlgError
+        ``A`` singular modulo ``p`` (the message gives its rank, and its index
+        in a stack) or not square; a subclass of ``numpy.linalg.LinAlgError``
+        and so of ``ValueError``.
     ValueError
-        ``A`` singular modulo ``p`` (the message gives its rank), not square,
         ``p`` not prime, or the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
@@ -71,17 +74,23 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> linalg.inv(F) == F.inv()
     True
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",))
+    p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",), stack=True)
+    n = W.shape[-1]
+    return as_field(map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), W.dtype), field)
+
+
+def inverse(W: np.ndarray, p: int) -> np.ndarray:
+    """The inverse of one working matrix (overwritten), or LinAlgError when it is singular."""
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
     if r < n:
-        raise ValueError(f"inv: the matrix is singular modulo {p}: its rank is {r}, not {n}")
+        raise LinAlgError(f"inv: the matrix is singular modulo {p}: its rank is {r}, not {n}")
     # M = A[P][:, Q] = L U has M**-1 = U**-1 L**-1, and A**-1[i, j] = M**-1[Qinv[i], Pinv[j]]
     X = invert_triangular(W, p, lower=True, unit=True)
     solve_triangular_inplace(W, X, p, left=True, lower=False, unit=False)
     if not (is_identity(P) and is_identity(Q)):
         X = X[np.ix_(np.argsort(Q), np.argsort(P))]
-    return as_field(X, field)
+    return X
 
 
 def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
@@ -89,18 +98,20 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
 
     Parameters
     ----------
-    A : array_like, shape (m, n)
-        Integer matrix, a galois ``FieldArray`` or a python-flint matrix
-        (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
-    B : array_like, shape (m, k) or (m,)
-        Right-hand side(s).
+    A : array_like, shape (..., m, n)
+        Integer matrix or a stack of them, a galois ``FieldArray`` or a
+        python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    B : array_like, shape (..., m, k) or (m,)
+        Right-hand side(s). As in NumPy 2's ``numpy.linalg.solve``, only a
+        1-D ``B`` is a vector (the same one for every matrix of a stack);
+        otherwise the leading dimensions of ``A`` and ``B`` broadcast.
     p : int, optional
         A prime modulus, of any size; may be omitted when ``A`` or ``B`` is a
         ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
 
     Returns
     -------
-    ndarray, shape (n, k) or (n,)
+    ndarray, shape (..., n, k) or (..., n)
         A solution ``X`` with entries in ``[0, p)`` (int64 for ``p < 2**63``,
         Python ints above, a ``FieldArray`` for ``FieldArray`` inputs, the
         python-flint type of flint inputs: a 1-D ``B`` then gives an
@@ -113,11 +124,13 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
 
     Raises
     ------
-    ValueError
+    LinAlgError
         No solution exists (the message names the first column of ``B``
         outside the column space of ``A``, and the rank of ``A``); ``A`` not
-        2-D; ``B`` not of ``m`` rows; ``p`` not prime; the input errors of
-        :func:`modlin.matmul`.
+        2-D; ``B`` not of ``m`` rows. A subclass of
+        ``numpy.linalg.LinAlgError`` and so of ``ValueError``.
+    ValueError
+        ``p`` not prime; the input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
@@ -143,34 +156,49 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> linalg.solve([[1, 2], [2, 4]], [1, 3], 11)
     Traceback (most recent call last):
     ...
-    ValueError: solve: A @ X = B has no solution modulo 11: column 0 of B is not in the column space of A (rank 1)
+    modlin.linalg.LinAlgError: solve: A @ X = B has no solution modulo 11: column 0 of B is not in the column space of A (rank 1)
     >>> import flint
     >>> F = flint.nmod_mat([[1, 2], [3, 4]], 11)
     >>> X = linalg.solve(F, flint.nmod_mat([[1], [3]], 11))  # an nmod_mat, as F.solve gives
     >>> F * X == flint.nmod_mat([[1], [3]], 11)
     True
     """
-    p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",))
-    m, n = W.shape
-    vector = Bw.ndim == 1
+    p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",), stack=True)
+    m, n = W.shape[-2:]
+    vector = Bw.ndim == 1  # numpy >= 2: only a 1-D B is a vector; (..., m, k) is a stack of matrices
+    rows = Bw.shape[0] if vector else (Bw.shape[-2] if Bw.ndim >= 2 else None)
+    if rows != m:
+        raise LinAlgError(f"solve: A has shape {W.shape}, so B must have {m} rows (shape ({m},) or (..., {m}, k)); "
+                          f"got B of shape {np.shape(B)}")
     if vector:
-        Bw = Bw[:, np.newaxis]
-    if Bw.ndim != 2 or Bw.shape[0] != m:
-        raise ValueError(f"solve: A has shape {W.shape}, so B must have {m} rows (shape ({m},) or ({m}, k)); "
-                         f"got B of shape {np.shape(B)}")
+        X = map_matrices(lambda w, b: _solve(w, b[:, np.newaxis], p)[:, 0], [W, Bw], (2, 1), (n,), W.dtype)
+    else:
+        X = map_matrices(lambda w, b: _solve(w, b, p), [W, Bw], (2, 2), (n, Bw.shape[-1]), W.dtype)
+    return as_field(X, field)
+
+
+def _solve(W: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
+    """The solution of one system ``W X = B`` (working matrices, ``W`` overwritten) whose free
+    variables are zero, or LinAlgError when there is none."""
     P, Q, r = pluq_inplace(W, p)
-    Z = Bw[P]
+    return solve_factored(W, P, Q, r, B, p)
+
+
+def solve_factored(W: np.ndarray, P: np.ndarray, Q: np.ndarray, r: int, B: np.ndarray, p: int) -> np.ndarray:
+    """:func:`_solve` from the packed PLUQ ``(W, P, Q, r)`` of ``A`` (``B`` is not modified)."""
+    n = W.shape[1]
+    Z = B[P]
     solve_triangular_inplace(W[:r, :r], Z[:r], p, left=True, lower=True, unit=True)
     rest = Z[r:]
     mulsub(rest, W[r:, :r], Z[:r], p)
     bad = np.flatnonzero((rest != 0).any(axis=0))
     if bad.size:
-        raise ValueError(f"solve: A @ X = B has no solution modulo {p}: column {bad[0]} of B is not in the "
-                         f"column space of A (rank {r})")
+        raise LinAlgError(f"solve: A @ X = B has no solution modulo {p}: column {bad[0]} of B is not in the "
+                          f"column space of A (rank {r})")
     solve_triangular_inplace(W[:r, :r], Z[:r], p, left=True, lower=False, unit=False)
     X = np.zeros((n, Z.shape[1]), dtype=W.dtype)
     X[Q[:r]] = Z[:r]
-    return as_field(X[:, 0] if vector else X, field)
+    return X
 
 
 def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.ndarray:

@@ -146,10 +146,12 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
 
     Raises
     ------
+    LinAlgError
+        ``T`` not square, or a diagonal entry of ``T`` that is zero modulo
+        ``p`` (or not a unit, for composite ``p``); a ``ValueError`` too.
     ValueError
-        ``T`` not square, ``B`` of the wrong shape, a diagonal entry of ``T``
-        that is zero modulo ``p`` (or not a unit, for composite ``p``), an
-        unknown ``side`` or ``trans``, or the input errors of :func:`modlin.matmul`.
+        ``B`` of the wrong shape, an unknown ``side`` or ``trans``, or the
+        input errors of :func:`modlin.matmul`.
     TypeError
         Non-integer entries or modulus, or operands that are not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked

@@ -1,0 +1,568 @@
+"""Characteristic and minimal polynomials modulo a prime, from Krylov subspaces.
+
+Two algorithms, both exact whatever the random vectors they start from (the
+randomness decides only how fast they are):
+
+- **block Krylov** (the fast path, for ``n >= MIN_BLOCK_KRYLOV`` and
+  ``p >= n``): the Krylov basis ``K`` of ``b`` random vectors under ``A``
+  (``n / b`` products of ``A`` with ``n x b`` blocks) turns ``A`` into a block
+  companion matrix ``K**-1 A K``, whose characteristic polynomial is the
+  determinant of a ``b x b`` matrix of polynomials of degree ``n / b``. That
+  determinant is evaluated at ``n`` points (one product for the evaluations,
+  then ``n`` small determinants) and interpolated. When ``K`` is singular (a
+  matrix with more than ``b`` invariant factors, or unlucky vectors) the
+  general algorithm takes over.
+- **Krylov stages** (every other case): the Krylov subspace ``U`` of one
+  random vector is ``A``-invariant, so ``charpoly(A)`` is the minimal
+  polynomial of that vector times the characteristic polynomial of ``A`` on
+  ``V / U``, whose matrix is a Schur complement (one product); the quotient
+  is treated the same way until nothing is left. The vectors of the stages
+  generate the whole space as an ``A``-module, so the minimal polynomial of
+  ``A`` is the least common multiple of theirs, built up one vector at a time.
+
+Polynomials are lists of Python ints, coefficients from low to high degree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import njit
+from ..typing import ArrayLike
+from ._arith import INT64_LIMIT, inverse, is_wide, mul, mulmod, mulsub, submul, thin_plan
+from ._inputs import map_matrices, prepare
+from ._pluq import pluq_inplace
+from ._solve import solve_factored
+
+__all__ = ["charpoly", "minpoly", "MIN_BLOCK_KRYLOV"]
+
+#: Matrices of fewer rows go through the Krylov stages (read at call time, so tests may lower it).
+MIN_BLOCK_KRYLOV = 96
+
+#: The random vectors: the results do not depend on them, and a fixed seed keeps timings repeatable.
+SEED = 0x6D6F646C
+
+
+def block_size(n: int) -> int:
+    """The number of vectors of the block Krylov basis for an ``n x n`` matrix.
+
+    The ``n / b`` products with ``n x b`` blocks read all of ``A`` each (thin
+    products run far below a square one's speed), and the ``n`` determinants
+    cost ``n b**3 / 3``: 48 balanced them best at ``n = 1000`` (against 24,
+    32 and 64) on the 2-core development machine.
+    """
+    return 48 if n >= 600 else 32 if n >= 200 else max(2, n // 8)
+
+
+# --------------------------------------------------------------------------- polynomials
+
+def _pmul(f: list[int], g: list[int], p: int) -> list[int]:
+    """``f * g mod p``."""
+    c = np.convolve(np.array(f, dtype=object), np.array(g, dtype=object))
+    return [int(x) % p for x in c]
+
+
+def _pmod(f: list[int], g: list[int], p: int) -> list[int]:
+    """``f mod g`` (``g`` with a nonzero leading coefficient), without trailing zeros."""
+    r = np.array(f, dtype=object) % p
+    lead = pow(int(g[-1]), -1, p)
+    gv = np.array(g, dtype=object)
+    for i in range(len(r) - len(g), -1, -1):
+        q = r[i + len(g) - 1] * lead % p
+        if q:
+            r[i:i + len(g)] = (r[i:i + len(g)] - q * gv) % p
+    r = [int(x) for x in r[:len(g) - 1]]
+    while r and r[-1] == 0:
+        r.pop()
+    return r
+
+
+def _squarefree(f: list[int], p: int) -> bool:
+    """Whether the monic ``f`` has no repeated factor: ``gcd(f, f') = 1`` (and ``f' != 0``)."""
+    a = f
+    b = [i * c % p for i, c in enumerate(f)][1:]
+    while b and b[-1] == 0:
+        b.pop()
+    if not b:
+        return len(f) <= 1
+    while b:
+        a, b = b, _pmod(a, b, p)
+    return len(a) == 1
+
+
+def _monic(c: np.ndarray, p: int) -> list[int]:
+    """``x**k - sum c[i] x**i`` for the relation ``A**k v = sum c[i] A**i v``."""
+    return [(-int(x)) % p for x in c] + [1]
+
+
+def _horner(A: np.ndarray, f: list[int], X: np.ndarray, p: int) -> np.ndarray:
+    """``f(A) @ X mod p`` for a monic ``f``: one product with ``A`` per degree."""
+    Y = X.copy()
+    for c in reversed(f[:-1]):
+        Y = mul(A, Y, p)
+        if c:
+            Y = _addmod(Y, X * c % p if X.dtype == object else _scale(X, c, p), p)
+    return Y
+
+
+def _scale(X: np.ndarray, c: int, p: int) -> np.ndarray:
+    """``c X mod p`` for int64 residues."""
+    return mul(X.reshape(-1, 1), np.array([[c]], dtype=np.int64), p).reshape(X.shape)
+
+
+def _addmod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """``(a + b) mod p`` for residues (int64 ones without overflow: ``a - (p - b)`` is in ``(-p, p)``)."""
+    if a.dtype == object:
+        return (a + b) % p
+    t = a - (p - b)
+    return t + p * (t < 0)
+
+
+def _random(rng, shape, p: int, dtype) -> np.ndarray:
+    """Uniform residues modulo ``p`` (int64, or Python ints from three 62-bit draws above ``2**63``)."""
+    if dtype != object:
+        return rng.integers(0, p, shape, dtype=np.int64)
+    x = np.zeros(shape, dtype=object)
+    for _ in range(p.bit_length() // 62 + 2):
+        x = (x << 62) + rng.integers(0, 2**62, shape).astype(object)
+    return x % p
+
+
+# --------------------------------------------------------------------------- Krylov stages
+
+def _krylov(M: np.ndarray, v: np.ndarray, p: int):
+    """The Krylov basis of ``v`` under ``M`` and the minimal polynomial of ``v``.
+
+    Returns ``(K, R, f)``: ``K`` of shape ``(m, k)`` holds ``v, M v, ..., M**(k-1) v``
+    (independent, and ``M**k v`` in their span), ``R`` are ``k`` rows on which
+    ``K`` is invertible, and ``f`` the monic polynomial of degree ``k`` with
+    ``f(M) v = 0``. The vectors are made in batches that double until one holds
+    a dependent vector, so at most twice the needed products are made and the
+    rank is found by one PLUQ per batch.
+    """
+    m = M.shape[0]
+    cols = [v]
+    want = 2
+    while True:
+        while len(cols) < min(want, m + 1):
+            cols.append(mul(M, cols[-1][:, None], p)[:, 0])
+        T = np.array(cols)  # rows: the Krylov vectors; rank profile = the first k of them
+        P, Q, k = pluq_inplace(T.copy(), p)
+        if k < len(cols):
+            break
+        want *= 2
+    K = np.array(cols[:k]).T
+    R = np.sort(Q[:k])
+    S = np.ascontiguousarray(K[R])
+    SP, SQ, _ = pluq_inplace(S, p)
+    c = solve_factored(S, SP, SQ, k, cols[k][R][:, None], p)[:, 0]
+    return K, R, _monic(c, p)
+
+
+def _stages(W: np.ndarray, p: int, rng):
+    """The Krylov stages of ``W`` (overwritten): a list of ``(f, g)``, ``f`` the polynomial of
+    a stage and ``g`` its vector in the coordinates of ``W``. The product of the ``f`` is the
+    characteristic polynomial and the ``g`` generate the space as a module over ``W``."""
+    n = W.shape[0]
+    M, idx = W, np.arange(n)
+    out = []
+    while M.shape[0]:
+        m = M.shape[0]
+        v = _random(rng, m, p, M.dtype)
+        while not v.any():  # the zero vector spans nothing (likely only for tiny p and m)
+            v = _random(rng, m, p, M.dtype)
+        K, R, f = _krylov(M, v, p)
+        g = np.zeros(n, dtype=M.dtype)
+        g[idx] = v
+        out.append((f, g))
+        k = R.size
+        if k == m:
+            break
+        rest = np.setdiff1d(np.arange(m), R)
+        # M on V / span(K), in the coordinates `rest`: M[rest, rest] - K[rest] K[R]**-1 M[R, rest]
+        S = np.ascontiguousarray(K[R])
+        SP, SQ, _ = pluq_inplace(S, p)
+        Y = solve_factored(S, SP, SQ, k, M[np.ix_(R, rest)], p)
+        M2 = np.ascontiguousarray(M[np.ix_(rest, rest)])
+        mulsub(M2, np.ascontiguousarray(K[rest]), Y, p)
+        M, idx = M2, idx[rest]
+    return out
+
+
+# --------------------------------------------------------------------------- block Krylov
+
+@njit
+def _dets_kernel(M, p, wide, out):  # pragma: no cover - compiled
+    """``out[t] = det(M[:, :, t]) mod p`` for ``N`` int64 matrices ``b x b`` laid out as ``(b, b, N)``
+    (overwritten), eliminating in all of them at once: the loops over ``t`` are innermost, so
+    they vectorise. Without row exchanges: where a pivot is zero, ``out[t]`` is set to ``-1``
+    and that matrix left to :func:`_dets_pivoting`."""
+    pinv = 1.0 / np.float64(p)
+    b, N = M.shape[0], M.shape[2]
+    inv = np.empty(N, dtype=np.int64)
+    lam = np.empty(N, dtype=np.int64)
+    out[:] = 1
+    for c in range(b):
+        piv = M[c, c]
+        for t in range(N):
+            if piv[t] == 0 or out[t] < 0:
+                out[t] = -1
+                inv[t] = 0  # the updates below leave the matrix alone
+            else:
+                inv[t] = inverse(piv[t], p)
+                out[t] = mulmod(out[t], piv[t], p, pinv, wide)
+        for r in range(c + 1, b):
+            col = M[r, c]
+            for t in range(N):
+                lam[t] = mulmod(col[t], inv[t], p, pinv, wide)
+            for j in range(c + 1, b):
+                row = M[r, j]
+                top = M[c, j]
+                for t in range(N):
+                    row[t] = submul(row[t], lam[t], top[t], p, pinv, wide)
+
+
+@njit
+def _dets_pivoting(M, p, wide, out):  # pragma: no cover - compiled
+    """``out[t] = det(M[t]) mod p`` for a stack of small int64 matrices (overwritten)."""
+    pinv = 1.0 / np.float64(p)
+    b = M.shape[1]
+    for t in range(M.shape[0]):
+        a = M[t]
+        d = np.int64(1)
+        for c in range(b):
+            piv = -1
+            for r in range(c, b):
+                if a[r, c] != 0:
+                    piv = r
+                    break
+            if piv < 0:
+                d = 0
+                break
+            if piv != c:
+                for j in range(c, b):
+                    a[c, j], a[piv, j] = a[piv, j], a[c, j]
+                d = p - d
+            d = mulmod(d, a[c, c], p, pinv, wide)
+            inv = inverse(a[c, c], p)
+            for r in range(c + 1, b):
+                lam = a[r, c]
+                if lam != 0:
+                    lam = mulmod(lam, inv, p, pinv, wide)
+                    for j in range(c + 1, b):
+                        a[r, j] = submul(a[r, j], lam, a[c, j], p, pinv, wide)
+        out[t] = d
+
+
+def _dets_object(M: np.ndarray, p: int) -> np.ndarray:
+    """:func:`_dets_kernel` on a stack of object matrices: one NumPy update per column, all matrices at once."""
+    N, b, _ = M.shape
+    d = np.ones(N, dtype=object)
+    at = np.arange(N)
+    for c in range(b):
+        nz = M[:, c:, c] != 0
+        has = nz.any(axis=1)
+        piv = c + np.argmax(nz, axis=1)
+        swap = has & (piv != c)
+        if swap.any():
+            rows = M[at[swap], piv[swap]].copy()
+            M[at[swap], piv[swap]] = M[at[swap], c]
+            M[at[swap], c] = rows
+            d[swap] = -d[swap]
+        d[~has] = 0
+        pv = np.where(has, M[:, c, c], 1)
+        d = d * pv % p
+        inv = np.array([pow(int(x), -1, p) for x in pv], dtype=object)
+        lam = M[:, c + 1:, c] * inv[:, None] % p
+        M[:, c + 1:, c + 1:] = (M[:, c + 1:, c + 1:] - lam[:, :, None] * M[:, c, None, c + 1:]) % p
+    return d % p
+
+
+@njit
+def _interpolate_kernel(y, p, wide, out):  # pragma: no cover - compiled
+    """The coefficients of the polynomial of degree ``< n`` taking the values ``y`` at ``0..n-1``
+    (Newton's divided differences, whose denominators at equally spaced points are ``1..n-1``)."""
+    n = y.shape[0]
+    pinv = 1.0 / np.float64(p)
+    d = y.copy()
+    for k in range(1, n):
+        ik = inverse(np.int64(k), p)
+        for t in range(n - 1, k - 1, -1):
+            s = d[t] - d[t - 1]
+            d[t] = mulmod(s + p * (s < 0), ik, p, pinv, wide)
+    out[:] = 0
+    out[0] = d[n - 1]
+    for k in range(n - 2, -1, -1):  # out <- out * (x - k) + d[k]
+        for i in range(n - 1 - k, 0, -1):
+            out[i] = submul(out[i - 1], np.int64(k), out[i], p, pinv, wide)
+        out[0] = submul(d[k], np.int64(k), out[0], p, pinv, wide)
+
+
+def _interpolate_object(y: np.ndarray, p: int) -> np.ndarray:
+    """:func:`_interpolate_kernel` on Python ints, one NumPy operation per step."""
+    n = y.size
+    d = y.copy()
+    for k in range(1, n):
+        d[k:] = (d[k:] - d[k - 1:-1]) * pow(k, -1, p) % p
+    out = np.zeros(n, dtype=object)
+    out[0] = d[n - 1]
+    for k in range(n - 2, -1, -1):
+        out[1:n - k] = (out[:n - k - 1] - k * out[1:n - k]) % p
+        out[0] = (d[k] - k * out[0]) % p
+    return out
+
+
+def _block_krylov(W: np.ndarray, p: int, rng) -> list[int] | None:
+    """The characteristic polynomial from a block Krylov basis of ``b`` random vectors, or None
+    when that basis is singular. ``p >= n`` (there are ``n`` interpolation points).
+
+    With ``n = q b + r``, vector ``i`` contributes ``d_i = q + 1`` Krylov vectors for
+    ``i < r`` and ``q`` for the others; ``K**-1 A**d_i v_i = X[:, i]`` expresses each next
+    power in the basis, and ``det(xI - A) = det M(x)`` with
+    ``M(x)[k, i] = [k = i] x**d_i - sum_l X[l b + k, i] x**l``.
+    """
+    n = W.shape[0]
+    b = block_size(n)
+    q, r = divmod(n, b)
+    pl = thin_plan(p, n, b)
+    blocks = [_random(rng, (n, b), p, W.dtype)]
+    for _ in range(q):
+        blocks.append(mul(W, blocks[-1], p, pl))
+    K = np.ascontiguousarray(np.hstack(blocks[:q] + [blocks[q][:, :r]]))
+    nxt = np.hstack([mul(W, blocks[q][:, :r], p, pl), blocks[q][:, r:]])
+    P, Q, rank = pluq_inplace(K, p)
+    if rank < n:
+        return None
+    X = solve_factored(K, P, Q, n, nxt, p)
+    # coefficients by power l: C[l, k, i] = X[l b + k, i] (zero where vector k has no power l)
+    C = np.zeros((q + 1) * b * b, dtype=W.dtype)
+    C[:n * b] = X.reshape(-1)
+    C = C.reshape(q + 1, b * b)
+    t = np.arange(n, dtype=object)
+    V = np.empty((n, q + 2), dtype=object)  # V[:, l] = t**l: the evaluation points' powers
+    V[:, 0] = 1
+    for l in range(1, q + 2):
+        V[:, l] = V[:, l - 1] * t % p
+    E = mul(V[:, :q + 1].astype(W.dtype), C, p).reshape(n, b, b)
+    M = (-E) % p if W.dtype == object else np.where(E == 0, 0, p - E)
+    diag = np.arange(b)
+    power = np.where(diag < r, q + 1, q)  # x**d_i on the diagonal
+    M[:, diag, diag] = (M[:, diag, diag] + V[:, power]) % p
+    xn = np.array([pow(int(x), n, p) for x in t], dtype=object)
+    if W.dtype == object:
+        y = (_dets_object(M, p) - xn) % p
+        c = _interpolate_object(y, p)
+    else:
+        dets = np.empty(n, dtype=np.int64)
+        M = M.astype(np.int64)
+        _dets_kernel(np.ascontiguousarray(M.transpose(1, 2, 0)), np.int64(p), is_wide(p), dets)
+        zero_pivot = np.flatnonzero(dets < 0)
+        if zero_pivot.size:
+            fixed = np.empty(zero_pivot.size, dtype=np.int64)
+            _dets_pivoting(np.ascontiguousarray(M[zero_pivot]), np.int64(p), is_wide(p), fixed)
+            dets[zero_pivot] = fixed
+        y = ((dets.astype(object) - xn) % p).astype(np.int64)
+        c = np.empty(n, dtype=np.int64)
+        _interpolate_kernel(y, np.int64(p), is_wide(p), c)
+    return [int(x) for x in c] + [1]
+
+
+# --------------------------------------------------------------------------- front doors
+
+def _charpoly(W: np.ndarray, p: int) -> list[int]:
+    """The characteristic polynomial of one working matrix (overwritten)."""
+    rng = np.random.default_rng(SEED)
+    n = W.shape[0]
+    if n >= MIN_BLOCK_KRYLOV and p >= n:
+        f = _block_krylov(W.copy(), p, rng)
+        if f is not None:
+            return f
+    f = [1]
+    for g, _ in _stages(W, p, rng):
+        f = _pmul(f, g, p)
+    return f
+
+
+def _minpoly(W: np.ndarray, p: int) -> list[int]:
+    """The minimal polynomial of one working matrix: the characteristic polynomial when that is
+    squarefree, else the least common multiple of the minimal polynomials of the stages' vectors."""
+    n = W.shape[0]
+    rng = np.random.default_rng(SEED)
+    A = W.copy()
+    if n >= MIN_BLOCK_KRYLOV and p >= n:
+        f = _block_krylov(W.copy(), p, rng)
+        if f is not None and _squarefree(f, p):
+            return f
+    stages = _stages(W, p, rng)
+    if len(stages) <= 1:
+        return stages[0][0] if stages else [1]
+    f = stages[0][0]
+    G = np.array([g for _, g in stages[1:]]).T
+    # lcm(f, minpoly(g)) = f * minpoly(f(A) g): each vector adds what f does not annihilate yet
+    Y = _horner(A, f, G, p)
+    for j in range(Y.shape[1]):
+        if Y[:, j].any():
+            h = _krylov(A, Y[:, j].copy(), p)[2]
+            f = _pmul(f, h, p)
+            Y[:, j + 1:] = _horner(A, h, Y[:, j + 1:], p)
+    return f
+
+
+def _coefficients(f: list[int], p: int) -> np.ndarray:
+    """A polynomial as modlin returns it: int64 coefficients below ``2**63``, Python ints above."""
+    if p < INT64_LIMIT:
+        return np.array(f, dtype=np.int64)
+    out = np.empty(len(f), dtype=object)
+    out[:] = f
+    return out
+
+
+def _as_poly(f: list[int], field):
+    """``f`` as the polynomial type of the input: a ``galois.Poly`` over a FieldArray's field, a
+    python-flint polynomial for a flint matrix, else an array of coefficients."""
+    from .._flint import FlintType
+
+    if isinstance(field, FlintType):
+        return field.poly(f)
+    import galois
+
+    return galois.Poly(f, field=field, order="asc")
+
+
+def charpoly(A: ArrayLike, p: int | None = None):
+    """Characteristic polynomial ``det(x I - A)`` of a square matrix modulo a prime ``p``.
+
+    Parameters
+    ----------
+    A : array_like, shape (..., n, n)
+        Square integer matrix, or a stack of them (any integers, reduced
+        modulo ``p``; integral floats, object arrays of Python ints), a galois
+        ``FieldArray`` or a python-flint ``nmod_mat``, ``fmpz_mod_mat`` or
+        ``fmpz_mat``.
+    p : int, optional
+        A prime modulus, of any size. May be omitted when ``A`` is a
+        ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
+
+    Returns
+    -------
+    ndarray, shape (..., n + 1), galois.Poly or python-flint polynomial
+        The coefficients from degree 0 up to degree ``n`` (the last is 1):
+        int64 in ``[0, p)`` for ``p < 2**63``, Python ints above. A
+        ``FieldArray`` gives a ``galois.Poly`` over its field (a stack of them
+        an object array of ``galois.Poly``); an ``nmod_mat`` an ``nmod_poly``,
+        an ``fmpz_mod_mat`` an ``fmpz_mod_poly`` and an ``fmpz_mat`` the
+        ``fmpz_poly`` of the residues, as python-flint's own ``charpoly``
+        returns. A ``0 x 0`` matrix has the characteristic polynomial 1.
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` not square (a ``ValueError`` too).
+    ValueError
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
+    TypeError
+        Non-integer entries or modulus, or operands that are not matrices.
+
+    See Also
+    --------
+    minpoly : the minimal polynomial, a divisor of this one.
+
+    Notes
+    -----
+    Exact for every matrix; random vectors decide only the speed. From
+    ``n = 96`` on, and for ``p >= n``, ``b`` random vectors (12 to 48) and
+    their images under ``A``, ``A**2``, ... up to ``n`` vectors (``n / b``
+    products with ``n x b`` blocks) form a basis ``K`` in which ``A`` is a
+    block companion matrix; its characteristic polynomial is the determinant
+    of a ``b x b`` matrix of polynomials, evaluated at ``0, ..., n - 1`` (one
+    product, and ``n`` determinants of ``b x b`` matrices) and interpolated.
+    The work is one PLUQ of ``K`` and about ``n**3`` multiply-adds in
+    products. When ``K`` is singular (more than ``b`` invariant factors, as
+    for a scalar matrix), and for smaller ``n`` or ``p``, the Krylov space of
+    one vector is split off at a time (its minimal polynomial times the
+    characteristic polynomial of the quotient, a Schur complement).
+
+    Examples
+    --------
+    >>> from modlin import linalg
+    >>> linalg.charpoly([[1, 2], [3, 4]], 7)  # x**2 - 5 x - 2 = x**2 + 2 x + 5 mod 7
+    array([5, 2, 1])
+    >>> linalg.charpoly([[[1, 0], [0, 1]], [[0, 1], [0, 0]]], 7)  # a stack: (x - 1)**2 and x**2
+    array([[1, 5, 1],
+           [0, 0, 1]])
+    >>> import galois
+    >>> GF = galois.GF(7)
+    >>> linalg.charpoly(GF([[1, 2], [3, 4]]))
+    Poly(x^2 + 2x + 5, GF(7))
+    >>> import flint
+    >>> linalg.charpoly(flint.nmod_mat([[1, 2], [3, 4]], 7))  # an nmod_poly
+    x^2 + 2*x + 5
+    """
+    p, field, (W,) = prepare(p, A, names=("A",), fn="charpoly", shapes=("square",), stack=True)
+    n = W.shape[-1]
+    if field is None:
+        dtype = np.int64 if p < INT64_LIMIT else object
+        return map_matrices(lambda w: _coefficients(_charpoly(w, p), p), [W], (2,), (n + 1,), dtype)
+    polys = map_matrices(lambda w: _as_poly(_charpoly(w, p), field), [W], (2,), (), object)
+    return polys[()] if polys.ndim == 0 else polys
+
+
+def minpoly(A: ArrayLike, p: int | None = None):
+    """Minimal polynomial of a square matrix modulo a prime ``p``: the monic polynomial ``f`` of
+    least degree with ``f(A) = 0``.
+
+    Parameters
+    ----------
+    A : array_like, shape (n, n)
+        Square integer matrix, a galois ``FieldArray`` or a python-flint
+        matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    p : int, optional
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
+
+    Returns
+    -------
+    ndarray, galois.Poly or python-flint polynomial
+        The coefficients from degree 0 up to the degree ``d <= n`` (the last is
+        1), as :func:`charpoly` returns them: int64 below ``2**63``, Python
+        ints above, a ``galois.Poly`` for a ``FieldArray``, the python-flint
+        polynomial of a flint matrix's ring. A ``0 x 0`` matrix gives 1.
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` not square (a ``ValueError`` too).
+    ValueError
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
+    TypeError
+        Non-integer entries or modulus, or operands that are not matrices.
+
+    See Also
+    --------
+    charpoly : the characteristic polynomial, a multiple of this one.
+
+    Notes
+    -----
+    Exact for every matrix. When :func:`charpoly`'s block Krylov method
+    applies and finds a squarefree characteristic polynomial, that is the
+    minimal polynomial. Otherwise the space is split into Krylov stages (see
+    :func:`charpoly`): their vectors ``g_1, ..., g_s`` generate it as a module
+    over ``A``, so the minimal polynomial is the least common multiple of the
+    minimal polynomials of the ``g_i``, accumulated as ``f <- f * minpoly(f(A) g_i)``
+    (``f(A) g_i`` by one product per degree of ``f``, on all remaining vectors at once).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import linalg
+    >>> linalg.minpoly(np.eye(3, dtype=int), 7)  # x - 1
+    array([6, 1])
+    >>> linalg.minpoly([[0, 1, 0], [0, 0, 1], [0, 0, 0]], 7)  # a nilpotent Jordan block: x**3
+    array([0, 0, 0, 1])
+    >>> import flint
+    >>> linalg.minpoly(flint.nmod_mat([[2, 0], [0, 2]], 5))
+    x + 3
+    """
+    p, field, (W,) = prepare(p, A, names=("A",), fn="minpoly", shapes=("square",))
+    f = _minpoly(W, p)
+    return _coefficients(f, p) if field is None else _as_poly(f, field)

@@ -1,0 +1,98 @@
+"""Integer powers of square matrices modulo a prime, by repeated squaring on products."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..typing import ArrayLike
+from ._arith import mul
+from ._inputs import as_field, map_matrices, prepare
+from ._solve import inverse
+
+__all__ = ["matrix_power"]
+
+
+def _power(W: np.ndarray, e: int, p: int) -> np.ndarray:
+    """``W**e mod p`` for ``e >= 1``: the bits of ``e`` from the top, a squaring for each bit
+    after the first and a product with ``W`` for each further 1 bit."""
+    R = W
+    for bit in bin(e)[3:]:
+        R = mul(R, R, p)
+        if bit == "1":
+            R = mul(R, W, p)
+    return R
+
+
+def matrix_power(A: ArrayLike, e: int, p: int | None = None) -> np.ndarray:
+    """Raise a square matrix (or a stack of them) to the integer power ``e`` modulo a prime ``p``.
+
+    As :func:`numpy.linalg.matrix_power`: ``e = 0`` gives the identity, ``e < 0``
+    the power ``-e`` of the inverse.
+
+    Parameters
+    ----------
+    A : array_like, shape (..., n, n)
+        Square integer matrix or a stack of them, a galois ``FieldArray`` or a
+        python-flint matrix (``nmod_mat``, ``fmpz_mod_mat``, ``fmpz_mat``).
+    e : int
+        The exponent, of any size (a Python int or a NumPy integer).
+    p : int, optional
+        A prime modulus, of any size; may be omitted for a ``FieldArray``,
+        ``nmod_mat`` or ``fmpz_mod_mat``.
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+        ``A**e mod p`` with entries in ``[0, p)``: int64 for ``p < 2**63``,
+        Python ints above, a ``FieldArray`` for a ``FieldArray`` input, the
+        input's python-flint type for a flint matrix.
+
+    Raises
+    ------
+    LinAlgError
+        ``A`` not square (a ``ValueError`` too), or singular modulo ``p`` for
+        ``e < 0``.
+    TypeError
+        ``e`` not an integer (``numpy.linalg.matrix_power``'s message), or the
+        type errors of :func:`modlin.matmul`.
+    ValueError
+        ``p`` not prime, or the input errors of :func:`modlin.matmul`.
+
+    Notes
+    -----
+    Left-to-right binary powering: ``e`` of ``L`` bits with ``k`` ones costs
+    ``L - 1`` squarings and ``k - 1`` more products, each one
+    :func:`modlin.matmul` of two ``n x n`` matrices; a power of two ``2**s``
+    is ``s`` squarings (``matrix_power(A, 2**64)`` is 64 products). ``e < 0``
+    adds one :func:`inv` (about one product).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import linalg
+    >>> A = np.array([[1, 1], [1, 0]])  # Fibonacci numbers mod 1000003
+    >>> linalg.matrix_power(A, 10, 1000003)
+    array([[89, 55],
+           [55, 34]])
+    >>> F = linalg.matrix_power(A, 2**100, 1000003)  # 100 squarings
+    >>> bool((linalg.matrix_power(A, -1, 7) @ A % 7 == np.eye(2)).all())
+    True
+    >>> linalg.matrix_power(A, 0, 7)
+    array([[1, 0],
+           [0, 1]])
+    """
+    try:
+        e = operator.index(e)
+    except TypeError:
+        raise TypeError("exponent must be an integer") from None
+    p, field, (W,) = prepare(p, A, names=("A",), fn="matrix_power", shapes=("square",), stack=True)
+    n = W.shape[-1]
+    if e == 0:
+        R = np.zeros(W.shape, dtype=W.dtype)
+        R[..., np.arange(n), np.arange(n)] = 1
+        return as_field(R, field)
+    if e < 0:
+        W = map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), W.dtype)
+    return as_field(map_matrices(lambda w: _power(w, abs(e), p), [W], (2,), (n, n), W.dtype), field)
