@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _contract, _rns
-from ._backend import cpu_only
+from ._backend import cpu_only, is_dask
 from ._convert import integer_operands, integers
 from ._engines import ENGINES
 from .typing import ArrayLike
@@ -98,6 +98,10 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     >>> modlin.intmul(flint.fmpz_mat([[2**64, 1]]), flint.fmpz_mat([[2**64], [-1]]))
     [340282366920938463463374607431768211455]
     """
+    if is_dask(A) or is_dask(B):
+        from ._dask import intmul as dask_intmul
+
+        return dask_intmul(A, B, engine, moduli)
     cpu_only("modlin.intmul", A, B)
     from ._matmul import _matmul_shapes, _product
     from ._rnsplan import as_moduli, rns_plan

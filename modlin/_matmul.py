@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _multiword, _rns
-from ._backend import namespace
+from ._backend import is_dask, namespace
 from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
 from ._limits import current as current_limits
@@ -116,6 +116,10 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     ([2, 0]
     [0, 2], 'nmod_mat', 5)
     """
+    if is_dask(A) or is_dask(B):
+        from ._dask import matmul as dask_matmul
+
+        return dask_matmul(A, B, p, out, plan)
     # before the device is decided, so that None or a dict beside a CuPy array is named as such
     A, B = check_operand(A, "A", "modlin.matmul"), check_operand(B, "B", "modlin.matmul")
     if namespace(A, B, out) is not np:
@@ -132,16 +136,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if plan is None:
         plan = make_plan(p, m, k, n)
     else:
-        if not isinstance(plan, (Plan, RNSPlan)):
-            raise TypeError(f"plan must be a modlin.Plan or modlin.RNSPlan, got {type(plan).__name__}")
-        if plan.p != p:
-            raise ValueError(f"plan was made for p = {plan.p}, not p = {p}; make one with modlin.plan")
-        plan.check()
-        if isinstance(plan, RNSPlan) and plan.bound < k * (p // 2) ** 2:
-            raise ValueError(
-                f"the RNS plan covers products with k <= {plan.bound // max((p // 2) ** 2, 1)}, "
-                f"not k = {k}; make one for this shape with modlin.plan"
-            )
+        _check_plan(plan, p, k)
 
     dtype = np.int64 if p <= 2**63 else object
     direct = out is not None and field is None and _usable_out(out, shape, dtype)
@@ -160,6 +155,20 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if field is not None:
         return field.product(result, np.ndim(A)) if isinstance(field, FlintType) else field(result)
     return result[()] if result.ndim == 0 else result
+
+
+def _check_plan(plan, p: int, k: int) -> None:
+    """Refuse a ``plan=`` argument that cannot compute a product mod ``p`` with this ``k``."""
+    if not isinstance(plan, (Plan, RNSPlan)):
+        raise TypeError(f"plan must be a modlin.Plan or modlin.RNSPlan, got {type(plan).__name__}")
+    if plan.p != p:
+        raise ValueError(f"plan was made for p = {plan.p}, not p = {p}; make one with modlin.plan")
+    plan.check()
+    if isinstance(plan, RNSPlan) and plan.bound < k * (p // 2) ** 2:
+        raise ValueError(
+            f"the RNS plan covers products with k <= {plan.bound // max((p // 2) ** 2, 1)}, "
+            f"not k = {k}; make one for this shape with modlin.plan"
+        )
 
 
 def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, result: np.ndarray,

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _rns
-from ._backend import cpu_only, namespace
+from ._backend import cpu_only, is_dask, namespace
 from ._convert import _index, float_integers, integer_operands, integers, residues_int64, unwrap_fields
 from ._flint import FlintType
 from ._intmul import max_abs
@@ -389,6 +389,10 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     >>> re, im
     (GF([[12]], order=13), GF([[1]], order=13))
     """
+    if any(is_dask(x) for X in (A, B) for x in (X if isinstance(X, tuple) else (X,))):
+        from ._dask import gaussian_matmul
+
+        return gaussian_matmul(A, B, m, algorithm)
     m, field, (A, B) = _front(m, "modlin.gaussian.matmul", A=A, B=B)
     return _typed(field, _matmul_mod(A, B, m, algorithm), _ndim(A))
 
