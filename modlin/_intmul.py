@@ -61,7 +61,9 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
         of Python ints (or python-flint ``fmpz``) of any size (negative
         entries included), or python-flint ``fmpz_mat`` s. Residues modulo
         ``p`` are refused: galois ``FieldArray`` s, ``nmod_mat``,
-        ``fmpz_mod_mat`` (use :func:`modlin.matmul` for their product).
+        ``fmpz_mod_mat`` (use :func:`modlin.matmul` for their product). Or
+        ``dask.array.Array`` s (one or both): the product is then lazy
+        (:doc:`/guide/distributed`).
     engine : {"fp64", "fp32", "int8"}, optional
         Engine of the products modulo each modulus (default: the cheapest
         automatic one; ``"int8"`` only when asked).
@@ -74,7 +76,9 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     ndarray or fmpz_mat
         The exact product: int64 when the bound ``k * max|A| * max|B|`` is
         below ``2**63``, otherwise an object array of Python ints; an
-        ``fmpz_mat`` when an operand is one.
+        ``fmpz_mat`` when an operand is one; a lazy dask array of that dtype
+        for dask operands (the bound is then read from their dtypes, or from
+        their entries by a dask reduction run first).
 
     Raises
     ------

@@ -42,6 +42,9 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         ``FieldArray`` or flint matrix is read as integers. Or CuPy integer
         arrays (both operands): the product then runs on their GPU, planned
         for its engines (``modlin.plan(..., device="cuda")``), for ``p < 2**63``.
+        Or ``dask.array.Array`` s (one or both; of NumPy, CuPy or FieldArray
+        chunks): the product is then lazy, chunk pair by chunk pair
+        (:doc:`/guide/distributed`).
     p : int, optional
         The modulus, any integer ``p >= 2``, prime or composite: an ``int``, a
         NumPy integer or a python-flint ``fmpz`` (anything :func:`operator.index`
@@ -67,7 +70,9 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         ``fmpz_mat`` of the residues when only ``fmpz_mat`` s are given (a
         1-D NumPy operand beside them makes a ``1 x n`` or ``n x 1`` matrix,
         two 1-D ones the scalar ``nmod`` / ``fmpz_mod``). CuPy operands give
-        a CuPy result on their device.
+        a CuPy result on their device; dask operands a lazy dask array of the
+        same dtype, chunked as the rows of ``A`` and the columns of ``B``
+        (``out`` is then refused: store the result with :func:`dask.array.store`).
 
     Raises
     ------

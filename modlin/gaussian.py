@@ -339,7 +339,9 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     Parameters
     ----------
     A, B : complex array_like, or (real, imag) pairs of integer array_like
-        The operands; complex arrays must have integral parts.
+        The operands; complex arrays must have integral parts. Arrays (or
+        parts) may be ``dask.array.Array`` s: the product is then lazy
+        (:doc:`/guide/distributed`).
     m : int, optional
         The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
         part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
@@ -356,7 +358,8 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     -------
     (ndarray, ndarray)
         Real and imaginary parts of ``A @ B mod m``, int64 in ``[0, m)``
-        (CuPy arrays for CuPy operands: the product then runs on their GPU).
+        (CuPy arrays for CuPy operands: the product then runs on their GPU;
+        lazy dask arrays for dask operands).
 
     Raises
     ------
