@@ -311,11 +311,11 @@ def _known(x: da.Array, name: str) -> da.Array:
     return x
 
 
-def _as_dask(x, name: str, fn: str, like: da.Array, side: int) -> da.Array:
+def _as_dask(x, name: str, fn: str, like: da.Array, side: int | None) -> da.Array:
     """An operand as a dask array: dask arrays as they are, an in-memory one (beside a dask
-    array ``like``) checked by the front door and wrapped: chunked as ``like`` when it has
-    its shape (another part of the same operand), else whole along its free axes and along
-    ``k`` as ``like``, the other operand (``side``: 0 for ``A``, 1 for ``B``)."""
+    array ``like``) checked by the front door and wrapped: chunked as ``like`` when that is
+    another part of the same operand (``side=None``), else whole along its free axes and
+    along ``k`` as ``like``, the other operand (``side``: 0 for ``A``, 1 for ``B``)."""
     if is_dask(x):
         return _known(x, name)
     x = check_operand(x, name, fn)
@@ -324,8 +324,8 @@ def _as_dask(x, name: str, fn: str, like: da.Array, side: int) -> da.Array:
                         f"NumPy, CuPy or galois chunks; convert {name} to a NumPy array (or wrap it with "
                         "dask.array.from_array) first")
     x_ = x if hasattr(x, "ndim") and hasattr(x, "shape") else np.asarray(x)
-    if x_.shape == like.shape:
-        return da.from_array(x_, chunks=like.chunks)
+    if side is None:  # (a part of another shape is refused with the shapes, later)
+        return da.from_array(x_, chunks=like.chunks if x_.shape == like.shape else -1)
     chunks = [-1] * x_.ndim
     k_axis = -1 if side == 0 else max(x_.ndim - 2, 0)
     k_like = like.chunks[-1 if side == 1 else max(like.ndim - 2, 0)]
@@ -447,8 +447,8 @@ def gaussian_matmul(A, B, m, algorithm: str) -> tuple[da.Array, da.Array]:
     gaussian._flatten({"A": A, "B": B})  # the front door's check of (real, imag) pairs
     pa, pb = (X if isinstance(X, tuple) else (X,) for X in (A, B))
     da_a, da_b = (next((x for x in parts if is_dask(x)), None) for parts in (pa, pb))
-    pa = tuple(_as_dask(x, "A", fn, da_a if da_a is not None else da_b, 0) for x in pa)
-    pb = tuple(_as_dask(x, "B", fn, da_b if da_b is not None else pa[0], 1) for x in pb)
+    pa = tuple(_as_dask(x, "A", fn, da_b, 0) if da_a is None else _as_dask(x, "A", fn, da_a, None) for x in pa)
+    pb = tuple(_as_dask(x, "B", fn, pa[0], 1) if da_b is None else _as_dask(x, "B", fn, da_b, None) for x in pb)
     metas = [tuple(map(_meta, parts)) if len(parts) > 1 else _meta(parts[0]) for parts in (pa, pb)]
     m, field, _ = gaussian._front(m, fn, A=metas[0], B=metas[1])
     gaussian.matmul(*metas, m, algorithm=algorithm)  # the in-memory front door on empty chunks
