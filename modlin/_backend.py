@@ -1,7 +1,7 @@
-"""Which array library the operands live in: NumPy (CPU) or CuPy (GPU).
+"""Which array library the operands live in: NumPy (CPU) or CuPy (GPU), or dask.
 
-CuPy arrays are recognised through ``sys.modules`` without importing CuPy, so
-the CPU path never pays for (or needs) it. The result of every public function
+CuPy and dask arrays are recognised through ``sys.modules`` without importing
+CuPy or dask, so the CPU path never pays for (or needs) them. The result of every public function
 lives where its operands do; mixing the two is refused, because moving a
 matrix between host and device silently would cost more than the product.
 """
@@ -13,13 +13,19 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["is_cupy", "namespace", "cpu_only"]
+__all__ = ["is_cupy", "is_dask", "namespace", "cpu_only"]
 
 
 def is_cupy(x) -> bool:
     """Whether ``x`` is a CuPy array (False when CuPy was never imported)."""
     cp = sys.modules.get("cupy")
     return cp is not None and isinstance(x, cp.ndarray)
+
+
+def is_dask(x) -> bool:
+    """Whether ``x`` is a ``dask.array.Array`` (False when dask.array was never imported)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
 
 
 def namespace(*arrays) -> ModuleType:

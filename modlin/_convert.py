@@ -346,3 +346,31 @@ def balanced_lift(x, p: int, name: str) -> np.ndarray:
     r[...] = x.astype(object) % p
     np.subtract(r, p, out=r, where=r > half)
     return r.astype(np.int64) if p <= 2**64 else r
+
+
+def _matmul_shapes(sa: tuple[int, ...], sb: tuple[int, ...]):
+    """``numpy.matmul`` shape rules: ``((m, k, n), full shape, result shape)``, or ValueError."""
+    if len(sa) == 0 or len(sb) == 0:
+        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    b2 = sb + (1,) if len(sb) == 1 else sb
+    m, k = a2[-2:]
+    k2, n = b2[-2:]
+    if k != k2:
+        raise ValueError(
+            f"matmul: shapes {sa} and {sb} are not aligned: A has {k} columns but B has {k2} rows"
+        )
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: stack shapes {a2[:-2]} and {b2[:-2]} do not broadcast") from None
+    full = batch + (m, n)
+    shape = full[:-2] + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+    return (m, k, n), full, shape
+
+
+def max_abs(x: np.ndarray) -> int:
+    """The largest ``|entry|`` of an integer array, as a Python int (0 when empty)."""
+    if x.size == 0:
+        return 0
+    return max(abs(int(x.max())), abs(int(x.min())))

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from . import _contract, _rns
-from ._backend import cpu_only
-from ._convert import integer_operands, integers
+from ._backend import cpu_only, is_dask
+from ._convert import integer_operands, integers, max_abs
 from ._engines import ENGINES
 from ._limits import current as current_limits
 from ._plan import _gemm_cost
@@ -16,13 +16,6 @@ from ._tiles import choose, run
 from .typing import ArrayLike
 
 __all__ = ["intmul", "max_abs", "single_gemm_exact"]
-
-
-def max_abs(x: np.ndarray) -> int:
-    """The largest ``|entry|`` of an integer array, as a Python int (0 when empty)."""
-    if x.size == 0:
-        return 0
-    return max(abs(int(x.max())), abs(int(x.min())))
 
 
 def single_gemm_exact(a, b, k: int) -> bool:
@@ -98,7 +91,9 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
         of Python ints (or python-flint ``fmpz``) of any size (negative
         entries included), or python-flint ``fmpz_mat`` s. Residues modulo
         ``p`` are refused: galois ``FieldArray`` s, ``nmod_mat``,
-        ``fmpz_mod_mat`` (use :func:`modlin.matmul` for their product).
+        ``fmpz_mod_mat`` (use :func:`modlin.matmul` for their product). Or
+        ``dask.array.Array`` s (one or both): the product is then lazy
+        (:doc:`/guide/distributed`).
     engine : {"fp64", "fp32", "int8"}, optional
         Engine of the products modulo each modulus (default: the cheapest
         automatic one; ``"int8"`` only when asked).
@@ -111,7 +106,9 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     ndarray or fmpz_mat
         The exact product: int64 when the bound ``k * max|A| * max|B|`` is
         below ``2**63``, otherwise an object array of Python ints; an
-        ``fmpz_mat`` when an operand is one.
+        ``fmpz_mat`` when an operand is one; a lazy dask array of that dtype
+        for dask operands (the bound is then read from their dtypes, or from
+        their entries by a dask reduction run first).
 
     Raises
     ------
@@ -135,6 +132,10 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
     >>> modlin.intmul(flint.fmpz_mat([[2**64, 1]]), flint.fmpz_mat([[2**64], [-1]]))
     [340282366920938463463374607431768211455]
     """
+    if is_dask(A) or is_dask(B):
+        from ._dask import intmul as dask_intmul
+
+        return dask_intmul(A, B, engine, moduli, eager=intmul)
     cpu_only("modlin.intmul", A, B)
     from ._matmul import _matmul_shapes, _product
     from ._rnsplan import as_moduli, rns_plan

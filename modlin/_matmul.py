@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from . import _multiword, _rns
-from ._backend import namespace
-from ._convert import balanced_halves, check_operand, residues_int64, unwrap_fields
+from ._backend import is_dask, namespace
+from ._convert import _matmul_shapes, balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
 from ._limits import current as current_limits
 from ._modular import add_into
@@ -42,6 +42,9 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         ``FieldArray`` or flint matrix is read as integers. Or CuPy integer
         arrays (both operands): the product then runs on their GPU, planned
         for its engines (``modlin.plan(..., device="cuda")``), for ``p < 2**63``.
+        Or ``dask.array.Array`` s (one or both; of NumPy, CuPy or FieldArray
+        chunks): the product is then lazy, chunk pair by chunk pair
+        (:doc:`/guide/distributed`).
     p : int, optional
         The modulus, any integer ``p >= 2``, prime or composite: an ``int``, a
         NumPy integer or a python-flint ``fmpz`` (anything :func:`operator.index`
@@ -67,7 +70,9 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
         ``fmpz_mat`` of the residues when only ``fmpz_mat`` s are given (a
         1-D NumPy operand beside them makes a ``1 x n`` or ``n x 1`` matrix,
         two 1-D ones the scalar ``nmod`` / ``fmpz_mod``). CuPy operands give
-        a CuPy result on their device.
+        a CuPy result on their device; dask operands a lazy dask array of the
+        same dtype, chunked as the rows of ``A`` and the columns of ``B``
+        (``out`` is then refused: store the result with :func:`dask.array.store`).
 
     Raises
     ------
@@ -116,6 +121,10 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     ([2, 0]
     [0, 2], 'nmod_mat', 5)
     """
+    if is_dask(A) or is_dask(B):
+        from ._dask import matmul as dask_matmul
+
+        return dask_matmul(A, B, p, out, plan, eager=matmul, check_plan=_check_plan)
     # before the device is decided, so that None or a dict beside a CuPy array is named as such
     A, B = check_operand(A, "A", "modlin.matmul"), check_operand(B, "B", "modlin.matmul")
     if namespace(A, B, out) is not np:
@@ -132,16 +141,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if plan is None:
         plan = make_plan(p, m, k, n)
     else:
-        if not isinstance(plan, (Plan, RNSPlan)):
-            raise TypeError(f"plan must be a modlin.Plan or modlin.RNSPlan, got {type(plan).__name__}")
-        if plan.p != p:
-            raise ValueError(f"plan was made for p = {plan.p}, not p = {p}; make one with modlin.plan")
-        plan.check()
-        if isinstance(plan, RNSPlan) and plan.bound < k * (p // 2) ** 2:
-            raise ValueError(
-                f"the RNS plan covers products with k <= {plan.bound // max((p // 2) ** 2, 1)}, "
-                f"not k = {k}; make one for this shape with modlin.plan"
-            )
+        _check_plan(plan, p, k)
 
     dtype = np.int64 if p <= 2**63 else object
     direct = out is not None and field is None and _usable_out(out, shape, dtype)
@@ -160,6 +160,20 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if field is not None:
         return field.product(result, np.ndim(A)) if isinstance(field, FlintType) else field(result)
     return result[()] if result.ndim == 0 else result
+
+
+def _check_plan(plan, p: int, k: int) -> None:
+    """Refuse a ``plan=`` argument that cannot compute a product mod ``p`` with this ``k``."""
+    if not isinstance(plan, (Plan, RNSPlan)):
+        raise TypeError(f"plan must be a modlin.Plan or modlin.RNSPlan, got {type(plan).__name__}")
+    if plan.p != p:
+        raise ValueError(f"plan was made for p = {plan.p}, not p = {p}; make one with modlin.plan")
+    plan.check()
+    if isinstance(plan, RNSPlan) and plan.bound < k * (p // 2) ** 2:
+        raise ValueError(
+            f"the RNS plan covers products with k <= {plan.bound // max((p // 2) ** 2, 1)}, "
+            f"not k = {k}; make one for this shape with modlin.plan"
+        )
 
 
 def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, result: np.ndarray,
@@ -302,27 +316,6 @@ def _gpu_budget(xp) -> int:
     except AttributeError:  # not CuPy's API (a stand-in): the host budget
         return current_limits().memory
     return int(0.9 * free)
-
-
-def _matmul_shapes(sa: tuple[int, ...], sb: tuple[int, ...]):
-    """``numpy.matmul`` shape rules: ``((m, k, n), full shape, result shape)``, or ValueError."""
-    if len(sa) == 0 or len(sb) == 0:
-        raise ValueError("matmul: operands must have at least one dimension (use * for scalars)")
-    a2 = (1,) + sa if len(sa) == 1 else sa
-    b2 = sb + (1,) if len(sb) == 1 else sb
-    m, k = a2[-2:]
-    k2, n = b2[-2:]
-    if k != k2:
-        raise ValueError(
-            f"matmul: shapes {sa} and {sb} are not aligned: A has {k} columns but B has {k2} rows"
-        )
-    try:
-        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
-    except ValueError:
-        raise ValueError(f"matmul: stack shapes {a2[:-2]} and {b2[:-2]} do not broadcast") from None
-    full = batch + (m, n)
-    shape = full[:-2] + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
-    return (m, k, n), full, shape
 
 
 def _as_matrix(x: np.ndarray, side: int) -> np.ndarray:

@@ -444,14 +444,15 @@ def add_into(x: np.ndarray, y: np.ndarray, p: int) -> None:
     """In place: ``x <- (x + y) mod p`` for residues in ``[0, p)`` (``y`` is consumed).
 
     int64 for ``p <= 2**63`` without overflow (``x - (p - y)`` lies in ``[-p, p)``);
-    object arrays of Python ints above.
+    object arrays of Python ints above. ``-p`` is the constant used, as an int64
+    holds it for every such ``p`` (``2**63`` itself has none).
     """
     if x.dtype == object:
         x[...] = (x + y) % p
         return
-    np.subtract(y, p, out=y)
+    np.add(y, -p, out=y)
     x += y
-    np.add(x, p, out=x, where=x < 0)
+    np.subtract(x, -p, out=x, where=x < 0)
 
 
 def _slices(*arrays: np.ndarray | None):

@@ -106,7 +106,7 @@ def parser() -> argparse.ArgumentParser:
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
-                                             "scale", "all"], default="all",
+                                             "scale", "dask", "all"], default="all",
                          help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
                               "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv, "
@@ -116,7 +116,9 @@ def parser() -> argparse.ArgumentParser:
                               "error against an exact oracle per moduli count; scale: big products (default sizes "
                               "4096 8192) under the default memory budget and under --memory, time over dgemm, "
                               "first call over steady state, peak memory over the result, tiles (one process "
-                              "per row; about an hour here); all (default): the first four")
+                              "per row; about an hour here); dask: matmul of dask arrays on a "
+                              "2-worker LocalCluster against the in-memory product (needs dask and distributed; "
+                              "run with --sizes 8192 for the reference figures); all (default): the first four")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=None,
                          help="square matrix sizes n (default 1024 2048; for --table scale 4096 8192)")
     p_bench.add_argument("--memory", default="1GiB",
@@ -124,6 +126,8 @@ def parser() -> argparse.ArgumentParser:
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
                          help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
                               "and of the linalg table (default 20 31 50)")
+    p_bench.add_argument("--chunks", type=int, nargs="+", default=[2048],
+                         help="chunk sizes of the dask table: square chunks, capped at n (default 2048)")
     p_bench.add_argument("--repeats", type=int, default=3, help="timed runs per figure; medians are shown (default 3)")
     p_bench.add_argument("--galois-timeout", type=float, default=60.0,
                          help="seconds after which a galois run is abandoned (default 60)")
@@ -182,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_ozaki_table(sizes=args.sizes, repeats=args.repeats)
             else:
                 run_ozaki_accuracy_table()
+        if args.table == "dask":
+            from ._bench_dask import run_dask_table
+
+            run_dask_table(sizes=args.sizes, chunks=args.chunks, repeats=args.repeats)
         return 0
     except (ValueError, TypeError) as exc:
         print(f"modlin: error: {exc}", file=sys.stderr)

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from functools import lru_cache
 
 import numpy as np
 
 from . import _rns
-from ._backend import cpu_only, namespace
-from ._convert import _index, float_integers, integer_operands, integers, residues_int64, unwrap_fields
+from ._backend import cpu_only, is_dask, namespace
+from ._convert import _index, float_integers, integer_operands, integers, max_abs, residues_int64, unwrap_fields
 from ._flint import FlintType
-from ._intmul import max_abs
+
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
@@ -328,7 +329,9 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     Parameters
     ----------
     A, B : complex array_like, or (real, imag) pairs of integer array_like
-        The operands; complex arrays must have integral parts.
+        The operands; complex arrays must have integral parts. Arrays (or
+        parts) may be ``dask.array.Array`` s: the product is then lazy
+        (:doc:`/guide/distributed`).
     m : int, optional
         The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
         part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
@@ -345,7 +348,8 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     -------
     (ndarray, ndarray)
         Real and imaginary parts of ``A @ B mod m``, int64 in ``[0, m)``
-        (CuPy arrays for CuPy operands: the product then runs on their GPU).
+        (CuPy arrays for CuPy operands: the product then runs on their GPU;
+        lazy dask arrays for dask operands).
 
     Raises
     ------
@@ -378,6 +382,10 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     >>> re, im
     (GF([[12]], order=13), GF([[1]], order=13))
     """
+    if any(is_dask(x) for X in (A, B) for x in (X if isinstance(X, tuple) else (X,))):
+        from ._dask import gaussian_matmul
+
+        return gaussian_matmul(A, B, m, algorithm, gaussian=sys.modules[__name__])
     m, field, (A, B) = _front(m, "modlin.gaussian.matmul", A=A, B=B)
     return _typed(field, _matmul_mod(A, B, m, algorithm), _ndim(A))
 

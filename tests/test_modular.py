@@ -17,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import modlin
-from modlin._modular import (Reduction, balanced_words, finalize, step, twom_combine, twom_split,
+from modlin._modular import (Reduction, add_into, balanced_words, finalize, step, twom_combine, twom_split,
                              twom_words, word_bounds)
 from modlin._plan import Plan, candidates
 
@@ -380,3 +380,18 @@ def test_twom_images_and_combine_against_python_ints(m, rng):
     back_re, back_im = twom_combine(plus, minus, s, m)
     assert back_re.tolist() == [int(a) % m for a in re.tolist()]
     assert back_im.tolist() == [int(b) % m for b in im.tolist()]
+
+
+def test_add_into_at_two_to_the_63():
+    """p = 2**63 has int64 residues but no int64 of its own: the sum uses -p (k-panels of a
+    tiled product mod 2**63, and the tree of a dask product, add with it)."""
+    p = 2**63
+    x = np.array([p - 1, p - 5, 0, 3], dtype=np.int64)
+    y = np.array([p - 1, 2, 0, 4], dtype=np.int64)
+    want = (x.astype(object) + y.astype(object)) % p
+    add_into(x, y, p)
+    assert np.array_equal(x.astype(object), want)
+    A = np.arange(64 * 3000, dtype=np.int64).reshape(64, 3000) * (2**50 + 1)
+    with modlin.limits(memory="2MiB"):  # k in several panels
+        C = modlin.matmul(A, A.T, p)
+    assert np.array_equal(C.astype(object), (A.astype(object) @ A.T.astype(object)) % p)

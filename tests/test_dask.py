@@ -1,0 +1,389 @@
+"""Products of dask arrays (issue #15): exactly the in-memory results, whatever the chunks.
+
+Every product is compared bit for bit (type, dtype, values) with the in-memory call
+on the same operands and with an independent Python-integer oracle, on a
+``distributed.LocalCluster`` of two worker processes (loopback only, started and
+closed by a module fixture), and on the threaded and synchronous schedulers with
+chunkings drawn by hypothesis.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from functools import partial
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import modlin
+from conftest import as_python_ints, rand_ints, ref_matmul
+from modlin import gaussian
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+MODULI = {"31bit": 2**31 - 1, "50bit": 2**50 - 27, "61bit": 2**61 - 1, "127bit": 2**127 - 1}
+GAUSS_M = 1048573  # a prime 1 (mod 4): 2M applies
+
+# (m, k, n) and the chunks of A and B: m, n and k split evenly and unevenly (the two
+# operands' k-chunks differing, so that they are rechunked), one chunk, one row per chunk
+SHAPE = (24, 30, 16)
+CHUNKINGS = {
+    "even": ((8, 10), (10, 8)),
+    "uneven": (((5, 19), (3, 13, 14)), ((11, 19), (7, 9))),
+    "one": (-1, -1),
+    "rows": ((1, -1), (-1, 8)),
+}
+
+
+def test_import_modlin_does_not_import_dask():
+    code = "import modlin, sys; assert not {'dask', 'distributed'} & set(sys.modules), sorted(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=modlin.__path__[0] + "/..")
+
+
+# --------------------------------------------------------------------------- cases
+
+def _operands(kind: str, rng, shape=SHAPE):
+    """In-memory operands of one case: ``(A, B, function, oracle)``."""
+    m, k, n = shape
+    if kind in MODULI:
+        p = MODULI[kind]
+        A, B = rand_ints(rng, (m, k), -p, 2 * p), rand_ints(rng, (k, n), 0, p - 1)
+        if p < 2**63:  # fixed-width operands where they fit: int64 residues, unreduced floats
+            A, B = (A % p).astype(np.int64), B.astype(np.float64) if p < 2**53 else B.astype(np.int64)
+        return A, B, partial(modlin.matmul, p=p), partial(ref_matmul, p=p)
+    if kind.startswith("intmul"):
+        bits = int(kind[6:])
+        A, B = rand_ints(rng, (m, k), -2**bits, 2**bits), rand_ints(rng, (k, n), -2**bits, 2**bits)
+        if bits < 32:
+            A, B = A.astype(np.int64), B.astype(np.int32)
+        return A, B, modlin.intmul, lambda a, b: as_python_ints(a) @ as_python_ints(b)
+    alg = kind[6:]
+    A = tuple(rng.integers(-GAUSS_M, GAUSS_M, (m, k)) for _ in range(2))
+    B = tuple(rng.integers(0, GAUSS_M, (k, n)) for _ in range(2))
+    return A, B, partial(gaussian.matmul, m=GAUSS_M, algorithm=alg), _gauss_oracle
+
+
+def _gauss_oracle(A, B):
+    (ar, ai), (br, bi) = (tuple(as_python_ints(x) for x in X) for X in (A, B))
+    return (ar @ br - ai @ bi) % GAUSS_M, (ar @ bi + ai @ br) % GAUSS_M
+
+
+def _wrap(X, chunks):
+    return tuple(da.from_array(x, chunks=chunks) for x in X) if isinstance(X, tuple) else da.from_array(X, chunks=chunks)
+
+
+def _same(got, want) -> None:
+    """``got`` equals ``want`` bit for bit: type, dtype, shape and every value."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+        return
+    assert type(got) is type(want), (type(got), type(want))
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    assert np.array_equal(got, want)
+
+
+def _check(kind, chunks, rng, compute, shape=SHAPE):
+    A, B, fn, oracle = _operands(kind, rng, shape)
+    A0, B0 = (tuple(x.copy() for x in X) if isinstance(X, tuple) else X.copy() for X in (A, B))
+    lazy = fn(_wrap(A, chunks[0]), _wrap(B, chunks[1]))
+    parts = lazy if isinstance(lazy, tuple) else (lazy,)
+    assert all(isinstance(x, da.Array) for x in parts)
+    got = compute(*parts)
+    got = tuple(got) if isinstance(lazy, tuple) else got[0]
+    want = fn(A, B)
+    _same(got, want)
+    exact = oracle(A, B)
+    for g, e in zip(got if isinstance(got, tuple) else (got,), exact if isinstance(exact, tuple) else (exact,)):
+        assert np.array_equal(g.astype(object), e)
+    _same((A, B), (A0, B0))  # the operands are not modified
+    return parts
+
+
+KINDS = list(MODULI) + ["intmul20", "intmul200", "gauss-2m", "gauss-3m"]
+
+
+# --------------------------------------------------------------------------- distributed
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None)
+    with cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_cluster_exact(client, kind, chunking, rng):
+    parts = _check(kind, CHUNKINGS[chunking], rng, lambda *x: client.compute(list(x), sync=True))
+    a_chunks, b_chunks = CHUNKINGS[chunking]
+    wa, wb = da.ones(SHAPE[:2], chunks=a_chunks), da.ones(SHAPE[1:], chunks=b_chunks)
+    assert parts[0].chunks == (wa.chunks[0], wb.chunks[1])  # rows of A's chunks x columns of B's
+
+
+def test_cluster_worker_limits(client):
+    """Tasks on a worker run under modlin.limits from its threads (one) and its memory limit
+    (LocalCluster's default: the machine's memory shared among the workers)."""
+    from modlin import _dask
+
+    limit = next(iter(client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit).values()))
+    budget = next(iter(client.run(lambda: modlin.limits.current().memory).values()))
+    got = client.submit(_dask._worker_limits, pure=False).result()
+    assert got == {"threads": 1, "memory": min(budget, limit // _dask.WORKER_MEMORY_SHARE)}
+
+
+def test_cluster_memory_limited(rng):
+    """Workers whose memory limit is below the size of A (and of the result) complete the
+    product: A's chunks are made on the workers and never all held at once. Checked
+    on sampled rows against the in-memory call and the oracle, and on every entry
+    through the column sums: ``1^T C = (1^T A) B (mod p)``, ``1^T A`` summed exactly."""
+    from modlin import _dask
+
+    # A: 461 MB of int64, workers: 400 MB each (of which a worker process itself, with modlin
+    # and its kernels loaded, takes about 200 MB)
+    p, (m, k, n) = 2**61 - 1, (450_000, 128, 16)
+    limit = 400 * 10**6
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, memory_limit=limit) as cluster, \
+            distributed.Client(cluster) as c:
+        got = c.submit(_dask._worker_limits, pure=False).result()
+        assert got == {"threads": 1, "memory": limit // (_dask.WORKER_MEMORY_SHARE * 1)}
+        A = da.fromfunction(_entries, shape=(m, k), chunks=(25_000, 64), dtype=np.int64)
+        B = rng.integers(0, p, (k, n))
+        rows = np.sort(rng.choice(m, 6, replace=False))
+        C = modlin.matmul(A, B, p)
+        c_hi, c_lo, a_hi, a_lo, c_rows, a_rows = c.compute([*_column_sums(C), *_column_sums(A), C[rows], A[rows]],
+                                                            sync=True)
+    c_sums, a_sums = (hi.astype(object) * 2**31 + lo for hi, lo in ((c_hi, c_lo), (a_hi, a_lo)))
+    assert np.array_equal(c_sums % p, ref_matmul(a_sums, B, p))
+    assert np.array_equal(a_rows, _entries(rows[:, None], np.arange(k)[None, :]))
+    _same(c_rows, modlin.matmul(a_rows, B, p))
+    assert np.array_equal(c_rows.astype(object), ref_matmul(a_rows, B, p))
+
+
+def _column_sums(X):
+    """The column sums of a dask array of entries in ``[0, 2**62)``, exactly: of their high and
+    low 31-bit halves (each fits int64 for up to ``2**32`` rows)."""
+    return (X >> 31).sum(axis=0), (X & (2**31 - 1)).sum(axis=0)
+
+
+def _entries(i, j):
+    """Entries of A, made where its chunks are: spread over [0, 2**62)."""
+    return (i.astype(np.int64) * 2654435761 + j.astype(np.int64) * 40503 + 12345) * 97 % (2**62 - 57)
+
+
+# --------------------------------------------------------------------------- local schedulers
+
+def _partition(total: int):
+    """Chunks of an axis: a hypothesis strategy for tuples of positive sizes summing to ``total``."""
+    return st.lists(st.integers(1, total), min_size=1, max_size=total).map(
+        lambda cuts: _cut(total, cuts))
+
+
+def _cut(total, cuts):
+    points = sorted({c for c in cuts if c < total})
+    bounds = [0] + points + [total]
+    return tuple(b - a for a, b in zip(bounds, bounds[1:]))
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+@settings(max_examples=15)
+@given(data=st.data(), kind=st.sampled_from(["31bit", "127bit", "intmul200", "gauss-2m"]))
+def test_local_schedulers_exact(scheduler, data, kind):
+    m, k, n = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 12)), data.draw(st.integers(1, 9))
+    a_chunks = (data.draw(_partition(m)), data.draw(_partition(k)))
+    b_chunks = (data.draw(_partition(k)), data.draw(_partition(n)))
+    _check(kind, (a_chunks, b_chunks), np.random.default_rng(data.draw(st.integers(0, 2**32))),
+           lambda *x: da.compute(*x, scheduler=scheduler), shape=(m, k, n))
+
+
+@pytest.mark.parametrize("kind", ["61bit", "127bit", "intmul200", "gauss-3m"])
+@pytest.mark.parametrize("sa, sb", [((7,), (7, 5)), ((6, 7), (7,)), ((7,), (7,)), ((3, 1, 4, 7), (2, 7, 5)),
+                                    ((4, 7), (2, 7, 5))])
+def test_vectors_and_stacks(kind, sa, sb, rng):
+    """numpy.matmul's shape rules: 1-D operands, stacks that broadcast."""
+    p = MODULI.get(kind, GAUSS_M)
+    if kind.startswith("gauss"):
+        A, B = rng.integers(0, p, sa) + 1j * rng.integers(0, p, sa), rng.integers(0, p, sb) + 1j * rng.integers(0, p, sb)
+        fn = partial(gaussian.matmul, m=p, algorithm="3m")
+    else:
+        A, B = rand_ints(rng, sa, 0, p - 1), rand_ints(rng, sb, -p, p)
+        fn = modlin.intmul if kind == "intmul200" else partial(modlin.matmul, p=p)
+    chunks = lambda s: tuple(max(1, d // 2) for d in s)  # noqa: E731
+    lazy = fn(da.from_array(A, chunks=chunks(sa)), da.from_array(B, chunks=chunks(sb)))
+    got = tuple(x.compute(scheduler="sync") for x in lazy) if isinstance(lazy, tuple) else lazy.compute(scheduler="sync")
+    want = fn(A, B)
+    if not isinstance(want, tuple) and np.ndim(want) == 0:  # 1-D @ 1-D: a scalar, as in numpy.matmul
+        assert type(got) is type(want) and got == want
+    else:
+        _same(got, want)
+
+
+@pytest.mark.parametrize("sa, sb", [((0, 4), (4, 3)), ((3, 0), (0, 2)), ((2, 5), (5, 0))])
+def test_empty_dimensions(sa, sb):
+    A, B = np.ones(sa, np.int64), np.ones(sb, np.int64)
+    for fn in (partial(modlin.matmul, p=2**127 - 1), modlin.intmul):
+        _same(fn(da.from_array(A, chunks=2), da.from_array(B, chunks=2)).compute(scheduler="sync"), fn(A, B))
+
+
+@pytest.mark.parametrize("p", [13, 2**127 - 1])
+def test_galois_chunks(p):
+    """dask arrays of galois FieldArrays multiply in their field: residues summed as int64
+    (or Python ints), the field's type restored on each output chunk."""
+    galois = pytest.importorskip("galois")
+    GF = galois.GF(p)
+    A, B = GF.Random((7, 9), seed=1), GF.Random((9, 5), seed=2)
+    C = modlin.matmul(da.from_array(A, chunks=(3, 4)), da.from_array(B, chunks=2))
+    assert type(C._meta) is GF
+    _same(C.compute(scheduler="sync"), modlin.matmul(A, B))
+    if p == 13:  # 13 = 1 (mod 4): the Gaussian product of FieldArray parts, by 2M
+        Ai, Bi = GF.Random((7, 9), seed=3), GF.Random((9, 5), seed=4)
+        got = gaussian.matmul((da.from_array(A, chunks=(2, 4)), Ai), (B, da.from_array(Bi, chunks=3)))
+        _same(tuple(x.compute(scheduler="sync") for x in got), gaussian.matmul((A, Ai), (B, Bi)))
+
+
+def test_numpy_operand_beside_dask(rng):
+    """An in-memory operand is wrapped, chunked along k as the dask one."""
+    p = 2**31 - 1
+    A, B = rng.integers(0, p, (10, 12)), rng.integers(0, p, (12, 7))
+    C = modlin.matmul(A.tolist(), da.from_array(B, chunks=(5, 3)), p)
+    assert C.chunks == ((10,), (3, 3, 1))
+    _same(C.compute(scheduler="sync"), modlin.matmul(A, B, p))
+
+
+def test_graph_size(rng):
+    """pair tasks: output chunks x k-chunks; the tree adds about a third of them (4 per task)."""
+    A = da.from_array(rng.integers(0, 7, (6, 32)), chunks=(3, 2))  # 2 x 16 chunks
+    B = da.from_array(rng.integers(0, 7, (32, 9)), chunks=(2, 3))  # 16 x 3 chunks
+    C = modlin.matmul(A, B, 7)
+    out, nk = 2 * 3, 16
+    assert len(C.__dask_graph__()) == 2 * 16 + 16 * 3 + out * nk + out * (4 + 1)
+
+
+def test_blocked_product_rows_and_cols(rng):
+    """The contract's per-row and per-column data reach pair and finish with their chunks:
+    diag(r) A B diag(c) mod p, r applied by pair and c by finish."""
+    from modlin._dask import add_mod, blocked_product
+
+    p = 65521
+    A, B = rng.integers(0, p, (9, 11)), rng.integers(0, p, (11, 6))
+    r, c = rng.integers(0, p, 9), rng.integers(0, p, 6)
+    C = blocked_product(da.from_array(A, chunks=(4, 3)), da.from_array(B, chunks=(5, 4)),
+                        partial(_scaled_pair, p=p), partial(add_mod, p=p), finish=partial(_scaled_finish, p=p),
+                        rows=(da.from_array(r, chunks=2),), cols=(da.from_array(c, chunks=5),),
+                        meta=np.empty(0, dtype=np.int64))
+    want = (r[:, None] * modlin.matmul(A, B, p) % p) * c[None, :] % p
+    assert np.array_equal(C.compute(scheduler="sync"), want)
+
+
+def _scaled_pair(a, b, r, c, p):
+    return modlin.matmul(a * r[:, None] % p, b, p)
+
+
+def _scaled_finish(x, r, c, p):
+    return x * c[None, :] % p
+
+
+def test_zarr_pipeline(tmp_path, rng):
+    """The guide's pipeline: two zarr arrays on disk, their product mod p written to zarr."""
+    zarr = pytest.importorskip("zarr")
+    p = 2**61 - 1
+    A, B = rng.integers(0, p, (40, 56)), rng.integers(0, p, (56, 24))
+    for name, x, chunks in (("A", A, (16, 16)), ("B", B, (16, 8))):  # (zarr 2 and 3 spell it alike)
+        z = zarr.open_array(str(tmp_path / f"{name}.zarr"), mode="w", shape=x.shape, chunks=chunks, dtype="int64")
+        z[...] = x
+    dA, dB = da.from_zarr(str(tmp_path / "A.zarr")), da.from_zarr(str(tmp_path / "B.zarr"))
+    modlin.matmul(dA, dB, p).to_zarr(str(tmp_path / "C.zarr"))
+    C = zarr.open_array(str(tmp_path / "C.zarr"), mode="r")
+    assert C.chunks == (16, 8)
+    assert np.array_equal(C[...], modlin.matmul(A, B, p))
+    assert np.array_equal(C[...].astype(object), ref_matmul(A, B, p))
+
+
+# --------------------------------------------------------------------------- errors
+
+def _never(block):
+    raise AssertionError("a chunk was computed before the front door refused the product")
+
+
+def _lazy(shape, dtype):
+    """A dask array whose chunks must never be computed."""
+    return da.zeros(shape, chunks=2, dtype=dtype).map_blocks(_never, dtype=dtype)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: modlin.matmul(_lazy((4, 4), complex), _lazy((4, 4), np.int64), 7), TypeError, "complex"),
+    (lambda: modlin.matmul(_lazy((4, 4), "U3"), _lazy((4, 4), np.int64), 7), TypeError, "not numeric"),
+    (lambda: modlin.matmul(_lazy((4, 4), np.int64), _lazy((4, 4), np.int64)), TypeError, "modulus p is required"),
+    (lambda: modlin.matmul(_lazy((4, 4), np.int64), _lazy((4, 4), np.int64), 1), ValueError, "at least 2"),
+    (lambda: modlin.matmul(_lazy((4, 5), np.int64), _lazy((4, 4), np.int64), 7), ValueError, "not aligned"),
+    (lambda: modlin.matmul(_lazy((4, 4), np.int64), None, 7), TypeError, "B is None"),
+    (lambda: modlin.matmul(_lazy((4, 4), np.int64), _lazy((4, 4), np.int64), 7,
+                           out=np.empty((4, 4), np.int64)), TypeError, "out= is not supported"),
+    (lambda: modlin.matmul(_lazy((4, 4), np.int64), _lazy((4, 4), np.int64), 7,
+                           plan=modlin.plan(5, 4, 4, 4)), ValueError, "plan was made for p = 5"),
+    (lambda: modlin.intmul(_lazy((4, 4), np.float64), _lazy((4, 4), np.int64)), TypeError, "floats"),
+    (lambda: modlin.intmul(_lazy((4, 4), np.int64), _lazy((4, 4), np.int64), moduli=[3, 5.0]), TypeError,
+     "moduli must be integers"),
+    # int16 entries: the dtypes bound the product, so the moduli are checked against it at once
+    (lambda: modlin.intmul(_lazy((4, 4), np.int16), _lazy((4, 4), np.int16), moduli=[3, 5]), ValueError,
+     "moduli"),
+    (lambda: gaussian.matmul(_lazy((4, 4), complex), _lazy((4, 4), complex), 2**53), ValueError, "below 2"),
+    (lambda: gaussian.matmul(_lazy((4, 4), complex), _lazy((4, 4), complex), 7, algorithm="2m"), ValueError,
+     "3 \\(mod 4\\)"),
+    (lambda: gaussian.matmul((_lazy((4, 4), int), _lazy((4, 3), int)), _lazy((4, 4), complex), 13), ValueError,
+     "shapes"),
+    (lambda: gaussian.matmul(_lazy((4, 4), "U2"), _lazy((4, 4), complex), 13), TypeError, "complex array"),
+], ids=["complex", "strings", "no-p", "p=1", "shapes", "None", "out", "plan", "intmul-floats", "moduli-type",
+        "moduli-few",
+        "gauss-m", "gauss-2m", "gauss-pair", "gauss-strings"])
+def test_refused_before_computing(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_unknown_chunk_sizes():
+    x = da.from_array(np.arange(16).reshape(4, 4), chunks=2)
+    y = x[x[:, 0] > 3]
+    with pytest.raises(ValueError, match="unknown chunk sizes.*compute_chunk_sizes"):
+        modlin.matmul(y, x, 7)
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        modlin.intmul(x, y.T)
+
+
+def test_flint_beside_dask():
+    flint = pytest.importorskip("flint")
+    with pytest.raises(TypeError, match="python-flint matrix beside a dask array"):
+        modlin.matmul(flint.nmod_mat([[1, 2], [3, 4]], 5), _lazy((2, 2), np.int64))
+
+
+def test_numpy_and_cupy_chunks_mixed(monkeypatch):
+    """A CuPy-backed dask array (recognised by its meta) beside a NumPy-backed one is refused
+    as the in-memory front door refuses NumPy and CuPy operands mixed."""
+    fake = types.ModuleType("cupy")
+
+    class ndarray(np.ndarray):  # stands in for cupy.ndarray: the test machine has no GPU
+        pass
+
+    fake.ndarray = ndarray
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    gpu = da.from_array(np.zeros((4, 4), np.int64).view(ndarray), chunks=2, asarray=False)
+    assert type(gpu._meta) is ndarray
+    with pytest.raises(TypeError, match="mix NumPy and CuPy"):
+        modlin.matmul(gpu, _lazy((4, 4), np.int64), 7)
+
+
+def test_split_every_and_parts_checked():
+    from modlin._dask import add_mod, blocked_product
+
+    x = da.ones((2, 2), chunks=1, dtype=np.int64)
+    with pytest.raises(ValueError, match="split_every"):
+        blocked_product(x, x, modlin.matmul, partial(add_mod, p=7), meta=x._meta, split_every=1)
+    with pytest.raises(ValueError, match="rows: expected arrays of shape"):
+        blocked_product(x, x, modlin.matmul, partial(add_mod, p=7), meta=x._meta, rows=(x,))
