@@ -8,7 +8,7 @@ from . import _modular
 from ._backend import is_cupy, namespace
 from ._engines import get_engine
 from ._plan import Plan
-from ._threads import region, row_workers, run, slabs
+from ._threads import gemm_workers, region, run, slabs
 from ._tiles import Arena, take
 
 __all__ = ["multiply", "multiply_words"]
@@ -45,7 +45,8 @@ def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
         b = xp.concatenate(list(b), axis=-1, out=take(arena, "bcat", b.shape[1:-1] + (b.shape[0] * b.shape[-1],),
                                                       b.dtype, xp))
     rows = c.shape[-2]
-    t = 1 if is_cupy(out) else row_workers(c.size * a.shape[-1] * pl.gemm_count(), rows)
+    depth = min(a.shape[-1], pl.block)
+    t = 1 if is_cupy(out) else gemm_workers(c.size * a.shape[-1] * pl.gemm_count(), rows, depth)
     if t == 1:
         algorithm(pl, a, b, c, eng, arena)
         return out

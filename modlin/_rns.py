@@ -26,7 +26,7 @@ from ._engines import get_engine
 from ._jit import njit
 from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
-from ._threads import region, row_workers, run, slabs, workers
+from ._threads import gemm_workers, region, run, slabs, workers
 from ._tiles import Arena, take
 
 __all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
@@ -676,7 +676,7 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
         group = pl.group(ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
         # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
         bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
-        t = row_workers(E * a.shape[-1] * len(subs), full[-2])
+        t = gemm_workers(E * a.shape[-1] * len(subs), full[-2], min(a.shape[-1], min(s.block for s in subs)))
         for i0 in range(0, len(subs), group):
             q = basis.moduli[i0:i0 + group]
             ra, rb = (h.residues(q, dtype, buf) for h, buf in zip((ha, hb), bufs))

@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from ._limits import current as current_limits
 from ._tiles import COMBINE_PASS
 
-__all__ = ["workers", "row_workers", "region", "run", "slabs", "each", "MIN_ROWS", "MIN_WORK"]
+__all__ = ["workers", "row_workers", "gemm_workers", "region", "run", "slabs", "each", "MIN_ROWS", "MIN_WORK"]
 
 #: Slabs are never thinner than this many rows: below it BLAS loses its speed
 #: and the per-slab overhead (a task, a GEMM call per block) shows.
@@ -40,6 +40,12 @@ MIN_ROWS = 64
 #: Products with fewer multiply-adds than this run on the calling thread only,
 #: with BLAS' own threads: splitting them costs more than it saves.
 MIN_WORK = 2**25
+
+#: GEMM calls deeper than this keep BLAS' own threads instead of slabs: OpenBLAS runs
+#: concurrent single-thread GEMMs partly one after the other (measured here, 2 slabs
+#: against 2 BLAS threads: 124 vs 100 ms at 4096 x 255 x 4096, 122 vs 81 ms at
+#: 2048 x 1024 x 2048), which only the passes between short GEMMs make up for.
+MAX_SLAB_K = 512
 
 #: Entries per part of a flat pass (:func:`each`), at least.
 MIN_ENTRIES = 2**16
@@ -66,6 +72,12 @@ def workers(work: float, most: int) -> int:
 def row_workers(work: float, rows: int) -> int:
     """:func:`workers` for a job split into slabs of rows, each at least :data:`MIN_ROWS` thick."""
     return workers(work, rows // MIN_ROWS)
+
+
+def gemm_workers(work: float, rows: int, depth: int) -> int:
+    """:func:`row_workers` for a job whose GEMM calls are ``depth`` deep in ``k``: one (BLAS'
+    own threads) when they are deeper than :data:`MAX_SLAB_K`."""
+    return 1 if depth > MAX_SLAB_K else row_workers(work, rows)
 
 
 def slabs(n: int, parts: int) -> list[slice]:

@@ -195,6 +195,9 @@ def test_workers_small_jobs_threads_one_and_nesting(monkeypatch):
         assert _threads.workers(100, 10) == 4
         assert _threads.workers(100, 2) == 2  # no more parts than there are
         assert _threads.row_workers(100, 8 * 3) == 3
+        # deep GEMMs keep BLAS' own threads (concurrent one-thread GEMMs serialize in OpenBLAS)
+        assert _threads.gemm_workers(100, 8 * 3, _threads.MAX_SLAB_K) == 3
+        assert _threads.gemm_workers(100, 8 * 3, _threads.MAX_SLAB_K + 1) == 1
         # inside a worker, jobs run where they are: pool tasks never wait on other tasks
         assert _threads.run(lambda _: _threads.workers(100, 10), [0, 1]) == [1, 1]
     with modlin.limits(threads=1):
