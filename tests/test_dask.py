@@ -24,6 +24,7 @@ from modlin import gaussian
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
 
 MODULI = {"31bit": 2**31 - 1, "50bit": 2**50 - 27, "61bit": 2**61 - 1, "127bit": 2**127 - 1}
 GAUSS_M = 1048573  # a prime 1 (mod 4): 2M applies
@@ -149,8 +150,11 @@ def test_cluster_memory_limited(rng):
     # and its kernels loaded, takes about 200 MB)
     p, (m, k, n) = 2**61 - 1, (450_000, 128, 16)
     limit = 400 * 10**6
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, memory_limit=limit) as cluster, \
+    # workers spill but never pause: with an empty kernel cache (a fresh CI runner) numba's
+    # compiler alone takes a paused worker past 80 % of this limit, and nothing would run
+    with dask.config.set({"distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     dashboard_address=None, memory_limit=limit) as cluster, \
             distributed.Client(cluster) as c:
         got = c.submit(_dask._worker_limits, pure=False).result()
         assert got == {"threads": 1, "memory": limit // (_dask.WORKER_MEMORY_SHARE * 1)}
@@ -158,8 +162,9 @@ def test_cluster_memory_limited(rng):
         B = rng.integers(0, p, (k, n))
         rows = np.sort(rng.choice(m, 6, replace=False))
         C = modlin.matmul(A, B, p)
-        c_hi, c_lo, a_hi, a_lo, c_rows, a_rows = c.compute([*_column_sums(C), *_column_sums(A), C[rows], A[rows]],
-                                                            sync=True)
+        futures = c.compute([*_column_sums(C), *_column_sums(A), C[rows], A[rows]])
+        distributed.wait(futures, timeout=600)  # a stuck cluster fails the test instead of hanging CI
+        c_hi, c_lo, a_hi, a_lo, c_rows, a_rows = c.gather(futures)
     c_sums, a_sums = (hi.astype(object) * 2**31 + lo for hi, lo in ((c_hi, c_lo), (a_hi, a_lo)))
     assert np.array_equal(c_sums % p, ref_matmul(a_sums, B, p))
     assert np.array_equal(a_rows, _entries(rows[:, None], np.arange(k)[None, :]))
