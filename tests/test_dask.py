@@ -25,6 +25,11 @@ from modlin import gaussian
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
+cloudpickle = pytest.importorskip("cloudpickle")
+
+# the functions this module ships to workers travel by value: a worker importing this
+# module would resolve its ``from conftest import`` to the repository root's conftest.py
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 MODULI = {"31bit": 2**31 - 1, "50bit": 2**50 - 27, "61bit": 2**61 - 1, "127bit": 2**127 - 1}
 GAUSS_M = 1048573  # a prime 1 (mod 4): 2M applies
