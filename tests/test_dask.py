@@ -25,11 +25,6 @@ from modlin import gaussian
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
-cloudpickle = pytest.importorskip("cloudpickle")
-
-# the functions this module ships to workers travel by value: a worker importing this
-# module would resolve its ``from conftest import`` to the repository root's conftest.py
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 MODULI = {"31bit": 2**31 - 1, "50bit": 2**50 - 27, "61bit": 2**61 - 1, "127bit": 2**127 - 1}
 GAUSS_M = 1048573  # a prime 1 (mod 4): 2M applies
@@ -163,7 +158,10 @@ def test_cluster_memory_limited(rng):
             distributed.Client(cluster) as c:
         got = c.submit(_dask._worker_limits, pure=False).result()
         assert got == {"threads": 1, "memory": limit // (_dask.WORKER_MEMORY_SHARE * 1)}
-        A = da.fromfunction(_entries, shape=(m, k), chunks=(25_000, 64), dtype=np.int64)
+        # made by dask's own generator, where A's chunks are: a function of this module would be
+        # pickled by reference, and a worker importing this module would take the repository
+        # root's conftest.py for tests/conftest.py
+        A = da.random.default_rng(7).integers(0, 2**62, size=(m, k), chunks=(25_000, 64), dtype=np.int64)
         B = rng.integers(0, p, (k, n))
         rows = np.sort(rng.choice(m, 6, replace=False))
         C = modlin.matmul(A, B, p)
@@ -172,7 +170,7 @@ def test_cluster_memory_limited(rng):
         c_hi, c_lo, a_hi, a_lo, c_rows, a_rows = c.gather(futures)
     c_sums, a_sums = (hi.astype(object) * 2**31 + lo for hi, lo in ((c_hi, c_lo), (a_hi, a_lo)))
     assert np.array_equal(c_sums % p, ref_matmul(a_sums, B, p))
-    assert np.array_equal(a_rows, _entries(rows[:, None], np.arange(k)[None, :]))
+    assert a_rows.shape == (6, k) and 0 <= a_rows.min() and a_rows.max() < 2**62
     _same(c_rows, modlin.matmul(a_rows, B, p))
     assert np.array_equal(c_rows.astype(object), ref_matmul(a_rows, B, p))
 
@@ -181,11 +179,6 @@ def _column_sums(X):
     """The column sums of a dask array of entries in ``[0, 2**62)``, exactly: of their high and
     low 31-bit halves (each fits int64 for up to ``2**32`` rows)."""
     return (X >> 31).sum(axis=0), (X & (2**31 - 1)).sum(axis=0)
-
-
-def _entries(i, j):
-    """Entries of A, made where its chunks are: spread over [0, 2**62)."""
-    return (i.astype(np.int64) * 2654435761 + j.astype(np.int64) * 40503 + 12345) * 97 % (2**62 - 57)
 
 
 # --------------------------------------------------------------------------- local schedulers
