@@ -12,7 +12,7 @@ from ._convert import integer_operands, integers, max_abs
 from ._engines import ENGINES
 from ._limits import current as current_limits
 from ._plan import _gemm_cost
-from ._tiles import choose, run
+from ._tiles import choose, run, stack_items
 from .typing import ArrayLike
 
 __all__ = ["intmul", "max_abs", "single_gemm_exact"]
@@ -35,10 +35,14 @@ def _float_gemm(a: np.ndarray, b: np.ndarray, full: tuple[int, ...]) -> np.ndarr
     if c.size == 0:
         return c
 
-    def tiled(x, y, dst, batch):
+    def tiling_of(batch):
         # the float64 panels, the tile's product and, with k-panels, the running sum
-        tiling = choose((m, k, n), lambda mt, kt, nt: 8 * batch * (mt * kt + kt * nt + 2 * mt * nt),
-                        current_limits().memory, lambda mt, kt, nt: batch * _gemm_cost(mt, kt, nt))
+        return choose((m, k, n), lambda mt, kt, nt: 8 * batch * (mt * kt + kt * nt + 2 * mt * nt),
+                      current_limits().memory, lambda mt, kt, nt: batch * _gemm_cost(mt, kt, nt))
+
+    tiling, items, _ = stack_items(full[:-2], tiling_of, a, b)
+    for idx, x, y in items:
+        dst = c[idx]
 
         def product(rows, inner, cols):
             return np.matmul(x[..., rows, inner].astype(np.float64), y[..., inner, cols].astype(np.float64))
@@ -47,16 +51,6 @@ def _float_gemm(a: np.ndarray, b: np.ndarray, full: tuple[int, ...]) -> np.ndarr
             dst[..., rows, cols] = acc
 
         run(tiling, product, add=lambda acc, part: np.add(acc, part, out=acc), finish=finish)
-
-    stack = full[:-2]
-    try:
-        tiled(a, b, c, math.prod(stack))
-    except ValueError:  # not even the whole stack's smallest tiles fit: one matrix at a time
-        if not stack:
-            raise
-        a, b = np.broadcast_to(a, stack + a.shape[-2:]), np.broadcast_to(b, stack + b.shape[-2:])
-        for idx in np.ndindex(stack):
-            tiled(a[idx], b[idx], c[idx], 1)
     return c
 
 

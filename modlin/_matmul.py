@@ -15,7 +15,7 @@ from ._modular import add_into
 from ._plan import Plan, _check_modulus
 from ._planner import plan as make_plan
 from ._rnsplan import RNSPlan
-from ._tiles import Arena, progress, run, take
+from ._tiles import Arena, progress, run, stack_items, take
 from .typing import ArrayLike
 
 __all__ = ["matmul"]
@@ -191,15 +191,7 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     stack = result.shape[:-2]
     batch = math.prod(stack)
-    try:
-        tiling = plan.tiling((m, k, n), batch=batch)
-        items, rounds = [((), a, b)], 1
-    except ValueError:
-        if not stack:
-            raise
-        tiling = plan.tiling((m, k, n))  # one matrix of the stack at a time, or the budget's error
-        a, b = np.broadcast_to(a, stack + a.shape[-2:]), np.broadcast_to(b, stack + b.shape[-2:])
-        items, rounds = ((idx, a[idx], b[idx]) for idx in np.ndindex(stack)), batch
+    tiling, items, rounds = stack_items(stack, lambda count: plan.tiling((m, k, n), batch=count), a, b)
     multiword = isinstance(plan, Plan)
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
 
@@ -286,9 +278,8 @@ def _gpu_matmul(A, B, p, out, plan):
                 return part
             return _rns_gpu.multiply(plan, x - p * (x > half), y - p * (y > half))
 
-        def add(acc, part):  # (acc + part) mod p in [0, p) without leaving int64: part - p < 0
-            acc += part - p
-            acc += p * (acc < 0)
+        def add(acc, part):
+            add_into(acc, part, p)
             return acc
 
         def finish(rows, cols, acc):

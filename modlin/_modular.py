@@ -450,9 +450,12 @@ def add_into(x: np.ndarray, y: np.ndarray, p: int) -> None:
     if x.dtype == object:
         x[...] = (x + y) % p
         return
-    np.add(y, -p, out=y)
+    y += -p
     x += y
-    np.subtract(x, -p, out=x, where=x < 0)
+    if is_cupy(x):  # CuPy's ufuncs take no where=
+        x -= (x < 0) * -p
+    else:
+        np.subtract(x, -p, out=x, where=x < 0)
 
 
 def _slices(*arrays: np.ndarray | None):

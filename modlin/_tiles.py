@@ -204,6 +204,32 @@ def run(tiling: Tiling, product: Callable[[slice, slice, slice], Any], *,
             bar.update(1)
 
 
+def stack_items(stack: tuple[int, ...], tiling_of: Callable[[int], Tiling], a, b):
+    """How a stack of products is tiled: ``(tiling, items, rounds)``.
+
+    The whole stack at once (``tiling_of(batch)``) when even its smallest tiles fit
+    side by side, else one matrix at a time (``tiling_of(1)``; its ValueError when
+    not even that fits). ``items`` yields ``(index, a, b)`` for each round, ``a`` and
+    ``b`` being arrays or lists of arrays (the parts of one operand), broadcast to the
+    stack and indexed alike.
+    """
+    try:
+        return tiling_of(math.prod(stack)), [((), a, b)], 1
+    except ValueError:
+        if not stack:
+            raise
+    tiling = tiling_of(1)
+
+    def whole(x):
+        return [whole(t) for t in x] if isinstance(x, list) else np.broadcast_to(x, stack + x.shape[-2:])
+
+    def pick(x, idx):
+        return [pick(t, idx) for t in x] if isinstance(x, list) else x[idx]
+
+    a, b = whole(a), whole(b)
+    return tiling, ((idx, pick(a, idx), pick(b, idx)) for idx in np.ndindex(stack)), math.prod(stack)
+
+
 def pair_count(tiling: Tiling) -> int:
     """Tile products :func:`run` makes with ``pairs=True``."""
     a, c, _ = tiling.grid

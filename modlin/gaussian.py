@@ -463,7 +463,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
     from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import Plan
     from ._planner import plan
-    from ._tiles import progress, run
+    from ._tiles import progress, run, stack_items
 
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
     a = [_as_matrix(x, 0) for x in a]
@@ -478,16 +478,8 @@ def _tiled_matmul(a, b, m: int, alg: str):
         re[...], im[...] = 0, 0
         return _shaped(re, im, shape)
     batch = math.prod(stack)
-    try:
-        tiling = _tiling(pl, alg, words, (mm, k, n), batch)
-        items, rounds = [((), a, b)], 1
-    except ValueError:
-        if not stack:
-            raise
-        tiling = _tiling(pl, alg, words, (mm, k, n), 1)  # one matrix of the stack at a time
-        a = [np.broadcast_to(x, stack + x.shape[-2:]) for x in a]
-        b = [np.broadcast_to(x, stack + x.shape[-2:]) for x in b]
-        items, rounds = ((idx, [x[idx] for x in a], [x[idx] for x in b]) for idx in np.ndindex(stack)), batch
+    tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count),
+                                        list(a), list(b))
     tile = _TileProduct(pl, alg, words, m)
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
