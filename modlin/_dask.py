@@ -309,14 +309,15 @@ def _known(x: da.Array, name: str) -> da.Array:
     return x
 
 
-def _as_dask(x, name: str, fn: str, like: da.Array, side: int | None) -> da.Array:
+def _as_dask(x, name: str, fn: str, like: da.Array, side: int | None, **checks) -> da.Array:
     """An operand as a dask array: dask arrays as they are, an in-memory one (beside a dask
     array ``like``) checked by the front door and wrapped: chunked as ``like`` when that is
     another part of the same operand (``side=None``), else whole along its free axes and
-    along ``k`` as ``like``, the other operand (``side``: 0 for ``A``, 1 for ``B``)."""
+    along ``k`` as ``like``, the other operand (``side``: 0 for ``A``, 1 for ``B``).
+    ``checks`` are :func:`modlin._convert.check_operand`'s options of the front door."""
     if is_dask(x):
         return _known(x, name)
-    x = check_operand(x, name, fn)
+    x = check_operand(x, name, fn, **checks)
     if kind_of(x) is not None:
         raise TypeError(f"{name} is a python-flint matrix beside a dask array: {fn} takes dask arrays of "
                         f"NumPy, CuPy or galois chunks; convert {name} to a NumPy array (or wrap it with "
@@ -332,13 +333,14 @@ def _as_dask(x, name: str, fn: str, like: da.Array, side: int | None) -> da.Arra
     return da.from_array(x_, chunks=tuple(chunks))
 
 
-def _pairs(A, B, fn: str) -> tuple[da.Array, da.Array]:
-    """Both operands as dask arrays of known chunk sizes (one of them, at least, already is)."""
+def _pairs(A, B, fn: str, **checks) -> tuple[da.Array, da.Array]:
+    """Both operands as dask arrays of known chunk sizes (one of them, at least, already is;
+    ``checks`` as for :func:`_as_dask`)."""
     if is_dask(A):
         A = _known(A, "A")
-        return A, _as_dask(B, "B", fn, A, 1)
+        return A, _as_dask(B, "B", fn, A, 1, **checks)
     B = _known(B, "B")
-    return _as_dask(A, "A", fn, B, 0), B
+    return _as_dask(A, "A", fn, B, 0, **checks), B
 
 
 def _meta(x: da.Array):

@@ -116,8 +116,8 @@ def parser() -> argparse.ArgumentParser:
                               "error against an exact oracle per moduli count; scale: big products (default sizes "
                               "4096 8192) under the default memory budget and under --memory, time over dgemm, "
                               "first call over steady state, peak memory over the result, tiles (one process "
-                              "per row; about an hour here); dask: matmul of dask arrays on a "
-                              "2-worker LocalCluster against the in-memory product (needs dask and distributed; "
+                              "per row; about an hour here); dask: matmul (and ozaki.zgemm, at n up to 4096) of dask "
+                              "arrays on a 2-worker LocalCluster against the in-memory product (needs dask and distributed; "
                               "run with --sizes 8192 for the reference figures); all (default): the first four")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=None,
                          help="square matrix sizes n (default 1024 2048; for --table scale 4096 8192)")

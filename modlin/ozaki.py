@@ -30,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _ozaki_core as core, _quantize
-from ._backend import is_cupy, namespace
+from ._backend import is_cupy, is_dask, namespace
 from ._convert import check_operand, trans_code
 from ._limits import current as current_limits
 from ._matmul import _matmul_shapes
@@ -199,7 +199,7 @@ def _listed(kind: str, engine: str, algorithm: str, moduli) -> _Moduli:
 # --------------------------------------------------------------------------- operands
 
 def _as_float(X, name: str, complex_: bool) -> np.ndarray:
-    x = X if is_cupy(X) else np.asarray(X)
+    x = X if is_cupy(X) or is_dask(X) else np.asarray(X)
     if x.dtype.kind not in "biufc":
         raise TypeError(f"{name} must be a numeric array, not {x.dtype}")
     if x.dtype.kind == "c" and not complex_:
@@ -408,9 +408,9 @@ def _op(x, code: int):
     """BLAS's ``op(x)``: ``x``, ``x^T`` (code 1) or ``x^H`` (code 2; ``x^T`` for real ``x``), on
     the last two axes (a 1-D operand is not transposed). A copy when transposed, so that
     the emulation reads contiguous rows."""
-    xp = namespace(x)
     if code and x.ndim >= 2:
-        x = xp.ascontiguousarray(xp.swapaxes(x, -1, -2))
+        x = x.swapaxes(-1, -2)
+        x = x if is_dask(x) else namespace(x).ascontiguousarray(x)
     if code == 2 and x.dtype.kind == "c":
         x = x.conj()
     return x
@@ -430,14 +430,16 @@ def _blas(compute, xp, shape, full, dtype, alpha, beta, C, complex_scalars: bool
     product of the result's shape with ``epilogue`` applied to each of its tiles as they
     are finished (``epilogue(tile, where)``, ``where`` indexing the result as ``full``, its
     shape with 1-D operands' axes kept); it is not called when ``alpha == 0``, and ``C`` is
-    not read when ``beta == 0`` (NaN there is ignored)."""
+    not read when ``beta == 0`` (NaN there is ignored). With ``xp`` :mod:`dask.array`,
+    ``compute(None)`` returns the lazy product and the epilogue's operations follow it
+    lazily."""
     alpha = _scalar(alpha, "alpha", complex_scalars)
     beta = _scalar(beta, "beta", complex_scalars)
     c = None
     if beta != 0:
         if C is None:
             raise ValueError("beta is nonzero but C is missing: pass C= (or beta=0)")
-        c = C if is_cupy(C) else np.asarray(C)
+        c = C if is_cupy(C) or is_dask(C) else np.asarray(C)
         if c.dtype.kind not in "biufc" or (c.dtype.kind == "c" and dtype != np.complex128):
             raise TypeError(f"C must be a {np.dtype(dtype).name} array, not {c.dtype}")
         try:
@@ -448,6 +450,15 @@ def _blas(compute, xp, shape, full, dtype, alpha, beta, C, complex_scalars: bool
         out = xp.zeros(shape, dtype=dtype)
         if c is not None:
             out += beta * c.reshape(shape).astype(dtype, copy=False)
+        return out
+
+    if xp.__name__ == "dask.array":
+        # lazy: the epilogue's operations, in its order, on the whole result chunk by chunk
+        out = compute(None)
+        if alpha != 1:
+            out = xp.multiply(alpha, out)
+        if c is not None:
+            out = xp.add(out, beta * c.reshape(shape).astype(dtype, copy=False))
         return out
 
     def epilogue(tile, where):
@@ -481,6 +492,26 @@ def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype, epilogue):
     return out[()] if out.ndim == 0 else out
 
 
+def _engine(fn: str, A, B, C):
+    """Where a GEMM runs: ``(xp, gemm, A, B)``, ``gemm(a, b, mods, mode, dtype, epilogue)`` the
+    product of :func:`_batched_gemm`'s contract. Dask operands (or a dask ``C``) make the
+    whole call lazy, through :mod:`modlin._ozaki_dask` (imported only then)."""
+    if not any(is_dask(x) for x in (A, B, C)):
+        return namespace(A, B, C), _batched_gemm, A, B
+    import dask.array as da
+
+    from . import _ozaki_dask
+
+    A, B = _ozaki_dask.operands(A, B, fn)
+    return da, lambda a, b, mods, mode, dtype, epilogue: _ozaki_dask.batched_gemm(a, b, mods, mode, dtype,
+                                                                                  _warn_lost), A, B
+
+
+def _on_gpu(x) -> bool:
+    """Whether the operand's (or its chunks') array lives on a GPU."""
+    return is_cupy(x._meta if is_dask(x) else x)
+
+
 def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
           C=None, trans_a=0, trans_b=0, c=None) -> np.ndarray:
     """``alpha * A @ B + beta * C`` in float64, the product emulated on exact integer GEMMs.
@@ -496,7 +527,10 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
         Real matrices with :func:`numpy.matmul`'s shape rules (stacks
         broadcast, 1-D operands promoted). Integer, boolean and other float
         dtypes are converted to float64 as NumPy would; complex input is
-        refused (use :func:`zgemm`).
+        refused (use :func:`zgemm`). Or ``dask.array.Array`` s (one or both,
+        or ``C``): the scales are computed at once by dask reductions, the
+        product is a lazy dask array with the in-memory call's bits
+        (:doc:`/guide/distributed`).
     moduli : int or sequence of int, optional
         How many moduli of the engine to use, or the moduli themselves
         (pairwise coprime, below ``2**26``; at most 256 for int8). The default
@@ -579,11 +613,11 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     (A, B), C = _operands("modlin.ozaki.dgemm", C, c, A=A, B=B)
     ta, tb = trans_code(trans_a, "trans_a"), trans_code(trans_b, "trans_b")
     _check_mode(mode)
-    xp = namespace(A, B, C)
+    xp, gemm, A, B = _engine("modlin.ozaki.dgemm", A, B, C)
     a, b = _op(_as_float(A, "A", False), ta), _op(_as_float(B, "B", False), tb)
     (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
-    mods = _resolve("real", engine, moduli, "auto", gpu=xp is not np, k=k)
-    return _blas(lambda epilogue: _batched_gemm(a, b, mods, mode, np.float64, epilogue), xp, shape, full,
+    mods = _resolve("real", engine, moduli, "auto", gpu=_on_gpu(a), k=k)
+    return _blas(lambda epilogue: gemm(a, b, mods, mode, np.float64, epilogue), xp, shape, full,
                  np.float64, alpha, beta, C, False)
 
 
@@ -601,7 +635,7 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     ----------
     A, B : array_like
         Complex (or real, converted) matrices with :func:`numpy.matmul`'s
-        shape rules.
+        shape rules; or dask arrays, as for :func:`dgemm`.
     moduli : int or sequence of int, optional
         A count of the engine's moduli or the moduli themselves. The default
         is the fewest whose product reaches ``2**124`` (one bit more per
@@ -653,11 +687,11 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     (A, B), C = _operands("modlin.ozaki.zgemm", C, c, A=A, B=B)
     ta, tb = trans_code(trans_a, "trans_a"), trans_code(trans_b, "trans_b")
     _check_mode(mode)
-    xp = namespace(A, B, C)
+    xp, gemm, A, B = _engine("modlin.ozaki.zgemm", A, B, C)
     a, b = _op(_as_float(A, "A", True), ta), _op(_as_float(B, "B", True), tb)
     (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
-    mods = _resolve("complex", engine, moduli, algorithm, gpu=xp is not np, k=k)
-    return _blas(lambda epilogue: _batched_gemm(a, b, mods, mode, np.complex128, epilogue), xp, shape, full,
+    mods = _resolve("complex", engine, moduli, algorithm, gpu=_on_gpu(a), k=k)
+    return _blas(lambda epilogue: gemm(a, b, mods, mode, np.complex128, epilogue), xp, shape, full,
                  np.complex128, alpha, beta, C, True)
 
 

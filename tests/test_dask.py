@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
+import warnings
 from functools import partial
 
 import numpy as np
@@ -20,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 
 import modlin
 from conftest import as_python_ints, rand_ints, ref_matmul
-from modlin import gaussian
+from modlin import gaussian, ozaki
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -62,10 +63,45 @@ def _operands(kind: str, rng, shape=SHAPE):
         if bits < 32:
             A, B = A.astype(np.int64), B.astype(np.int32)
         return A, B, modlin.intmul, lambda a, b: as_python_ints(a) @ as_python_ints(b)
+    if kind.startswith(("dgemm", "zgemm")):
+        name, variant = kind.split("-")
+        complex_ = name == "zgemm"
+        A, B = _binary_floats(rng, (m, k), 1, complex_), _binary_floats(rng, (k, n), 0, complex_)
+        fn = partial(ozaki.dgemm, mode=variant) if not complex_ else partial(ozaki.zgemm, algorithm=variant)
+        return A, B, fn, _rounded_oracle
     alg = kind[6:]
     A = tuple(rng.integers(-GAUSS_M, GAUSS_M, (m, k)) for _ in range(2))
     B = tuple(rng.integers(0, GAUSS_M, (k, n)) for _ in range(2))
     return A, B, partial(gaussian.matmul, m=GAUSS_M, algorithm=alg), _gauss_oracle
+
+
+def _binary_floats(rng, shape, axis: int, complex_: bool):
+    """Floats of 21 bits scaled by a power of two per row (``axis=1``) or column (``axis=0``)
+    from 2**-40 to 2**40, so that the Ozaki scheme's scaling keeps every bit: its result
+    is then the exact product correctly rounded (:func:`_rounded_oracle`)."""
+    lines = shape[1 - axis]
+    scale = np.ldexp(1.0, rng.integers(-40, 41, lines))
+    scale = scale[:, None] if axis == 1 else scale[None, :]
+    x = rng.integers(-2**20, 2**20, shape) * scale
+    return x + 1j * rng.integers(-2**20, 2**20, shape) * scale if complex_ else x
+
+
+def _rounded_oracle(A, B):
+    """The exact product of float (or complex) matrices rounded once to double, by Fractions
+    (``float(Fraction)`` rounds correctly): object arrays of floats or complexes."""
+    from fractions import Fraction
+
+    def exact(X):
+        return [[(Fraction(float(x.real)), Fraction(float(x.imag))) for x in row] for row in np.asarray(X)]
+
+    a, b = exact(A), exact(B)
+    out = np.empty((len(a), len(b[0])), dtype=object)
+    for i, row in enumerate(a):
+        for j in range(len(b[0])):
+            re = sum((x[0] * b[t][j][0] - x[1] * b[t][j][1] for t, x in enumerate(row)), Fraction(0))
+            im = sum((x[0] * b[t][j][1] + x[1] * b[t][j][0] for t, x in enumerate(row)), Fraction(0))
+            out[i, j] = complex(float(re), float(im)) if np.iscomplexobj(A) else float(re)
+    return out
 
 
 def _gauss_oracle(A, B):
@@ -106,7 +142,8 @@ def _check(kind, chunks, rng, compute, shape=SHAPE):
     return parts
 
 
-KINDS = list(MODULI) + ["intmul20", "intmul200", "gauss-2m", "gauss-3m"]
+KINDS = list(MODULI) + ["intmul20", "intmul200", "gauss-2m", "gauss-3m", "dgemm-fast", "dgemm-accurate",
+                        "zgemm-2m", "zgemm-hybrid"]
 
 
 # --------------------------------------------------------------------------- distributed
@@ -197,7 +234,8 @@ def _cut(total, cuts):
 
 @pytest.mark.parametrize("scheduler", ["threads", "sync"])
 @settings(max_examples=15)
-@given(data=st.data(), kind=st.sampled_from(["31bit", "127bit", "intmul200", "gauss-2m"]))
+@given(data=st.data(), kind=st.sampled_from(["31bit", "127bit", "intmul200", "gauss-2m", "dgemm-accurate",
+                                              "zgemm-hybrid"]))
 def test_local_schedulers_exact(scheduler, data, kind):
     m, k, n = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 12)), data.draw(st.integers(1, 9))
     a_chunks = (data.draw(_partition(m)), data.draw(_partition(k)))
@@ -380,6 +418,8 @@ def test_numpy_and_cupy_chunks_mixed(monkeypatch):
     assert type(gpu._meta) is ndarray
     with pytest.raises(TypeError, match="mix NumPy and CuPy"):
         modlin.matmul(gpu, _lazy((4, 4), np.int64), 7)
+    with pytest.raises(TypeError, match="mix NumPy and CuPy"):
+        ozaki.dgemm(gpu.astype(np.float64), _lazy((4, 4), np.float64))
 
 
 def test_split_every_and_parts_checked():
@@ -390,3 +430,144 @@ def test_split_every_and_parts_checked():
         blocked_product(x, x, modlin.matmul, partial(add_mod, p=7), meta=x._meta, split_every=1)
     with pytest.raises(ValueError, match="rows: expected arrays of shape"):
         blocked_product(x, x, modlin.matmul, partial(add_mod, p=7), meta=x._meta, rows=(x,))
+
+
+# --------------------------------------------------------------------------- the Ozaki scheme
+
+def _bits(x):
+    """Every bit of a float or complex array or scalar (signed zeros and NaN payloads included)."""
+    return type(x), x.dtype, x.shape, np.asarray(x).tobytes()
+
+
+def _gaussians(rng, shape, complex_):
+    """Doubles of every exponent's spread (not exactly scaled: the scaling rounds them)."""
+    x = rng.standard_normal(shape) * np.ldexp(1.0, rng.integers(-30, 31, shape))
+    return x + 1j * rng.standard_normal(shape) if complex_ else x
+
+
+OZAKI_CALLS = {
+    "dgemm-fast": partial(ozaki.dgemm),
+    "dgemm-accurate-int8": partial(ozaki.dgemm, mode="accurate", engine="int8"),
+    "dgemm-4-moduli": partial(ozaki.dgemm, moduli=4),
+    "zgemm-2m": partial(ozaki.zgemm, algorithm="2m"),
+    "zgemm-3m-accurate": partial(ozaki.zgemm, algorithm="3m", mode="accurate"),
+    "zgemm-hybrid-int8": partial(ozaki.zgemm, algorithm="hybrid", engine="int8"),
+}
+
+
+def _warned(fn, *args):
+    """``fn(*args)`` and the messages of the warnings it gave."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    return out, [str(w.message) for w in record]
+
+
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+@pytest.mark.parametrize("call", OZAKI_CALLS)
+def test_ozaki_bit_identical(call, chunking, rng):
+    """Inexact inputs (the scaling rounds them, some entries to zero): the bits, and the
+    AccuracyWarnings, of the in-memory call, whatever the chunks, through k split
+    unevenly between the two operands too."""
+    fn = OZAKI_CALLS[call]
+    complex_ = call.startswith("z")
+    A, B = _gaussians(rng, SHAPE[:2], complex_), _gaussians(rng, SHAPE[1:], complex_)
+    a_chunks, b_chunks = CHUNKINGS[chunking]
+    got, got_warnings = _warned(fn, da.from_array(A, chunks=a_chunks), da.from_array(B, chunks=b_chunks))
+    assert isinstance(got, da.Array) and got.dtype == (np.complex128 if complex_ else np.float64)
+    want, want_warnings = _warned(fn, A, B)
+    assert _bits(got.compute(scheduler="threads")) == _bits(want)
+    assert got_warnings == want_warnings
+
+
+@pytest.mark.parametrize("sa, sb", [((7,), (7, 5)), ((6, 7), (7,)), ((7,), (7,)), ((3, 1, 4, 7), (2, 7, 5)),
+                                    ((4, 0), (0, 3)), ((0, 7), (7, 2))])
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.filterwarnings("ignore::modlin.ozaki.AccuracyWarning")
+def test_ozaki_vectors_stacks_empty(complex_, sa, sb, rng):
+    """numpy.matmul's shape rules: 1-D operands (a scalar for two), stacks that broadcast,
+    empty dimensions."""
+    fn = partial(ozaki.zgemm, algorithm="hybrid") if complex_ else ozaki.dgemm
+    A, B = _gaussians(rng, sa, complex_), _gaussians(rng, sb, complex_)
+    chunks = lambda s: tuple(max(1, d // 2) for d in s)  # noqa: E731
+    got = fn(da.from_array(A, chunks=chunks(sa)), da.from_array(B, chunks=chunks(sb))).compute(scheduler="sync")
+    assert _bits(got) == _bits(fn(A, B))
+
+
+@pytest.mark.filterwarnings("ignore::modlin.ozaki.AccuracyWarning")
+def test_ozaki_blas_arguments(rng):
+    """alpha, beta, C (dask or NumPy, broadcast), c=, trans_a / trans_b: as in memory."""
+    A, B, C = _gaussians(rng, (9, 8), True), _gaussians(rng, (8, 6), True), _gaussians(rng, (9, 6), True)
+    dA, dB, dC = da.from_array(A, chunks=4), da.from_array(B, chunks=3), da.from_array(C, chunks=5)
+    cases = [
+        (dict(alpha=0.5 - 2j, beta=1.5j, C=dC), dict(alpha=0.5 - 2j, beta=1.5j, C=C)),
+        (dict(beta=-1.0, c=C[0]), dict(beta=-1.0, c=C[0])),
+        (dict(alpha=0, beta=2.0, C=dC), dict(alpha=0, beta=2.0, C=C)),
+    ]
+    for lazy, eager in cases:
+        assert _bits(ozaki.zgemm(dA, dB, **lazy).compute(scheduler="sync")) == _bits(ozaki.zgemm(A, B, **eager))
+    # only C lazy: the whole call is lazy
+    got = ozaki.zgemm(A, B, beta=3.0, C=dC)
+    assert isinstance(got, da.Array) and _bits(got.compute()) == _bits(ozaki.zgemm(A, B, beta=3.0, C=C))
+    At, Bh = np.ascontiguousarray(A.T), np.ascontiguousarray(B.conj().T)
+    got = ozaki.zgemm(da.from_array(At, chunks=3), da.from_array(Bh, chunks=2), trans_a=1, trans_b="C")
+    assert _bits(got.compute()) == _bits(ozaki.zgemm(A, B))
+    got = ozaki.dgemm(da.from_array(A.real.T.copy(), chunks=3), B.real, trans_a="T", alpha=-2.0)
+    assert _bits(got.compute()) == _bits(ozaki.dgemm(A.real, B.real, alpha=-2.0))
+
+
+@pytest.mark.filterwarnings("ignore::modlin.ozaki.AccuracyWarning", "ignore:invalid value:RuntimeWarning")
+def test_ozaki_inf_nan_lines(rng):
+    """Rows and columns holding Inf or NaN: a native product's Inf and NaN there, the emulation
+    elsewhere (bit for bit)."""
+    A, B = _gaussians(rng, (10, 12), False), _gaussians(rng, (12, 7), False)
+    A[3, 5], A[6, 0], B[2, 4] = np.inf, np.nan, -np.inf
+    got = ozaki.dgemm(da.from_array(A, chunks=(4, 5)), da.from_array(B, chunks=(6, 3))).compute()
+    want = ozaki.dgemm(A, B)
+    assert np.array_equal(got, want, equal_nan=True)
+    finite = np.isfinite(want)
+    assert finite.sum() == 8 * 6 and _bits(got[finite]) == _bits(want[finite])
+
+
+def test_ozaki_accuracy_warning_at_call(rng):
+    """Entries the scales round to zero warn when the product is built, where the caller is."""
+    A = _gaussians(rng, (6, 8), False)
+    A[0] = 0.0
+    A[0, 0], A[0, 1] = 1e300, 1e-300
+    with pytest.warns(ozaki.AccuracyWarning, match="1 nonzero entries of A") as record:
+        ozaki.dgemm(da.from_array(A, chunks=3), np.ones((8, 2)))
+    assert record[0].filename == __file__
+
+
+def test_ozaki_too_few_moduli_refused():
+    A = np.array([[1.0, 2.0**-50], [3.0, 4.0]])
+    with pytest.raises(ValueError, match="moduli are too few"):
+        ozaki.dgemm(da.from_array(A, chunks=1), A, moduli=[3, 5], mode="accurate")
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: ozaki.dgemm(_lazy((4, 4), complex), _lazy((4, 4), float)), TypeError, "is complex: use ozaki.zgemm"),
+    (lambda: ozaki.dgemm(_lazy((4, 4), "U3"), _lazy((4, 4), float)), TypeError, "numeric array"),
+    (lambda: ozaki.dgemm(_lazy((4, 5), float), _lazy((4, 4), float)), ValueError, "not aligned"),
+    (lambda: ozaki.dgemm(_lazy((4, 4), float), None), TypeError, "B is None"),
+    (lambda: ozaki.zgemm(_lazy((4, 4), complex), _lazy((4, 4), complex), mode="best"), ValueError, "mode"),
+    (lambda: ozaki.zgemm(_lazy((4, 4), complex), _lazy((4, 4), complex), algorithm="5m"), ValueError, "algorithm"),
+    (lambda: ozaki.dgemm(_lazy((4, 4), float), _lazy((4, 4), float), moduli=[4, 6]), ValueError, "coprime"),
+    (lambda: ozaki.dgemm(_lazy((4, 4), float), _lazy((4, 4), float), beta=1.0), ValueError, "C is missing"),
+    (lambda: ozaki.dgemm(_lazy((4, 4), float), _lazy((4, 4), float), beta=1.0, C=_lazy((3, 4), float)),
+     ValueError, "C has shape"),
+    (lambda: ozaki.dgemm(_lazy((4, 4), float), _lazy((4, 4), float), trans_a=3), ValueError, "trans_a"),
+], ids=["complex", "strings", "shapes", "None", "mode", "algorithm", "moduli", "no-C", "C-shape", "trans"])
+def test_ozaki_refused_before_computing(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_ozaki_field_chunks_refused():
+    galois = pytest.importorskip("galois")
+    GF = galois.GF(7)
+    with pytest.raises(TypeError, match="galois FieldArray"):
+        ozaki.dgemm(da.from_array(GF([[1, 2], [3, 4]]), chunks=1), np.ones((2, 2)))
+    x = da.from_array(np.ones((4, 4)), chunks=2)
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        ozaki.zgemm(x[x[:, 0] > 0], x)
