@@ -45,7 +45,10 @@ from ._backend import is_cupy, is_dask, namespace
 from ._convert import _matmul_shapes, check_operand, field_of, max_abs, residues_int64
 from ._flint import kind_of
 from ._limits import blas_threads, current, limits
+from . import _rns
 from ._modular import add_into
+from ._planner import plan as make_plan
+from ._rnsplan import RNSPlan
 
 __all__ = ["blocked_product", "add_mod", "matmul", "intmul", "gaussian_matmul", "SPLIT_EVERY"]
 
@@ -358,10 +361,33 @@ def _mod_pair(a, b, p: int, plan, eager):
     return eager(_plain(a), _plain(b), p, plan=plan)
 
 
-def matmul(A, B, p, out, plan, *, eager, check_plan) -> da.Array:
+def _residue_pair(a, b, p: int, plan, residues):
+    return residues(_plain(a), _plain(b), p, plan)
+
+
+def _add_residues(x, y, moduli: tuple[int, ...]):
+    """``combine`` of residue partials: their sum modulo each modulus, as a new array."""
+    return _rns.add_residues(x.copy(), y, moduli)
+
+
+def _crt(res, basis, p: int, field):
+    """``finish`` of residue partials: one CRT per output chunk (and the field's type)."""
+    out = _rns.reconstruct(res, basis, p=p)
+    return out if field is None else field(out)
+
+
+def matmul(A, B, p, out, plan, *, eager, check_plan, residues) -> da.Array:
     """:func:`modlin.matmul` of dask arrays (at least one of ``A``, ``B`` is one). ``eager`` is
-    the in-memory front door and ``check_plan`` its plan check, passed in by it: this module
-    sits below the front doors, which import it only when a dask array comes."""
+    the in-memory front door, ``check_plan`` its plan check and ``residues`` its product of
+    one pair of chunks as residues (:func:`modlin._matmul.chunk_residues`), passed in by it:
+    this module sits below the front doors, which import it only when a dask array comes.
+
+    When the whole product's plan is a residue number system, each pair of chunks gives
+    its residues modulo the plan's moduli (chosen for the whole ``k``), the tree adds them
+    modulo each modulus, and one CRT per output chunk ends it: the CRT runs once per
+    output entry, as in memory, instead of once per k-chunk. Other plans multiply each
+    pair of chunks modulo ``p`` (planned for the chunks) and add the products modulo ``p``.
+    """
     from ._convert import unwrap_fields
 
     if out is not None:
@@ -371,11 +397,19 @@ def matmul(A, B, p, out, plan, *, eager, check_plan) -> da.Array:
     (m, k, n), _, _ = _matmul_shapes(a.shape, b.shape)
     p, field, _ = unwrap_fields(p, _meta(a), _meta(b), names=("A", "B"), fn="modlin.matmul")
     meta = eager(_meta(a), _meta(b), p)  # the in-memory front door on empty chunks: its checks, its dtype
+    gpu = is_cupy(a._meta) or is_cupy(b._meta)
     for x, name in ((a, "A"), (b, "B")):
         if not is_cupy(x._meta):  # (the GPU path checks dtypes even on empty operands)
             residues_int64(_plain(_meta(x)), 2, name)  # the dtype checks of the chunks' conversion
     if plan is not None:
         check_plan(plan, p, k)
+    whole = plan if plan is not None or gpu or not (m and k and n) else make_plan(p, m, k, n)
+    if isinstance(whole, RNSPlan) and not gpu:
+        pair = functools.partial(_residue_pair, p=p, plan=whole, residues=residues)
+        # residue partials are N int32 per entry: combined two at a time, so that few are held at once
+        return blocked_product(a, b, pair, functools.partial(_add_residues, moduli=whole.moduli), meta=meta,
+                               finish=functools.partial(_crt, basis=whole.basis, p=p, field=field),
+                               split_every=2, name="modlin-matmul")
     return blocked_product(a, b, functools.partial(_mod_pair, p=p, plan=plan, eager=eager), functools.partial(add_mod, p=p),
                            meta=meta, finish=field, name="modlin-matmul")
 

@@ -124,7 +124,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     if is_dask(A) or is_dask(B):
         from ._dask import matmul as dask_matmul
 
-        return dask_matmul(A, B, p, out, plan, eager=matmul, check_plan=_check_plan)
+        return dask_matmul(A, B, p, out, plan, eager=matmul, check_plan=_check_plan, residues=chunk_residues)
     # before the device is decided, so that None or a dict beside a CuPy array is named as such
     A, B = check_operand(A, "A", "modlin.matmul"), check_operand(B, "B", "modlin.matmul")
     if namespace(A, B, out) is not np:
@@ -177,25 +177,33 @@ def _check_plan(plan, p: int, k: int) -> None:
 
 
 def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, result: np.ndarray,
-             *, as_object: bool = False) -> None:
+             *, as_object: bool = False, residues: bool = False) -> None:
     """``result[...] = a @ b mod p`` (2-D or stacked operands, any accepted dtype), tile by
     tile within the memory budget of :func:`modlin.limits` (:meth:`Plan.tiling`).
     With ``p = None`` (an :class:`RNSPlan` of :func:`modlin.intmul`), the exact
     product of int64, uint64 or object operands, as Python ints when ``as_object``.
+    With ``residues`` (an :class:`RNSPlan`), ``result`` (int32, shape ``(N,) + the
+    product's``) takes the product's residues modulo each of the plan's ``N`` moduli, in
+    ``[0, m_i)``, instead: the residues of chunks of ``k`` add up (:func:`modlin._rns.add_residues`)
+    to those of the whole product, which one CRT turns into it.
 
     A stack is tiled as a whole, or matrix by matrix when even its smallest tiles would
     not fit together. Each tile's operands are converted as its product needs them
     (int64 residues, or the pieces of balanced residues), so no whole-operand copy is
-    made; partial products over k-panels are added modulo ``p`` (exactly without ``p``).
+    made. Partial products over k-panels are added modulo ``p`` (multiword plans), or as
+    residues modulo each modulus before the tile's one CRT (residue number systems).
     """
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    stack = result.shape[:-2]
+    stack = result.shape[1 if residues else 0:-2]
     batch = math.prod(stack)
-    tiling, items, rounds = stack_items(stack, lambda count: plan.tiling((m, k, n), batch=count), a, b)
     multiword = isinstance(plan, Plan)
+    tiling_of = (lambda count: plan.tiling((m, k, n), batch=count)) if multiword else (
+        lambda count: plan.tiling((m, k, n), batch=count, residues=residues))
+    tiling, items, rounds = stack_items(stack, tiling_of, a, b)
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
+    lead = (slice(None),) if residues else ()
 
-    def residues(t, name):
+    def int64_residues(t, name):
         r = residues_int64(t, p, name)
         if r.flags.c_contiguous:
             return r
@@ -215,25 +223,52 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
     what = "modlin.intmul" if p is None else f"modlin.matmul mod a {p.bit_length()}-bit p"
     with progress(rounds * tiling.count, batch * tiling.count * plan.cost(tiling.tile), what) as bar:
         for idx, x, y in items:
-            dst = result[idx]
+            dst = result[lead + idx]
 
             def product(rows, inner, cols):
                 xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
                 first = inner.start == 0
                 if multiword:
                     part = tile if first else take(arena, "part", tile.shape, np.int64)
-                    _multiword.multiply(plan, residues(xt, "A"), residues(yt, "B"), part, arena)
+                    _multiword.multiply(plan, int64_residues(xt, "A"), int64_residues(yt, "B"), part, arena)
                     return part
                 if p is not None:
                     xt, yt = balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
-                part = _rns.multiply(plan, xt, yt, as_object=as_object, memory=tiling.budget - 8 * tile.size,
-                                     arena=arena)
-                if first:
-                    tile[...] = part
-                    return tile
-                return part
+                memory = tiling.budget - 8 * tile.size
+                if first and inner.stop >= k and not residues:  # the whole k: the CRT straight from the products
+                    tile[...] = _rns.multiply(plan, xt, yt, as_object=as_object, memory=memory, arena=arena)
+                    return None
+                # k-panels: each panel's products reduced and added into the tile's residues
+                rc, full = _rns.product_residues(plan, xt, yt, memory=memory, arena=arena)
+                acc = take(arena, "residues", (len(plan.moduli),) + full, np.int32)
+                return _rns.reduce_residues(rc, math.prod(full), plan.basis, acc, add=not first)
 
-            run(tiling, product, add=add, bar=bar)
+            def finish(rows, cols, acc):
+                if acc is None:
+                    return
+                if residues:
+                    dst[..., rows, cols] = acc
+                else:
+                    dst[..., rows, cols] = _rns.reconstruct(acc, plan.basis, p=p, as_object=as_object, arena=arena)
+
+            if multiword:
+                run(tiling, product, add=add, bar=bar)
+            else:  # the products added themselves into the tile's residues
+                run(tiling, product, add=lambda acc, part: part, finish=finish, bar=bar)
+
+
+def chunk_residues(a, b, p: int, plan: RNSPlan) -> np.ndarray:
+    """The residues of ``a @ b`` modulo each modulus of ``plan`` (int32, ``(N, ...)`` of the
+    product's shape, in ``[0, m_i)``), within the memory budget: the partial product of one
+    pair of chunks of a dask product (:mod:`modlin._dask`), whose k-chunks' residues add up
+    before one CRT per output chunk. ``a``, ``b``: chunks of at least 2 dimensions, of any
+    dtype :func:`matmul` accepts (FieldArrays as their NumPy residues)."""
+    a, b = np.asarray(a), np.asarray(b)
+    _, full, _ = _matmul_shapes(a.shape, b.shape)
+    out = np.zeros((len(plan.moduli),) + full, dtype=np.int32)
+    if out.size and a.shape[-1]:
+        _product(plan, a, b, p, out, residues=True)
+    return out
 
 
 def _gpu_residues(x, p: int, name: str):

@@ -33,8 +33,8 @@ from . import _multiword, _quantize
 from ._backend import is_cupy, namespace
 from ._crtfloat import to_double
 from ._engines import get_engine
-from ._jit import njit
 from ._plan import _best_plan
+from . import _rns
 from ._rns import Basis
 from ._tiles import run
 from .gaussian import sqrt_minus_one
@@ -326,22 +326,11 @@ def syrk_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray] | Non
     return (rc, rt) if pair else rc
 
 
-@njit
-def _add_mod_kernel(x, y, q):  # pragma: no cover - compiled
-    """``x = (x + y) mod q[i]`` row by row, for residues ``x, y`` of row ``i`` in ``[0, q[i])``."""
-    for i in range(x.shape[0]):
-        qi = np.int64(q[i])
-        for e in range(x.shape[1]):
-            s = np.int64(x[i, e]) + np.int64(y[i, e])
-            x[i, e] = s - qi if s >= qi else s
-
-
 def add_residues(acc: list[np.ndarray], part: list[np.ndarray], mods: Moduli) -> list[np.ndarray]:
     """``acc += part`` modulo each modulus, in place (the residues of two k-panels' products
     give those of their sum); ``acc`` and ``part`` as :func:`gemm_residues` returns them."""
-    q = np.asarray(mods.moduli, dtype=np.int64)
     for x, y in zip(acc, part):
-        _add_mod_kernel(x.reshape(len(q), -1), np.ascontiguousarray(y).reshape(len(q), -1), q)
+        _rns.add_residues(x, y, mods.moduli)
     return acc
 
 

@@ -276,15 +276,19 @@ _VARIANT_TEXT = {
 }
 
 
-def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None) -> Tiling:
+def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False) -> Tiling:
     """:meth:`Plan.tiling` and :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`: the output
     of a tile is a view of the result, except the partial products of k-panels (and every
-    RNS tile), which are written apart and then added into it."""
+    RNS tile), which are written apart and then added into it. An RNS tile of k-panels
+    (or of a product whose result is its ``residues``) adds each panel's residues into
+    the tile's (int32 per modulus) before one CRT."""
     budget = current_limits().memory if budget is None else budget
     rns = not isinstance(pl, Plan)
 
     def memory(mt, kt, nt, group=1):
         apart = 8 * mt * nt if kt < shape[1] or rns else 0
+        if rns and (kt < shape[1] or residues):
+            apart += 4 * len(pl.moduli) * mt * nt
         work = pl.workspace((mt, kt, nt), group=group) if rns else pl.workspace((mt, kt, nt))
         return batch * (work + apart)
 

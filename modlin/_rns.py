@@ -26,7 +26,7 @@ from ._engines import get_engine
 from ._jit import njit
 from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
-from ._threads import gemm_workers, region, run, slabs, workers
+from ._threads import each, gemm_workers, region, run, slabs, workers
 from ._tiles import Arena, take
 
 __all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
@@ -538,14 +538,15 @@ def _crt_constants(moduli: tuple[int, ...], p: int | None):
 
 
 def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_object: bool = False,
-                overwrite: bool = False) -> np.ndarray:
+                overwrite: bool = False, arena: Arena | None = None) -> np.ndarray:
     """Integers from their residues ``res`` (shape ``(N, ...)``: integers congruent to the
     values modulo ``m_i``, below ``2**53`` in magnitude; usually in ``[0, m_i)``).
 
     Returns the signed values (each in ``[-(M//2), (M-1)//2]``) as int64, or as an
     object array of Python ints when ``as_object``; with ``p``, the values
     modulo ``p`` in ``[0, p)`` (int64 for ``p <= 2**63``, object above).
-    With ``overwrite``, a float64 ``res`` is used as workspace (and destroyed).
+    With ``overwrite``, a contiguous float64 ``res`` is used as workspace (and
+    destroyed); else the workspace (a float64 copy) comes from ``arena`` when given.
 
     The CRT is ``C = sum_i y_i M/m_i - k M`` with ``y_i = res_i (M/m_i)**-1 mod m_i``
     and ``k = round(sum_i y_i / m_i)``. The sum is a float64 product of the ``y``
@@ -556,8 +557,13 @@ def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_objec
     ``2**-34`` of ``M/2``) is rebuilt with Python integers.
     """
     N = len(basis.moduli)
-    x = res.reshape(N, -1).astype(np.float64, copy=not overwrite)
-    return _reconstruct_rows(np.ascontiguousarray(x), x.shape[1], basis, p, as_object).reshape(res.shape[1:])
+    E = math.prod(res.shape[1:])
+    if overwrite and res.dtype == np.float64 and res.flags.c_contiguous:
+        x = res.reshape(N, E)
+    else:
+        x = padded_rows(N, E, np.float64, arena, "products")
+        x[:, :E] = res.reshape(N, E)
+    return _reconstruct_rows(x, E, basis, p, as_object).reshape(res.shape[1:])
 
 
 def _crt_step(N: int, L: int) -> int:
@@ -648,19 +654,13 @@ def _exact_entry(y: np.ndarray, basis: Basis, p: int | None) -> int:
     return c if p is None else c % p
 
 
-def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memory: int | None = None,
-             arena: Arena | None = None) -> np.ndarray:
-    """``a @ b`` (or ``a @ b mod pl.p``) through the RNS plan ``pl`` (an :class:`RNSPlan`).
-
-    ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
-    :class:`_Halves`, of shapes ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
-    ``pl.bound``. Each modulus' product is one multiword plan; only the
-    residues, their products and the result are allocated, the residues of as
-    many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
-    default: the budget of :func:`modlin.limits`). The products' matrices, the
-    largest buffer and the only one alive from the first GEMM to the end of the
-    CRT, come from ``arena`` when given (the tiles of one product reuse them).
-    """
+def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = None,
+                     arena: Arena | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The first stage of :func:`multiply`: ``(rc, shape)``, the products of ``a @ b`` modulo
+    each modulus of ``pl.basis`` as float64 rows ``rc[i, :E]`` (``E`` entries of the result's
+    ``shape``, each row padded), integers congruent to the product modulo ``m_i`` and
+    below ``2**53`` in magnitude: what :func:`reconstruct` (or :func:`reduce_residues`)
+    takes. Arguments as for :func:`multiply`."""
     basis = pl.basis
     eng = get_engine(pl.engine)
     dtype = eng.dtype
@@ -692,5 +692,68 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
 
             with region(t):
                 run(products, slabs(full[-2], t))
-        del bufs, ra, rb  # the CRT needs only the products: free the residues first
-    return _reconstruct_rows(rc, E, basis, pl.p, as_object).reshape(full)
+    return rc, full
+
+
+def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memory: int | None = None,
+             arena: Arena | None = None) -> np.ndarray:
+    """``a @ b`` (or ``a @ b mod pl.p``) through the RNS plan ``pl`` (an :class:`RNSPlan`).
+
+    ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
+    :class:`_Halves`, of shapes ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
+    ``pl.bound``. Each modulus' product is one multiword plan; only the
+    residues, their products and the result are allocated, the residues of as
+    many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
+    default: the budget of :func:`modlin.limits`). The products' matrices, the
+    largest buffer and the only one alive from the first GEMM to the end of the
+    CRT, come from ``arena`` when given (the tiles of one product reuse them).
+    """
+    rc, full = product_residues(pl, a, b, memory=memory, arena=arena)
+    return _reconstruct_rows(rc, math.prod(full), pl.basis, pl.p, as_object).reshape(full)
+
+
+# --------------------------------------------------------------------------- residues summed
+
+@njit
+def _reduce_rows_kernel(src, moduli, dst, add, lo, hi):  # pragma: no cover - compiled
+    """``dst[i, e] = (src[i, e] (+ dst[i, e] when add)) mod moduli[i]`` for ``lo <= e < hi``:
+    ``src`` float64 integers below ``2**53`` in magnitude, ``dst`` residues in ``[0, m_i)``."""
+    for i in range(dst.shape[0]):
+        m = np.float64(moduli[i])
+        minv = 1.0 / m
+        for e in range(lo, hi):
+            r = _fmod(src[i, e], m, minv)
+            if add:
+                r += dst[i, e]
+                r -= m if r >= m else 0.0
+            dst[i, e] = r
+
+
+def reduce_residues(rc: np.ndarray, E: int, basis: Basis, out: np.ndarray, *, add: bool = False) -> np.ndarray:
+    """``out = rc mod m_i`` (``add``: ``out = (out + rc) mod m_i``) row by row, for products
+    ``rc`` of :func:`product_residues` (``E`` entries per row) and residues ``out`` of shape
+    ``(N, ...)`` in ``[0, m_i)`` (int32 or float64): the residues of two products (of two
+    k-panels, or chunks, of one product) add up to those of their sum. Returns ``out``."""
+    rows = out.reshape(len(basis.moduli), E)
+    q = np.asarray(basis.moduli, dtype=np.int64)
+    each(lambda part: _reduce_rows_kernel(rc, q, rows, add, part.start, part.stop), E, len(q))
+    return out
+
+
+@njit
+def _add_rows_kernel(x, y, q, lo, hi):  # pragma: no cover - compiled
+    """``x = (x + y) mod q[i]`` row by row over ``lo <= e < hi``, residues in ``[0, q[i])``."""
+    for i in range(x.shape[0]):
+        qi = np.int64(q[i])
+        for e in range(lo, hi):
+            s = np.int64(x[i, e]) + np.int64(y[i, e])
+            x[i, e] = s - qi if s >= qi else s
+
+
+def add_residues(acc: np.ndarray, part: np.ndarray, moduli: tuple[int, ...]) -> np.ndarray:
+    """``acc = (acc + part) mod m_i`` in place, for residues of shape ``(N, ...)`` in
+    ``[0, m_i)`` (the same dtype, any integer or float type holding them). Returns ``acc``."""
+    q = np.asarray(moduli, dtype=np.int64)
+    x, y = acc.reshape(len(q), -1), np.ascontiguousarray(part).reshape(len(q), -1)
+    each(lambda r: _add_rows_kernel(x, y, q, r.start, r.stop), x.shape[1], len(q))
+    return acc

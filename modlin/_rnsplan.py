@@ -169,10 +169,11 @@ class RNSPlan:
         return -(-N // -(-N // lo))
 
     def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
-               budget: int | None = None) -> Tiling:
+               budget: int | None = None, residues: bool = False) -> Tiling:
         """How the product of ``shape`` (default: the plan's; ``batch`` matrices at once)
-        is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`')."""
-        return _tiling(self, self.shape if shape is None else shape, batch, budget)
+        is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`'); with
+        ``residues``, for a product whose result is its residues (a dask chunk pair's)."""
+        return _tiling(self, self.shape if shape is None else shape, batch, budget, residues)
 
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""

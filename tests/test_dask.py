@@ -571,3 +571,70 @@ def test_ozaki_field_chunks_refused():
     x = da.from_array(np.ones((4, 4)), chunks=2)
     with pytest.raises(ValueError, match="unknown chunk sizes"):
         ozaki.zgemm(x[x[:, 0] > 0], x)
+
+
+# --------------------------------------------------------------------------- residue partials
+
+def _balanced(x, p):
+    """The entries' residues in ``[-(p//2), (p-1)//2]``, as Python ints."""
+    return np.vectorize(lambda v: (int(v) + p // 2) % p - p // 2, otypes=[object])(np.asarray(x, dtype=object))
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**127 - 1])
+def test_residue_partials_one_crt_per_chunk(p, rng):
+    """A product whose plan is a residue number system adds its chunk pairs' residues (int32,
+    one row per modulus of the whole product's plan) and runs one CRT per output chunk."""
+    A, B = rand_ints(rng, (20, 36), 0, p - 1), rand_ints(rng, (36, 12), -p, p)
+    C = modlin.matmul(da.from_array(A, chunks=(10, 9)), da.from_array(B, chunks=(9, 6)), p)
+    from modlin._planner import plan
+
+    graph = dict(C.__dask_graph__())
+    names = {key[0] for key in graph if isinstance(key, tuple)}
+    pair = next(n for n in names if n.startswith("modlin-matmul-pair"))
+    crt = [n for n in names if n.startswith("modlin-matmul-") and not n.startswith(("modlin-matmul-pair",
+                                                                                     "modlin-matmul-combine"))]
+    assert len(crt) == 1 and sum(key[0] == crt[0] for key in graph if isinstance(key, tuple)) == 2 * 2
+    part = dask.get(graph, (pair, 0, 0, 0))  # the residues of A[:10, :9] @ B[:9, :6], balanced
+    moduli = plan(p, 20, 36, 12).moduli  # the whole product's
+    assert part.dtype == np.int32 and part.shape == (len(moduli), 10, 6)
+    exact = _balanced(A[:10, :9], p) @ _balanced(B[:9, :6], p)
+    assert all(np.array_equal(part[i].astype(object), exact % q) for i, q in enumerate(moduli))
+    _same(C.compute(scheduler="sync"), modlin.matmul(A, B, p))
+    assert np.array_equal(C.compute(scheduler="sync").astype(object), ref_matmul(A, B, p))
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**127 - 1])
+def test_chunk_residues(p, rng):
+    """A chunk pair's residues: those of the exact product of the balanced operands modulo each
+    modulus of the whole product's plan, within budgets that give one tile, output panels
+    and k-panels, for stacks and every accepted dtype."""
+    from modlin._matmul import chunk_residues
+    from modlin._planner import plan
+
+    pl = plan(p, 150, 300, 140)  # the whole product's plan: moduli for k = 300
+
+    def check(a, b, shape):
+        got = chunk_residues(a, b, p, pl)
+        exact = _balanced(a, p) @ _balanced(b, p)
+        assert got.dtype == np.int32 and got.shape == (len(pl.moduli),) + shape
+        for i, q in enumerate(pl.moduli):
+            assert np.array_equal(got[i].astype(object), exact % q)
+
+    A, B = rand_ints(rng, (2, 20, 30), -p, p), rand_ints(rng, (30, 10), 0, p - 1)
+    check(A, B, (2, 20, 10))  # a stack; object, uint64 and (below 2**63) int64 entries
+    check(A % p if p < 2**63 else A.astype(object), (B % 2**64).astype(np.uint64), (2, 20, 10))
+    seen = set()
+    for m, k, n in ((150, 130, 140), (64, 1200, 64)):  # output panels; k-panels
+        A, B = rand_ints(rng, (m, k), -p, p), rand_ints(rng, (k, n), -p, p)
+        budget = pl.tiling((m, k, n), residues=True).peak
+        while True:
+            try:
+                t = pl.tiling((m, k, n), budget=budget, residues=True)
+            except ValueError:
+                break
+            if t.count > 1 or (m, k, n) == (150, 130, 140):
+                with modlin.limits(memory=budget):
+                    check(A, B, (m, n))
+            seen |= {"tiles" if t.count > 1 else "one"} | ({"k-panels"} if t.tile[1] < k else set())
+            budget = int(budget / 1.25)
+    assert seen == {"one", "tiles", "k-panels"}

@@ -301,7 +301,7 @@ def test_tiled_intmul_is_exact(rng):
             with modlin.limits(memory=budget):
                 got = modlin.intmul(A, B)
             assert got.dtype == want.dtype and np.array_equal(got, want), budget
-            budget = int(budget / 1.7)
+            budget = int(budget / 1.3)
         assert 1 in counts and max(counts) > 2
 
 
