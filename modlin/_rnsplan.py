@@ -195,7 +195,7 @@ class RNSPlan:
             + (" on the GPU" if self.device == "cuda" else "")
             + f", {self.gemm_count()} GEMM call(s) in all",
             f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
-            f"  tiles     : {self.tiling().describe()}",
+            f"  tiles     : {self.tiling().describe('whose residues add up before one CRT per tile')}",
         ]
         return "\n".join(lines)
 

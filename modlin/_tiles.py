@@ -77,14 +77,15 @@ class Tiling:
                 for k0 in range(0, max(k, 1), kt):
                     yield slice(i0, i0 + mt), slice(k0, k0 + kt), slice(j0, j0 + nt)
 
-    def describe(self) -> str:
-        """One line for ``explain()``."""
+    def describe(self, combined: str = "combined mod p") -> str:
+        """One line for ``explain()``; ``combined`` says how the partial products of k-panels
+        are combined."""
         peak = f"modelled working memory {format_size(self.peak)} (budget {format_size(self.budget)})"
         if self.count == 1:
             return f"1 tile (the whole product), {peak}"
         a, c, b = self.grid
         mt, kt, nt = self.tile
-        panels = f", k in {c} panels combined mod p" if c > 1 else ""
+        panels = f", k in {c} panels {combined}" if c > 1 else ""
         return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}), {peak}"
 
 
