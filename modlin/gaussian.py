@@ -892,7 +892,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
     A, B = rebuild(plain)
     from ._matmul import _as_matrix, _matmul_shapes
-    from ._planner import plan
+    from ._tiles import progress, run, stack_items
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
@@ -902,16 +902,110 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         parts.append((integers(re, name), integers(im, name)))
     (ar, ai), (br, bi) = parts
     (mm, k, n), full, shape = _matmul_shapes(ar.shape, br.shape)
-    bound = k * (max_abs(ar) + max_abs(ai)) * (max_abs(br) + max_abs(bi))
-    moduli, algs = _intmul_moduli(bound, k, engine)
-    basis = _rns.Basis(moduli)
-    halves = [_rns._Halves(_as_matrix(x, side)) for x, side in ((ar, 0), (ai, 0), (br, 1), (bi, 1))]
-    rc = np.empty((2, len(moduli)) + full, dtype=np.int64)
-    for idx, (q, alg) in enumerate(zip(moduli, algs)):
-        ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
-        # the plan is pinned so that the int8 engine is honoured
-        pl = plan(q, mm, k, n, engine=engine if engine == "int8" else None)
-        rc[0, idx], rc[1, idx] = _gauss(*ops, q, alg, lambda x, y, q=q, pl=pl: _matmul(x, y, q, plan=pl))
+    amax, bmax = max_abs(ar) + max_abs(ai), max_abs(br) + max_abs(bi)
+    bound = k * amax * bmax
     as_object = bound >= 2**63
-    out = tuple(_rns.reconstruct(rc[j], basis, as_object=as_object).reshape(shape) for j in range(2))
-    return _typed(ftype, out, _ndim(A))
+    out = [np.empty(full, dtype=object if as_object else np.int64) for _ in range(2)]
+    if not out[0].size or not k:
+        for x in out:
+            x[...] = 0
+    else:
+        tile = _ExactTile(*_intmul_moduli(bound, k, engine), (mm, k, n), engine, as_object)
+        pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as _Halves cuts it
+        stack = full[:-2]
+        tiling, items, rounds = stack_items(stack, lambda count: tile.tiling((mm, k, n), count, pieces),
+                                            [_as_matrix(x, 0) for x in (ar, ai)],
+                                            [_as_matrix(x, 1) for x in (br, bi)])
+        cost = math.prod(stack) * tiling.count * tile.cost(tiling.tile)
+        with progress(rounds * tiling.count, cost, f"modlin.gaussian.intmul ({len(tile.tiles)} moduli)") as bar:
+            for idx, x, y in items:
+                dst = [o[idx] for o in out]
+
+                def product(rows, inner, cols):
+                    part = tile([t[..., rows, inner] for t in x], [t[..., inner, cols] for t in y])
+                    if inner.start:
+                        return part
+                    for d, p in zip(dst, part):
+                        d[..., rows, cols] = p
+                    return [d[..., rows, cols] for d in dst]
+
+                def add(acc, part):  # exact: the bound covers every partial sum
+                    for x_, y_ in zip(acc, part):
+                        np.add(x_, y_, out=x_)
+                    return acc
+
+                run(tiling, product, add=add, bar=bar)
+    return _typed(ftype, tuple(x.reshape(shape) for x in out), _ndim(A))
+
+
+class _ExactTile:
+    """The exact Gaussian product of one tile's panels by RNS: residues modulo each modulus
+    (a :class:`_TileProduct` each, with that modulus' algorithm and multiword plan), rebuilt
+    by CRT; with its workspace model and modelled cost."""
+
+    def __init__(self, moduli, algs, shape, engine: str, as_object: bool):
+        from ._plan import Plan
+        from ._planner import plan
+        from ._tiles import Arena
+
+        self.basis, self.as_object = _rns.Basis(moduli), as_object
+        self.tiles = []
+        for q, alg in zip(moduli, algs):
+            # the plan is pinned so that the int8 engine is honoured
+            pl = plan(q, *shape, engine=engine if engine == "int8" else None)
+            self.tiles.append(_TileProduct(pl, alg, alg == "2m" and isinstance(pl, Plan), q))
+        self.arena = Arena()  # the CRT's rows, reused from tile to tile
+
+    def __call__(self, x, y):
+        """The exact products' ``(real, imag)`` (int64, or object with ``as_object``) of the
+        integer panels ``x = (A_r, A_i)`` and ``y = (B_r, B_i)``."""
+        halves = [_rns._Halves(t) for t in (*x, *y)]
+        shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+        E = math.prod(shape)
+        N = len(self.tiles)
+        rows = [_rns.padded_rows(N, E, np.float64, self.arena, f"part {j}") for j in range(2)]
+        for i, (q, tile) in enumerate(zip(self.basis.moduli, self.tiles)):
+            ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
+            for r, part in zip(rows, tile(ops[:2], ops[2:])):
+                r[i, :E] = part.reshape(-1)
+        return [_rns._reconstruct_rows(r, E, self.basis, None, self.as_object).reshape(shape) for r in rows]
+
+    def cost(self, tile) -> float:
+        """Modelled time of one tile product, in multiply-adds of a large fp64 GEMM: the real
+        products of every modulus and, as for :class:`modlin.RNSPlan`, the residues of the
+        panels and the CRT of the result."""
+        from ._rnsplan import CRT_SUM, LIFT, LIMB, RESIDUE, WEIGH
+
+        mt, kt, nt = tile
+        N = len(self.tiles)
+        L = (self.basis.M * N).bit_length() // 16 + 1
+        gemms = sum(_GEMMS[t.alg] * t.pl.cost(tile) for t in self.tiles)
+        return gemms + 2 * ((LIFT + RESIDUE * N) * (mt * kt + kt * nt) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * mt * nt)
+
+    def tiling(self, shape, batch: int, pieces: int, budget: int | None = None):
+        """The tiles of the product of ``shape`` (``batch`` matrices at once) within ``budget``
+        (default: :func:`modlin.limits`'), operand entries cut into ``pieces`` 16-bit pieces."""
+        from ._limits import current as current_limits
+        from ._tiles import choose
+
+        budget = current_limits().memory if budget is None else budget
+        return choose(shape, lambda mt, kt, nt: batch * self.workspace((mt, kt, nt), pieces), budget,
+                      lambda mt, kt, nt: batch * self.cost((mt, kt, nt)))
+
+    def workspace(self, tile, pieces: int) -> int:
+        """Bytes one tile product allocates beyond operands and result (an upper bound, the
+        tile scheduler's model): the 16-bit pieces of the four panels and the residues of
+        every modulus for both parts of the result throughout; beside them, one modulus'
+        residues (float64, then int64) with its Gaussian product (:func:`_workspace`), then
+        the CRT; and the partial product of a k-panel, added into the result."""
+        mt, kt, nt = tile
+        ops, e, N = mt * kt + kt * nt, mt * nt, len(self.tiles)
+        halves = 2 * pieces * 2 * ops
+        rows = 2 * 8 * N * (e + 512)  # padded_rows: at most 4 KiB of padding per row
+        # the residues of one panel: the weights' GEMM in chunks (on up to two threads), float64, int64
+        convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _rns.RESIDUE_STEP)
+        product = max(_workspace(t.pl, t.alg, t.words, 1)(mt, kt, nt) for t in self.tiles)
+        crt = 2 * 18 * e + _rns.crt_scratch(N, self.basis.M * N, e)
+        # Python ints: a pointer and an int object of the bound's size (30-bit digits)
+        entry = 8 + 32 + 4 * (-(-(self.basis.M.bit_length()) // 30)) if self.as_object else 8
+        return halves + rows + max(convert + product, crt) + 2 * entry * e

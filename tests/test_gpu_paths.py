@@ -137,10 +137,8 @@ def test_matmul_multiword_variants_on_the_gpu_path(gpu, rng, variant):
 
 @pytest.mark.parametrize("p, algorithm", [(2**31 - 1, "multiword"), (2**50 - 27, "multiword"), (2**61 - 1, "rns"),
                                           (251, "multiword")])
-def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, algorithm):
+def test_gpu_products_tile_within_the_device_budget(gpu, rng, p, algorithm):
     # the device's free memory is the budget (a small one here): output tiles and k-panels
-    from modlin import _matmul
-
     A = rng.integers(0, p, (2, 150, 140))
     B = rng.integers(0, p, (140, 130))
     A[0, 0, :] = B[:, 0] = p - 1
@@ -148,7 +146,7 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, al
     pl = modlin.plan(p, 150, 140, 130, device="cuda", algorithm=algorithm)
     counts = set()
     for budget in (2**34, pl.tiling(batch=2, budget=2**34).peak // 3, pl.tiling(batch=2, budget=2**34).peak // 12):
-        monkeypatch.setattr(_matmul, "_gpu_budget", lambda xp, b=budget: b)
+        _device_memory(budget)
         try:
             counts.add(pl.tiling(batch=2, budget=budget).count)
         except ValueError:  # below the smallest tile: refused on the device as on the host
@@ -161,19 +159,34 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, al
     assert 1 in counts and max(counts) > 1
 
 
-def test_gpu_budget_is_the_free_device_memory():
-    from modlin import _matmul
+def _device_memory(budget: int) -> None:
+    """Give the CuPy stand-in a device whose free memory makes ``budget`` the GPU budget
+    (:func:`modlin._tiles.budget`: nine tenths of the free memory, counting the pool's)."""
+    free = budget * 10 // 9 - 2
+    while int(0.9 * free) < budget:  # steps of 0.9: the first that reaches it is exact
+        free += 1
 
     class Device:
-        mem_info = (10 * 2**30, 80 * 2**30)
+        mem_info = (free - 2**20, 80 * 2**30)
 
     class Pool:
         def free_bytes(self):
-            return 2**30
+            return 2**20
 
-    xp = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device), get_default_memory_pool=Pool)
-    assert _matmul._gpu_budget(xp) == int(0.9 * 11 * 2**30)
-    assert _matmul._gpu_budget(np) == modlin.limits.current().memory  # no device API: the host budget
+    cp = sys.modules["cupy"]
+    cp.cuda = types.SimpleNamespace(Device=Device)
+    cp.get_default_memory_pool = Pool
+
+
+def test_gpu_budget_is_the_free_device_memory(gpu):
+    from modlin._tiles import budget
+
+    cp = sys.modules["cupy"]
+    assert budget(cp) == modlin.limits.current().memory  # no device API: the host budget
+    _device_memory(3 * 2**30)
+    assert budget(cp) == 3 * 2**30 and budget(np) == modlin.limits.current().memory
+    cp.cuda.Device.mem_info = (10 * 2**30, 80 * 2**30)
+    assert budget(cp) == int(0.9 * (10 * 2**30 + 2**20))
 
 
 def test_matmul_int8_multiword_and_stacks_on_the_gpu_path(gpu, rng):
