@@ -345,3 +345,137 @@ def test_gaussian_rank_k_stacks(rng):
     with modlin.limits(memory=budget):
         got = gaussian.her2k(A, B, m), gaussian.syrk(tuple(x[1] for x in A), m)
     assert all(np.array_equal(np.stack(g), np.stack(w)) for g, w in zip(got, want))
+
+
+# ---------------------------------------------------------------------------- gaussian.intmul
+
+def _intmul_tiling(a, b, engine="fp64", batch=1):
+    """The tiling ``gaussian.intmul(a, b)`` uses under the budget in force, for ``(real, imag)``
+    pairs of integer matrices (one matrix of a stack, ``batch`` at once)."""
+    (mm, k), n = a[0].shape[-2:], b[0].shape[-1]
+    amax = sum(max(abs(int(v)) for v in x.ravel()) for x in a)
+    bmax = sum(max(abs(int(v)) for v in x.ravel()) for x in b)
+    bound = k * amax * bmax
+    tile = gaussian._ExactTile(*gaussian._intmul_moduli(bound, k, engine), (mm, k, n), engine, bound >= 2**63)
+    pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)
+    return lambda: tile.tiling((mm, k, n), batch, pieces)
+
+
+def _pair_oracle(a, b, rows, cols):
+    """``a @ b`` of Gaussian matrices as ``(real, imag)`` pairs of Python ints, entry by entry
+    over ``rows`` x ``cols`` (nothing of modlin's, nor NumPy's arithmetic)."""
+    ar, ai = (x.tolist() for x in a)
+    br, bi = (x.T.tolist() for x in b)
+    return ([[sum(x * y for x, y in zip(ar[i], br[j])) - sum(x * y for x, y in zip(ai[i], bi[j])) for j in cols]
+             for i in rows],
+            [[sum(x * y for x, y in zip(ar[i], bi[j])) + sum(x * y for x, y in zip(ai[i], br[j])) for j in cols]
+             for i in rows])
+
+
+def _check_intmul_across_budgets(a, b, engine="fp64", most=7, k_panels=True):
+    want = gaussian.intmul(a, b, engine=engine)
+    counts, grids = set(), set()
+    for budget, t in _budgets(_intmul_tiling(a, b, engine)):
+        with modlin.limits(memory=budget):
+            got = gaussian.intmul(a, b, engine=engine)
+        counts.add(t.count)
+        grids.add(t.grid)
+        assert all(g.dtype == w.dtype and np.array_equal(g, w) for g, w in zip(got, want)), (engine, t.grid)
+    assert 1 in counts and 2 in counts and max(counts) >= most, counts
+    assert any(g[1] > 1 for g in grids) or not k_panels, grids  # k-panels, added exactly
+    return want
+
+
+@pytest.mark.parametrize("engine", ["fp64", "int8"])
+@pytest.mark.parametrize("bits", [20, 62, 100])
+def test_gaussian_intmul_tiled_equal_untiled_and_exact(engine, bits, rng):
+    m, k, n = 230, 150, 170  # no tile size divides them all: uneven last tiles
+    lo, hi = -(2**bits), 2**bits - 1
+    a = rand_ints(rng, (m, k), lo, hi), rand_ints(rng, (m, k), lo, hi)
+    b = rand_ints(rng, (k, n), lo, hi), rand_ints(rng, (k, n), lo, hi)
+    # worst-case lines: the largest magnitudes of both signs, meeting in one entry
+    a[0][0], a[1][0], b[0][:, 0], b[1][:, 0] = lo, hi, lo, lo
+    a[0][-1], a[1][-1], b[0][:, -1], b[1][:, -1] = hi, lo, hi, lo
+    if bits < 62:
+        a, b = tuple(x.astype(np.int64) for x in a), tuple(x.astype(np.int64) for x in b)
+    # many int8 moduli: their residues of the output tile outweigh the panels, so k stays whole
+    want = _check_intmul_across_budgets(a, b, engine, k_panels=engine == "fp64" or bits < 62)
+    assert want[0].dtype == (np.int64 if bits < 31 else object)
+    obj = [tuple(x.astype(object) for x in p) for p in (a, b)]
+    assert np.array_equal(want[0], obj[0][0] @ obj[1][0] - obj[0][1] @ obj[1][1])
+    assert np.array_equal(want[1], obj[0][0] @ obj[1][1] + obj[0][1] @ obj[1][0])
+    rows, cols = [0, 1, 117, m - 1], [0, 64, 100, n - 1]
+    re, im = _pair_oracle(a, b, rows, cols)
+    assert want[0][np.ix_(rows, cols)].tolist() == re and want[1][np.ix_(rows, cols)].tolist() == im
+    assert re[0][0] == k * (lo * lo - hi * lo) and im[-1][-1] == k * 2 * hi * lo  # the extremes, of both signs
+
+
+def test_gaussian_intmul_tiled_thin_wide_stacks_and_vectors(rng):
+    big = 2**70
+    # thin and wide: a single row or column of output, long k
+    for m, k, n in ((1, 700, 300), (300, 700, 1), (3, 40, 600)):
+        a = rand_ints(rng, (m, k), -big, big), rand_ints(rng, (m, k), -big, big)
+        b = rand_ints(rng, (k, n), -big, big), rand_ints(rng, (k, n), -big, big)
+        want = gaussian.intmul(a, b)
+        budget = _budgets(_intmul_tiling(a, b))[-1][0]
+        with modlin.limits(memory=budget):
+            got = gaussian.intmul(a, b)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), (m, k, n)
+        rows, cols = [0, m - 1], [0, n - 1]
+        assert [w[np.ix_(rows, cols)].tolist() for w in want] == list(_pair_oracle(a, b, rows, cols))
+    # stacks (broadcast, tiled as a whole or matrix by matrix), complex input, 1-D operands
+    A = rng.integers(-(2**40), 2**40, (3, 1, 120, 80)) + 1j * rng.integers(-(2**40), 2**40, (3, 1, 120, 80))
+    B = rng.integers(-(2**40), 2**40, (2, 80, 90)), rng.integers(-(2**40), 2**40, (2, 80, 90))
+    v = rng.integers(-(2**40), 2**40, 80), rng.integers(-(2**40), 2**40, 80)
+    cases = [(A, B), (A, v), (v, B), (v, v)]
+    wants = [gaussian.intmul(x, y) for x, y in cases]
+    parts = (A.real.astype(np.int64), A.imag.astype(np.int64)), B
+    one = _budgets(_intmul_tiling(tuple(x[0, 0] for x in parts[0]), tuple(x[0] for x in parts[1])))[-1][0]
+    whole = _budgets(_intmul_tiling(tuple(x[0, 0] for x in parts[0]), tuple(x[0] for x in parts[1]), batch=6))
+    for budget in (one, whole[-1][0], whole[0][0]):
+        with modlin.limits(memory=budget):
+            for (x, y), w in zip(cases, wants):
+                g = gaussian.intmul(x, y)
+                assert all(gi.shape == wi.shape and np.array_equal(gi, wi) for gi, wi in zip(g, w))
+    for idx in ((0, 0), (2, 1)):
+        pa = tuple(x[idx[0], 0] for x in parts[0])
+        pb = tuple(x[idx[1]] for x in parts[1])
+        want = _pair_oracle(pa, pb, [0, 119], [0, 89])
+        assert [w[idx][np.ix_([0, 119], [0, 89])].tolist() for w in wants[0]] == list(want)
+    vv = _pair_oracle(tuple(x[None] for x in v), tuple(x[:, None] for x in v), [0], [0])
+    assert (int(wants[3][0]), int(wants[3][1])) == (vv[0][0][0], vv[1][0][0])
+
+
+def test_gaussian_intmul_working_memory_within_the_model(rng):
+    a = rand_ints(rng, (260, 200), -(2**20), 2**20), rand_ints(rng, (260, 200), -(2**20), 2**20)
+    b = rand_ints(rng, (200, 230), -(2**20), 2**20), rand_ints(rng, (200, 230), -(2**20), 2**20)
+    a, b = tuple(x.astype(np.int64) for x in a), tuple(x.astype(np.int64) for x in b)
+    for engine in ("fp64", "int8"):
+        gaussian.intmul(tuple(x[:8, :8] for x in a), tuple(x[:8, :8] for x in b), engine=engine)  # compile first
+        for budget, t in _budgets(_intmul_tiling(a, b, engine))[1::2]:
+            with modlin.limits(memory=budget):
+                tracemalloc.start()
+                try:
+                    re, im = gaussian.intmul(a, b, engine=engine)
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+            assert peak - re.nbytes - im.nbytes <= t.peak <= budget, (engine, t.grid, peak, t.peak)
+
+
+def test_gaussian_intmul_budget_too_small_and_progress(monkeypatch, capsys, rng):
+    import sys
+
+    a = np.ones((300, 300), dtype=np.int64) * (1 + 1j)
+    with modlin.limits(memory="256KiB"), pytest.raises(
+            ValueError, match=r"budget of 256 KiB is too small.*smallest tile \(64x64 @ 64x64\) needs [0-9.]+ [KM]iB"):
+        gaussian.intmul(a, a)
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setattr("modlin._tiles.MIN_SECONDS", -1.0)
+    x = rng.integers(-9, 9, (200, 64)), rng.integers(-9, 9, (200, 64))
+    y = rng.integers(-9, 9, (64, 200)), rng.integers(-9, 9, (64, 200))
+    budget, t = _budgets(_intmul_tiling(x, y))[-1]
+    with modlin.limits(memory=budget, progress=True):
+        gaussian.intmul(x, y)
+    err = capsys.readouterr().err
+    assert err.startswith("\rmodlin.gaussian.intmul") and err.endswith(f"[{t.count}/{t.count}] done\n"), err
