@@ -214,9 +214,9 @@ def _parts(X, name: str) -> tuple[np.ndarray, np.ndarray]:
     raise TypeError(f"{name} must be a complex array or a (real, imag) pair of integer arrays, not {x.dtype}")
 
 
-def _gpu_parts(X, m: int, name: str):
+def _gpu_parts(X, name: str):
     """The parts of a CuPy Gaussian matrix (complex with integral parts, or a pair of
-    integer arrays) as int64 in ``[0, m)``, on the device."""
+    integer arrays), checked; each tile reduces its panels (:func:`_gpu_residues`)."""
     xp = namespace(*(X if isinstance(X, tuple) else (X,)))
     if isinstance(X, tuple):
         if len(X) != 2 or X[0].shape != X[1].shape:
@@ -224,18 +224,22 @@ def _gpu_parts(X, m: int, name: str):
         parts = X
     elif X.dtype.kind == "c":
         parts = (X.real, X.imag)
-    else:
-        parts = (X, xp.zeros(X.shape, dtype=np.int64))
-    out = []
+    else:  # a real matrix: its imaginary part is zeros, never allocated
+        parts = (X, xp.broadcast_to(xp.zeros((), dtype=np.int64), X.shape))
     for x in parts:
         if x.dtype.kind == "f":
             if not bool(xp.all(xp.isfinite(x) & (x == xp.trunc(x)) & (xp.abs(x) < 2.0**63))):
                 raise ValueError(f"{name}: the parts must be finite integers below 2**63")
-            x = x.astype(np.int64)
         elif x.dtype.kind not in "biu":
             raise TypeError(f"{name} must be complex or a (real, imag) pair of integer arrays, not {x.dtype}")
-        out.append(x.astype(np.int64) % m if x.dtype != np.uint64 else (x % np.uint64(m)).astype(np.int64))
-    return tuple(out)
+    return parts
+
+
+def _gpu_residues(x, m: int, name: str):
+    """A panel of a part checked by :func:`_gpu_parts` as int64 in ``[0, m)``, on the device."""
+    if x.dtype == np.uint64:
+        return (x % np.uint64(m)).astype(np.int64)
+    return x.astype(np.int64) % m
 
 
 def _flatten(operands: dict):
@@ -394,9 +398,7 @@ def _matmul_mod(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if namespace(*[y for x in (A, B) for y in (x if isinstance(x, tuple) else (x,))]) is not np:
-        # on the GPU: the parts reduced there, each real product a GPU modlin.matmul
-        a, b = _gpu_parts(A, m, "A"), _gpu_parts(B, m, "B")
-        return _gauss(*a, *b, m, alg, lambda x, y: _matmul(x, y, m))
+        return _tiled_matmul(_gpu_parts(A, "A"), _gpu_parts(B, "B"), m, alg)
     return _tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
 
 
@@ -420,7 +422,8 @@ def _workspace(pl, alg: str, twom_words_: bool, batch: int):
     result (an upper bound, the tile scheduler's model): the int64 parts of both panels,
     then for 2M straight into words the two images' words of both panels, the two real
     products and their combination; otherwise the reduced (and for 3M summed) parts, the
-    images or real products alive at once and one real product's own workspace."""
+    images or real products alive at once and one real product's own workspace (on the
+    GPU, a GPU :func:`modlin.matmul`, which also reduces and balances its operands)."""
     from ._engines import get_engine
 
     def memory(mt, kt, nt):
@@ -431,6 +434,8 @@ def _workspace(pl, alg: str, twom_words_: bool, batch: int):
             total += 2 * w * (pl.u * mt * kt + pl.v * kt * nt) + 8 * out * 5 + pl.workspace((mt, kt, nt))
         else:
             total += 8 * ops * (3 if alg == "3m" else 2) + 8 * out * 6 + pl.workspace((mt, kt, nt)) + 8 * out
+            if pl.device == "cuda":
+                total += 24 * ops
         return batch * total
 
     return memory
@@ -441,46 +446,49 @@ _GEMMS = {"2m": 2, "3m": 3, "4m": 4}
 
 
 def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None,
-            extra: int = 0):
+            extra: int = 0, xp=np):
     """The tiles of a Gaussian product of ``shape`` (``batch`` matrices at once) within
-    ``budget`` (default: :func:`modlin.limits`'), real products made with the plan ``pl``;
-    ``extra`` more int64 arrays of an output tile's size (a rank-k update's sum and
-    mirror) beside each tile."""
-    from ._limits import current as current_limits
-    from ._tiles import choose
+    ``budget`` (default: that of ``xp``'s arrays, :func:`modlin._tiles.budget`), real
+    products made with the plan ``pl``; ``extra`` more int64 arrays of an output tile's size
+    (a rank-k update's sum and mirror) beside each tile."""
+    from ._tiles import budget as device_budget, choose
 
-    budget = current_limits().memory if budget is None else budget
+    budget = device_budget(xp) if budget is None else budget
     tile = _workspace(pl, alg, words, batch)
     return choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
                   lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
 
 
 def _tiled_matmul(a, b, m: int, alg: str):
-    """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts, tile by tile within
-    the memory budget of :func:`modlin.limits`: each tile converts its panels (2M: their images
-    straight into the words of one multiword plan, which both real products share), and the
-    partial products of k-panels are added modulo ``m``."""
+    """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts (NumPy or CuPy),
+    tile by tile within the memory budget of their device (:func:`modlin._tiles.budget`):
+    each tile converts its panels (2M on the CPU: their images straight into the words of
+    one multiword plan, which both real products share), and the partial products of
+    k-panels are added modulo ``m``."""
     from ._matmul import _as_matrix, _matmul_shapes
     from ._plan import Plan
     from ._planner import plan
     from ._tiles import progress, run, stack_items
 
+    xp = namespace(*a, *b)
+    gpu = xp is not np
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
     a = [_as_matrix(x, 0) for x in a]
     b = [_as_matrix(x, 1) for x in b]
-    pl = plan(m, mm, k, n)
-    words = alg == "2m" and isinstance(pl, Plan)
+    pl = plan(m, mm, k, n, device="cuda" if gpu else "cpu")
+    words = alg == "2m" and isinstance(pl, Plan) and not gpu  # the words' kernels are the CPU's
     stack = full[:-2]
-    re, im = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
+    re, im = xp.empty(full, dtype=np.int64), xp.empty(full, dtype=np.int64)
     if re.size == 0:
         return _shaped(re, im, shape)
     if k == 0:
         re[...], im[...] = 0, 0
         return _shaped(re, im, shape)
     batch = math.prod(stack)
-    tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count),
+    tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count, xp=xp),
                                         list(a), list(b))
     tile = _TileProduct(pl, alg, words, m)
+    reduce = _gpu_residues if gpu else residues_int64
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
     with progress(rounds * tiling.count, cost, what) as bar:
@@ -488,8 +496,8 @@ def _tiled_matmul(a, b, m: int, alg: str):
             dst = re[idx], im[idx]
 
             def product(rows, inner, cols):
-                xt = [residues_int64(t[..., rows, inner], m, "A") for t in x]
-                yt = [residues_int64(t[..., inner, cols], m, "B") for t in y]
+                xt = [reduce(t[..., rows, inner], m, "A") for t in x]
+                yt = [reduce(t[..., inner, cols], m, "B") for t in y]
                 part = tile(xt, yt)
                 if inner.start:
                     return part
@@ -517,6 +525,8 @@ class _TileProduct:
     def real(self, x, y):
         from ._matmul import _product
 
+        if self.pl.device == "cuda":  # a GPU modlin.matmul, tiled within the device's free memory
+            return _matmul(x, y, self.m, plan=self.pl)
         out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
         _product(self.pl, x, y, self.m, out)
         return out
@@ -529,7 +539,7 @@ class _TileProduct:
             return [self.real(x[0], y[0])]
         if not self.words:
             if self.alg != "2m":
-                x, y = [np.remainder(t, m) for t in x], [np.remainder(t, m) for t in y]
+                x, y = [t % m for t in x], [t % m for t in y]
             return list(_gauss(*x, *y, m, self.alg, self.real))
         ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
         bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)

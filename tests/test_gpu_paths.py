@@ -67,12 +67,15 @@ def _arg(a, ctype):
 
 def _fake_gemm_i8(a, b, out=None):
     assert a.dtype == np.int8 and b.dtype == np.int8
-    c = np.matmul(a.astype(np.int64), b.astype(np.int64))
-    assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
-    c = c.astype(np.int32).view(FakeCupyArray)
     if out is None:
-        return c
-    out[...] = c
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                       dtype=np.int32).view(FakeCupyArray)
+    # matrix by matrix: the int64 emulation's copies are one matrix's, not the stack's
+    for idx in np.ndindex(out.shape[:-2]):
+        x, y = a[idx if a.ndim > 2 else ()], b[idx if b.ndim > 2 else ()]
+        c = np.matmul(x.astype(np.int64), y.astype(np.int64))
+        assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
+        out[idx] = c
     return out
 
 
@@ -357,3 +360,111 @@ def test_ozaki_scipy_names_on_the_gpu_path(gpu, rng):
                                   ozaki.zgemm(Z, Z.conj().T.copy(), engine="int8"))
     np.testing.assert_array_equal(ozaki.zherk(gpu(Z), trans="C", lower=False).get(),
                                   np.triu(ozaki.zherk(Z.conj().T.copy(), engine="int8")))
+
+
+def _device_budgets(tiling_of, top: int = 10**10):
+    """One device budget per distinct tiling, from ``top`` down until no tile fits, with the
+    tilings seen (``tiling_of()`` reads the stand-in's free memory, set by :func:`_device_memory`)."""
+    out, budget = {}, top
+    while True:
+        _device_memory(budget)
+        try:
+            t = tiling_of()
+        except ValueError:
+            break
+        out.setdefault((t.tile, t.grid), (budget, t))
+        budget = int(min(budget, t.peak) / 1.5)
+    return list(out.values())
+
+
+def _same_bits(x, y) -> bool:
+    return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(
+        np.ascontiguousarray(x).view(np.uint64), np.ascontiguousarray(y).view(np.uint64))
+
+
+@pytest.mark.parametrize("fn, kw, panels", [(ozaki.dgemm, {}, True), (ozaki.dgemm, {"mode": "accurate"}, False),
+                                            (ozaki.zgemm, {"algorithm": "hybrid", "moduli": 24}, True),
+                                            (ozaki.zgemm, {"algorithm": "4m"}, False),
+                                            (ozaki.dsyrk, {"moduli": 25}, False),
+                                            (ozaki.zherk, {}, False), (ozaki.zherk, {"algorithm": "3m"}, False)],
+                         ids=["dgemm", "dgemm-accurate", "zgemm-hybrid", "zgemm-4m", "dsyrk-real-moduli", "zherk",
+                              "zherk-3m"])
+def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels):
+    # the CPU's tile loop with the GPU's kernels: the same bits under every device budget
+    from modlin import _ozaki_gpu
+
+    complex_ = fn in (ozaki.zgemm, ozaki.zherk)
+    symmetric = fn in (ozaki.dsyrk, ozaki.zherk)
+    m, k, n = 150, 140, 130
+    A = _phi_matrix(rng, (m, k), 1.0, complex_)
+    B = None if symmetric else _phi_matrix(rng, (k, n), 1.0, complex_)
+    A[7, 3] = np.nan
+    args = (gpu(A),) if symmetric else (gpu(A), gpu(B))
+    kind = "syrk" if fn is ozaki.dsyrk else ("complex" if complex_ else "real")
+    mods = ozaki._resolve(kind, "int8", kw.get("moduli"), kw.get("algorithm", "auto"), gpu=True, k=k)
+    shape = (m, k, m if symmetric else n)
+    cp = sys.modules["cupy"]
+
+    def tiling():
+        return ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric, _ozaki_gpu.KERNELS, cp)[0]
+
+    with np.errstate(invalid="ignore"):
+        want = fn(*(x.get() for x in args), engine="int8", **kw)
+        counts, grids = set(), set()
+        for _, t in _device_budgets(tiling):
+            _device_memory(t.budget)
+            got = fn(*args, **kw)
+            assert isinstance(got, FakeCupyArray) and _same_bits(got.get(), want), t.grid
+            counts.add(t.count)
+            grids.add(t.grid)
+    assert 1 in counts and max(counts) >= 4, counts
+    assert not panels or any(g[1] > 1 for g in grids), grids  # k-panels: residues added on the device
+
+
+def test_ozaki_gpu_working_memory_within_the_model(gpu, rng):
+    # the stand-in allocates host memory where CuPy would allocate device memory: traced
+    import tracemalloc
+
+    from modlin import _ozaki_gpu
+
+    Z, W = _phi_matrix(rng, (160, 150, ), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
+    mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150)
+    cp = sys.modules["cupy"]
+    ozaki.zgemm(gpu(Z[:8, :8]), gpu(W[:8, :8]))
+    for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False,
+                                                      _ozaki_gpu.KERNELS, cp)[0])[1:]:
+        _device_memory(t.budget)
+        tracemalloc.start()
+        try:
+            c = ozaki.zgemm(gpu(Z), gpu(W))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak - c.nbytes - Z.nbytes - W.nbytes <= t.peak, (t.grid, peak, t.peak)
+
+
+@pytest.mark.parametrize("m, algorithm", [(2**21 - 19, "2m"), (2**31 - 1, "3m"), (2**50 - 27, "4m")])
+def test_gaussian_gpu_matmul_tiles_within_the_device_budget(gpu, rng, m, algorithm):
+    Ar, Ai = rng.integers(0, m, (2, 150, 140)), rng.integers(0, m, (2, 150, 140))
+    Br, Bi = rng.integers(-(2**62), 2**62, (140, 130)), rng.integers(0, 2**63 - 1, (140, 130)).astype(np.uint64)
+    Ar[0, 0, :] = Ai[1, -1, :] = m - 1
+    want = modlin.gaussian.matmul((Ar, Ai), (Br, Bi), m, algorithm=algorithm)
+    pl = modlin.plan(m, 150, 140, 130, device="cuda")
+    cp = sys.modules["cupy"]
+    counts = set()
+    for batch in (2, 1):
+        for _, t in _device_budgets(lambda b=batch: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), b,
+                                                                            xp=cp)):
+            _device_memory(t.budget)
+            got = modlin.gaussian.matmul((gpu(Ar), gpu(Ai)), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
+            assert all(isinstance(g, FakeCupyArray) and np.array_equal(g.get(), w) for g, w in zip(got, want)), t.grid
+            counts.add(t.count * (3 - batch))  # matrix by matrix: twice the tiles
+    assert 1 in counts and max(counts) >= 7, counts
+    # a complex CuPy operand with a real one, and a vector
+    Z = (Ar[0] + 1j * Ai[0]).astype(np.complex128)
+    got = modlin.gaussian.matmul(gpu(Z), gpu(Br[:, 0]), m, algorithm=algorithm)
+    want = modlin.gaussian.matmul(Z, Br[:, 0], m, algorithm=algorithm)
+    assert all(np.array_equal(g.get(), w) for g, w in zip(got, want))
+    _device_memory(1000)
+    with pytest.raises(ValueError, match="smallest tile"):
+        modlin.gaussian.matmul((gpu(Ar), gpu(Ai)), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
