@@ -27,8 +27,8 @@ from them alone.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -42,8 +42,8 @@ from ._rns import Basis
 from ._tiles import run
 from .gaussian import sqrt_minus_one
 
-__all__ = ["Moduli", "Scales", "Kernels", "CPU", "scales", "quantized", "gemm_residues", "syrk_residues",
-           "add_residues", "finish", "halves", "workspace"]
+__all__ = ["CPU", "Kernels", "Moduli", "Scales", "add_residues", "finish", "gemm_residues", "halves",
+           "quantized", "scales", "syrk_residues", "workspace"]
 
 
 @dataclass(frozen=True)

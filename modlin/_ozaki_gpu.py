@@ -16,7 +16,7 @@ import numpy as np
 from . import _cuda
 from ._ozaki_core import Kernels, halves
 
-__all__ = ["gemm_residues", "syrk_residues", "add_residues", "to_double", "KERNELS"]
+__all__ = ["KERNELS", "add_residues", "gemm_residues", "syrk_residues", "to_double"]
 
 
 def _cp():
