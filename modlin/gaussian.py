@@ -889,6 +889,16 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     TypeError
         Residues (above), or operands that are not matrices (``None``,
         strings, ragged lists, scipy.sparse matrices, masked arrays).
+    ValueError
+        A memory budget (:func:`modlin.limits`) too small for the smallest
+        tile (the message names what it needs), or an unknown ``engine``.
+
+    Notes
+    -----
+    Computed tile by tile within the memory budget of :func:`modlin.limits`
+    (:doc:`/guide/large`): each tile's exact product is rebuilt from its own
+    residues, and the partial products of k-panels are added exactly, so the
+    result is the same under every budget.
 
     Examples
     --------
