@@ -240,6 +240,12 @@ def _gpu_residues(x, p: int, name: str):
     if x.dtype.kind not in "biu":
         raise TypeError(f"{name}: on the GPU, matmul takes integer or boolean CuPy arrays, not {x.dtype}; "
                         "convert integral floats with .astype(cupy.int64) after checking them")
+    return _device_residues(x, p)
+
+
+def _device_residues(x, p: int):
+    """A CuPy array of integers (of an integer dtype, or integral floats below ``2**63``)
+    reduced into ``[0, p)`` as int64, on the device."""
     if x.dtype == np.uint64:
         return (x % np.uint64(p)).astype(np.int64)
     return x.astype(np.int64) % p

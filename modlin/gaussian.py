@@ -216,7 +216,7 @@ def _parts(X, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _gpu_parts(X, name: str):
     """The parts of a CuPy Gaussian matrix (complex with integral parts, or a pair of
-    integer arrays), checked; each tile reduces its panels (:func:`_gpu_residues`)."""
+    integer arrays), checked; each tile reduces its own panels."""
     xp = namespace(*(X if isinstance(X, tuple) else (X,)))
     if isinstance(X, tuple):
         if len(X) != 2 or X[0].shape != X[1].shape:
@@ -233,13 +233,6 @@ def _gpu_parts(X, name: str):
         elif x.dtype.kind not in "biu":
             raise TypeError(f"{name} must be complex or a (real, imag) pair of integer arrays, not {x.dtype}")
     return parts
-
-
-def _gpu_residues(x, m: int, name: str):
-    """A panel of a part checked by :func:`_gpu_parts` as int64 in ``[0, m)``, on the device."""
-    if x.dtype == np.uint64:
-        return (x % np.uint64(m)).astype(np.int64)
-    return x.astype(np.int64) % m
 
 
 def _flatten(operands: dict):
@@ -465,7 +458,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
     each tile converts its panels (2M on the CPU: their images straight into the words of
     one multiword plan, which both real products share), and the partial products of
     k-panels are added modulo ``m``."""
-    from ._matmul import _as_matrix, _matmul_shapes
+    from ._matmul import _as_matrix, _device_residues, _matmul_shapes
     from ._plan import Plan
     from ._planner import plan
     from ._tiles import progress, run, stack_items
@@ -488,7 +481,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
     tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count, xp=xp),
                                         list(a), list(b))
     tile = _TileProduct(pl, alg, words, m)
-    reduce = _gpu_residues if gpu else residues_int64
+    reduce = (lambda t, m, name: _device_residues(t, m)) if gpu else residues_int64
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
     with progress(rounds * tiling.count, cost, what) as bar:

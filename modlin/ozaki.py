@@ -251,19 +251,19 @@ _OPERAND_PASS, _RESULT_PASS = 400.0, 230.0
 _COMBINE_PASS = 60.0
 
 
-def _kernels(a) -> core.Kernels:
-    """The kernels of stages (b) and (c) for ``a``'s arrays: NumPy's or CuPy's."""
-    if is_cupy(a):
-        from . import _ozaki_gpu
+def _kernels(xp) -> core.Kernels:
+    """The kernels of stages (b) and (c) on ``xp``'s arrays: NumPy's or CuPy's."""
+    if xp is np:
+        return core.CPU
+    from . import _ozaki_gpu
 
-        return _ozaki_gpu.KERNELS
-    return core.CPU
+    return _ozaki_gpu.KERNELS
 
 
-def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, kernels: core.Kernels = core.CPU,
-            xp=np):
-    """The tiles of one 2-D product within the budget of ``xp``'s arrays (:func:`modlin.limits`'
+def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, xp=np):
+    """The tiles of one 2-D product on ``xp``'s arrays within their budget (:func:`modlin.limits`'
     for NumPy, the device's free memory for CuPy), and the modelled cost of one tile product."""
+    kernels = _kernels(xp)
     gemms = sum((_SYMMETRIC_GEMMS if symmetric else _GEMMS)[a] for a in mods.algorithms)
     N = len(mods.moduli)
 
@@ -286,10 +286,11 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     per output tile the residues of its k-panels (stage (b), summed modulo each modulus) and
     stage (c), by the kernels of the arrays' device (:func:`_kernels`).
     ``epilogue(tile, rows, cols)`` finishes each tile of ``out`` in place (BLAS' alpha, beta)."""
-    kernels = _kernels(a)
+    xp = namespace(a)
+    kernels = _kernels(xp)
     m, k = a.shape
     n = b.shape[1]
-    tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, kernels, namespace(a))
+    tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
     sc = core.scales(a, b, mods, mode, tiling)
     lost = [0, 0]
     held = {}  # the quantised row panel of A, reused across the column panels
@@ -319,9 +320,10 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     """``out[...] = epilogue(the emulated a @ a^T)`` (real) or ``a @ a^H`` (complex) of a 2-D
     matrix, by pairs of square tiles ``(I, J)`` and ``(J, I)``, ``I <= J``, within the budget
     (:func:`modlin._ozaki_core.syrk_residues`, or the kernels of the arrays' device)."""
-    kernels = _kernels(a)
+    xp = namespace(a)
+    kernels = _kernels(xp)
     n, k = a.shape
-    tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, kernels, namespace(a))
+    tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, xp)
     sc = core.scales(a, None, mods, mode, tiling)
     lost = [0]
 

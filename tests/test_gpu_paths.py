@@ -13,6 +13,7 @@ launch arguments and the kernels' arithmetic. What does not run is CUDA itself
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import types
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 import modlin
-from conftest import HARNESS_SIGNATURES
+from conftest import HARNESS_SIGNATURES, budgets, same_bits
 from modlin import _cuda, ozaki
 from modlin.gaussian import twom_moduli
 
@@ -362,24 +363,9 @@ def test_ozaki_scipy_names_on_the_gpu_path(gpu, rng):
                                   np.triu(ozaki.zherk(Z.conj().T.copy(), engine="int8")))
 
 
-def _device_budgets(tiling_of, top: int = 10**10):
-    """One device budget per distinct tiling, from ``top`` down until no tile fits, with the
-    tilings seen (``tiling_of()`` reads the stand-in's free memory, set by :func:`_device_memory`)."""
-    out, budget = {}, top
-    while True:
-        _device_memory(budget)
-        try:
-            t = tiling_of()
-        except ValueError:
-            break
-        out.setdefault((t.tile, t.grid), (budget, t))
-        budget = int(min(budget, t.peak) / 1.5)
-    return list(out.values())
-
-
-def _same_bits(x, y) -> bool:
-    return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(
-        np.ascontiguousarray(x).view(np.uint64), np.ascontiguousarray(y).view(np.uint64))
+def _device_budgets(tiling_of):
+    """:func:`conftest.budgets` of the stand-in's device (its free memory: :func:`_device_memory`)."""
+    return budgets(tiling_of, within=lambda b: contextlib.nullcontext(_device_memory(b)))
 
 
 @pytest.mark.parametrize("fn, kw, panels", [(ozaki.dgemm, {}, True), (ozaki.dgemm, {"mode": "accurate"}, False),
@@ -391,8 +377,6 @@ def _same_bits(x, y) -> bool:
                               "zherk-3m"])
 def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels):
     # the CPU's tile loop with the GPU's kernels: the same bits under every device budget
-    from modlin import _ozaki_gpu
-
     complex_ = fn in (ozaki.zgemm, ozaki.zherk)
     symmetric = fn in (ozaki.dsyrk, ozaki.zherk)
     m, k, n = 150, 140, 130
@@ -406,7 +390,7 @@ def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels)
     cp = sys.modules["cupy"]
 
     def tiling():
-        return ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric, _ozaki_gpu.KERNELS, cp)[0]
+        return ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric, cp)[0]
 
     with np.errstate(invalid="ignore"):
         want = fn(*(x.get() for x in args), engine="int8", **kw)
@@ -414,7 +398,7 @@ def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels)
         for _, t in _device_budgets(tiling):
             _device_memory(t.budget)
             got = fn(*args, **kw)
-            assert isinstance(got, FakeCupyArray) and _same_bits(got.get(), want), t.grid
+            assert isinstance(got, FakeCupyArray) and same_bits(got.get(), want), t.grid
             counts.add(t.count)
             grids.add(t.grid)
     assert 1 in counts and max(counts) >= 4, counts
@@ -425,14 +409,11 @@ def test_ozaki_gpu_working_memory_within_the_model(gpu, rng):
     # the stand-in allocates host memory where CuPy would allocate device memory: traced
     import tracemalloc
 
-    from modlin import _ozaki_gpu
-
-    Z, W = _phi_matrix(rng, (160, 150, ), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
+    Z, W = _phi_matrix(rng, (160, 150), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
     mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150)
     cp = sys.modules["cupy"]
     ozaki.zgemm(gpu(Z[:8, :8]), gpu(W[:8, :8]))
-    for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False,
-                                                      _ozaki_gpu.KERNELS, cp)[0])[1:]:
+    for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False, cp)[0])[1:]:
         _device_memory(t.budget)
         tracemalloc.start()
         try:
