@@ -449,3 +449,25 @@ def test_gaussian_gpu_matmul_tiles_within_the_device_budget(gpu, rng, m, algorit
     _device_memory(1000)
     with pytest.raises(ValueError, match="smallest tile"):
         modlin.gaussian.matmul((gpu(Ar), gpu(Ai)), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ["2m", "3m"])
+def test_gaussian_gpu_working_memory_within_the_model(gpu, rng, algorithm):
+    # as for ozaki: the stand-in's "device" allocations are host allocations, traced
+    import tracemalloc
+
+    m = 2**21 - 19 if algorithm == "2m" else 2**31 - 1
+    a = gpu(rng.integers(0, m, (150, 140))), gpu(rng.integers(0, m, (150, 140)))
+    b = gpu(rng.integers(0, m, (140, 130))), gpu(rng.integers(0, m, (140, 130)))
+    pl = modlin.plan(m, 150, 140, 130, device="cuda")
+    cp = sys.modules["cupy"]
+    modlin.gaussian.matmul(a, b, m, algorithm=algorithm)
+    for _, t in _device_budgets(lambda: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), 1, xp=cp)):
+        _device_memory(t.budget)
+        tracemalloc.start()
+        try:
+            re, im = modlin.gaussian.matmul(a, b, m, algorithm=algorithm)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak - re.nbytes - im.nbytes <= t.peak, (t.grid, peak, t.peak)
