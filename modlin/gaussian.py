@@ -444,11 +444,11 @@ def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, 
     ``budget`` (default: that of ``xp``'s arrays, :func:`modlin._tiles.budget`), real
     products made with the plan ``pl``; ``extra`` more int64 arrays of an output tile's size
     (a rank-k update's sum and mirror) beside each tile."""
-    from ._tiles import budget as device_budget, choose
+    from . import _tiles
 
-    budget = device_budget(xp) if budget is None else budget
+    budget = _tiles.budget(xp) if budget is None else budget
     tile = _workspace(pl, alg, words, batch)
-    return choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
+    return _tiles.choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
                   lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
 
 
