@@ -3,7 +3,8 @@
 ``peakmem_*`` is the peak memory of the process during one product, ``time_*``
 its time, and ``track_tiles`` the number of tiles the scheduler chose, for a
 budget that holds the whole product and for budgets that force tiles, at a size
-a 2-core runner affords; ``ozaki.zgemm`` and ``gaussian.matmul`` (2M) likewise.
+a 2-core runner affords; ``ozaki.zgemm``, ``gaussian.matmul`` (2M) and ``intmul``'s
+single float64 GEMM likewise.
 """
 
 import numpy as np
@@ -96,3 +97,28 @@ class TiledGaussian2M:
 
     def peakmem_matmul(self, memory):
         self.matmul(self.a, self.b, self.m)
+
+
+class TiledIntmulFloat64:
+    """``intmul`` where one float64 GEMM is exact (``k * max|A| * max|B| <= 2**53``): float64
+    panels per tile, k-panels added in float64, whole or in tiles."""
+
+    params = (["4GiB", "64MiB", "16MiB"],)
+    param_names = ["memory"]
+    n = 1536
+
+    def setup(self, memory):
+        rng = np.random.default_rng(0)
+        # 20-bit entries: n * 2**40 < 2**53, the single-GEMM path
+        self.a, self.b = (rng.integers(-(2**20), 2**20, (self.n, self.n)) for _ in range(2))
+        self.limits = modlin.limits(memory=memory)
+        modlin.intmul(self.a[:64, :64], self.b[:64, :64])
+
+    def teardown(self, memory):
+        self.limits.restore()
+
+    def time_intmul(self, memory):
+        modlin.intmul(self.a, self.b)
+
+    def peakmem_intmul(self, memory):
+        modlin.intmul(self.a, self.b)

@@ -10,12 +10,11 @@ from . import _multiword, _rns
 from ._backend import is_dask, namespace
 from ._convert import _matmul_shapes, balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._flint import FlintType
-from ._limits import current as current_limits
 from ._modular import add_into
 from ._plan import Plan, _check_modulus
 from ._planner import plan as make_plan
 from ._rnsplan import RNSPlan
-from ._tiles import Arena, progress, run, stack_items, take
+from ._tiles import Arena, budget, progress, run, stack_items, take
 from .typing import ArrayLike
 
 __all__ = ["matmul"]
@@ -276,6 +275,12 @@ def _gpu_residues(x, p: int, name: str):
     if x.dtype.kind not in "biu":
         raise TypeError(f"{name}: on the GPU, matmul takes integer or boolean CuPy arrays, not {x.dtype}; "
                         "convert integral floats with .astype(cupy.int64) after checking them")
+    return _device_residues(x, p)
+
+
+def _device_residues(x, p: int):
+    """A CuPy array of integers (of an integer dtype, or integral floats below ``2**63``)
+    reduced into ``[0, p)`` as int64, on the device."""
     if x.dtype == np.uint64:
         return (x % np.uint64(p)).astype(np.int64)
     return x.astype(np.int64) % p
@@ -302,7 +307,7 @@ def _gpu_matmul(A, B, p, out, plan):
     result = xp.empty(full, dtype=np.int64)
     if result.size:
         # the same tile loop as on the host, within the device's free memory
-        tiling = plan.tiling((m, k, n), batch=math.prod(full[:-2]), budget=_gpu_budget(xp))
+        tiling = plan.tiling((m, k, n), batch=math.prod(full[:-2]), budget=budget(xp))
         half = (p - 1) // 2
 
         def product(rows, inner, cols):
@@ -330,18 +335,6 @@ def _gpu_matmul(A, B, p, out, plan):
         out[...] = result
         return out
     return result
-
-
-def _gpu_budget(xp) -> int:
-    """A GPU product's memory budget: the device's free memory, counting what CuPy's memory
-    pool holds free, less a tenth for CuPy's and cuBLAS' own allocations (the host budget of
-    :func:`modlin.limits` is about host memory; it does not apply here)."""
-    try:
-        free, _ = xp.cuda.Device().mem_info
-        free += xp.get_default_memory_pool().free_bytes()
-    except AttributeError:  # not CuPy's API (a stand-in): the host budget
-        return current_limits().memory
-    return int(0.9 * free)
 
 
 def _as_matrix(x: np.ndarray, side: int) -> np.ndarray:

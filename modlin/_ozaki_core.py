@@ -1,8 +1,7 @@
 """Ozaki-II's product in three stages, on NumPy arrays: scales, residues of a tile, finish.
 
-:mod:`modlin.ozaki` runs them tile by tile within the memory budget (and the
-CuPy path, :mod:`modlin._ozaki_gpu`, runs its own residues and CRT between the
-same scales); other schedulers (task graphs) may run them anywhere, since each
+:mod:`modlin.ozaki` runs them tile by tile within the memory budget (the CuPy
+path too, with the residues and CRT of :mod:`modlin._ozaki_gpu`); other schedulers (task graphs) may run them anywhere, since each
 stage's contract names only its own inputs:
 
 (a) :func:`scales` reads the *whole* operands once and returns the row shifts of
@@ -16,6 +15,9 @@ stage's contract names only its own inputs:
 (c) :func:`finish` turns the residues of an output tile into its doubles: CRT,
     one rounding, unscaling, and the native product on lines holding Inf or NaN.
 
+Stages (b) and (c) run through :class:`Kernels`: :data:`CPU` here, the CuPy ones in
+:mod:`modlin._ozaki_gpu`; the tile loop (:mod:`modlin.ozaki`) is the same for both.
+
 For any cut of the output into tiles and of ``k`` into panels, (a), then (b) summed
 over the k-panels with :func:`add_residues`, then (c) give the bits of the uncut
 product: the residues are those of one integer matrix, and (c) rounds each entry
@@ -25,6 +27,7 @@ from them alone.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,8 +42,8 @@ from ._rns import Basis
 from ._tiles import run
 from .gaussian import sqrt_minus_one
 
-__all__ = ["Moduli", "Scales", "scales", "quantized", "gemm_residues", "syrk_residues", "add_residues",
-           "finish", "halves", "workspace"]
+__all__ = ["CPU", "Kernels", "Moduli", "Scales", "add_residues", "finish", "gemm_residues", "halves",
+           "quantized", "scales", "syrk_residues", "workspace"]
 
 
 @dataclass(frozen=True)
@@ -375,25 +378,51 @@ _WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}
 _SCALE_PASS = 8
 
 
+def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int) -> int:
+    """Bytes the CPU's stage (b) allocates for a tile beside the residues it returns: the
+    words and products of one modulus at a time (``pairs`` tiles at once)."""
+    mt, kt, nt = tile
+    w = get_engine(mods.engine).dtype.itemsize
+    algs = set(mods.algorithms)
+    words = max(_WORDS[a] for a in algs) * w * (mt * kt + kt * nt) * pairs
+    products = max(_PRODUCTS[a] for a in algs) * 8 * mt * nt * pairs
+    if mods.engine == "int8":  # the CPU emulates the int8 GEMM with float64 copies of one GEMM's words
+        products += 8 * (mt * kt + kt * nt + mt * nt)
+    return words + products
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Stages (b) and (c) on one kind of array: :func:`gemm_residues`, :func:`syrk_residues`
+    and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt``), and ``memory``,
+    the bytes the residue kernels allocate for a tile beside the residues they return
+    (``memory(mods, tile, pairs)``, for :func:`workspace`)."""
+
+    gemm_residues: Callable
+    syrk_residues: Callable
+    add_residues: Callable
+    crt: Callable
+    memory: Callable[[Moduli, tuple[int, int, int], int], int]
+
+
 def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: tuple[int, int, int],
-              mode: str, symmetric: bool = False) -> int:
+              mode: str, symmetric: bool = False, kernels: Kernels | None = None) -> int:
     """Bytes the three stages allocate beyond operands and result for a product of
     ``shape = (m, k, n)`` cut into tiles ``(mt, kt, nt)`` (an upper bound: the tile
-    scheduler's model).
+    scheduler's model), stages (b) and (c) run by ``kernels`` (default :data:`CPU`).
 
     Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` (its temporaries); "accurate"
     mode keeps the uint8 bounds of both operands and of the bound product through the
-    whole product. Stage (b), per tile: the quantised panels (float64 per part), one
-    modulus' words and products at a time, and the residues of every modulus (twice with
-    k-panels: the sum and the next panel's). Stage (c): the CRT's doubles. A symmetric
-    product's tiles come in pairs ``(I, J)``, ``(J, I)``: everything per tile doubles.
+    whole product. Stage (b), per tile: the quantised panels (float64 per part), the
+    kernels' words and products (``kernels.memory``), and the residues of every modulus
+    (twice with k-panels: the sum and the next panel's). Stage (c): the CRT's doubles. A
+    symmetric product's tiles come in pairs ``(I, J)``, ``(J, I)``: everything per tile doubles.
     """
+    kernels = CPU if kernels is None else kernels
     m, k, n = shape
     mt, kt, nt = tile
     P = 2 if complex_ else 1
-    w = get_engine(mods.engine).dtype.itemsize
     rs = np.dtype(residue_dtype(mods)).itemsize
-    algs = set(mods.algorithms)
     lines = 96 * (m + n)  # the shifts, bounds and flags of every line
     keep = (m * k + (0 if symmetric else k * n) + m * n) if mode == "accurate" else 0
     scale = _SCALE_PASS * 8 * max(mt * kt, kt * nt) * P
@@ -401,11 +430,12 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
         scale = max(scale, 8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
     pairs = 2 if symmetric else 1
     panels = 8 * P * (mt * kt + kt * nt) * pairs + 8 * max(mt * kt, kt * nt)  # and one quantize temporary
-    words = max(_WORDS[a] for a in algs) * w * (mt * kt + kt * nt) * pairs
-    products = max(_PRODUCTS[a] for a in algs) * 8 * mt * nt * pairs
     residues = P * len(mods.moduli) * mt * nt * rs * pairs * (2 if kt < k else 1)
-    if mods.engine == "int8":  # the CPU emulates the int8 GEMM with float64 copies of one GEMM's words
-        products += 8 * (mt * kt + kt * nt + mt * nt)
     crt = 16 * mt * nt
     # a quarter more than the arrays counted: the temporaries of numpy expressions between them
-    return lines + keep + max(scale, (panels + words + products + residues) * 5 // 4, residues + crt)
+    return lines + keep + max(scale, (panels + kernels.memory(mods, tile, pairs) + residues) * 5 // 4,
+                              residues + crt)
+
+
+#: The NumPy kernels of stages (b) and (c).
+CPU = Kernels(gemm_residues, syrk_residues, add_residues, to_double, _kernel_memory)

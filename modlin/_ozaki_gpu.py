@@ -5,6 +5,8 @@ moduli go together: one kernel writes the int8 residues of every modulus, one
 strided-batched ``gemmEx`` multiplies them (int32 sums), one kernel per
 modulus reduces (or combines 2M's two products), and one kernel rebuilds and
 rounds every entry. Only the int8 engine runs here: it is what the GPU is for.
+These are the GPU's :class:`modlin._ozaki_core.Kernels` (:data:`KERNELS`): the tile
+loop, the scales and the quantisation are the CPU's.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cuda
-from ._ozaki_core import halves
+from ._ozaki_core import Kernels, halves
 
-__all__ = ["gemm_residues", "syrk_residues", "to_double"]
+__all__ = ["KERNELS", "add_residues", "gemm_residues", "syrk_residues", "to_double"]
 
 
 def _cp():
@@ -106,41 +108,84 @@ def gemm_residues(mods, ap, bp) -> list:
     return rc
 
 
-def syrk_residues(mods, ap) -> list:
+def syrk_residues(mods, ap, bp=None):
     """Residues of the exact ``A'A'^T`` (real, halving k) or ``A'A'^H`` (complex):
-    :func:`modlin._ozaki_core.syrk_residues` (of a whole matrix) with all moduli batched."""
+    :func:`modlin._ozaki_core.syrk_residues` with all moduli batched; with ``bp`` (the
+    row panel ``J``), those of the tiles ``C_IJ`` and ``C_JI``, as a pair."""
     cp = _cp()
+    pair = bp is not None
+    bp = bp if pair else ap
     N = len(mods.moduli)
-    n = ap[0].shape[0]
-    rc = [cp.empty((N, n, n), dtype=cp.uint8) for _ in ap]
+    t, u = ap[0].shape[0], bp[0].shape[0]
     real = len(ap) == 1
+    rc = [cp.empty((N, t, u), dtype=cp.uint8) for _ in ap]
+    rt = [cp.empty((N, u, t), dtype=cp.uint8) for _ in ap] if pair else None
+    tiles = ((rc, False), (rt, True))[: 1 + pair]
 
     def T(x):
         return cp.ascontiguousarray(x.transpose(0, 2, 1))
 
     idx, qs = _moduli(mods, "2m")
     if qs:
-        plus, minus = _twom(*(halves(ap[0]) if real else ap), qs)
-        X = _cuda.products_mod(plus, T(minus), qs)
-        Xt = T(X)
-        re, im = cp.empty((len(qs), n, n), dtype=cp.uint8), cp.empty((len(qs), n, n), dtype=cp.uint8)
-        _combine_2m(X, Xt, qs, re, im)
-        rc[0][idx] = re
-        if not real:
-            rc[1][idx] = im
+        pa, ma = _twom(*(halves(ap[0]) if real else ap), qs)
+        pb, mb = _twom(*(halves(bp[0]) if real else bp), qs) if pair else (pa, ma)
+        X = _cuda.products_mod(pa, T(mb), qs)  # X_IJ
+        Xt = _cuda.products_mod(pb, T(ma), qs) if pair else X  # X_JI
+        for dst, x, y in ((rc, X, T(Xt)), (rt, Xt, T(X)))[: 1 + pair]:
+            re, im = cp.empty(x.shape, dtype=cp.uint8), cp.empty(x.shape, dtype=cp.uint8)
+            _combine_2m(x, y, qs, re, im)
+            dst[0][idx] = re
+            if not real:
+                dst[1][idx] = im
     idx, qs = _moduli(mods, "real")
     if qs:
         r = _residues(ap[0], qs)
-        rc[0][idx] = _cuda.products_mod_u8(r, T(r), qs)
+        X = _cuda.products_mod_u8(r, T(_residues(bp[0], qs) if pair else r), qs)
+        for dst, flip in tiles:
+            dst[0][idx] = T(X) if flip else X
     idx = [i for i, a in enumerate(mods.algorithms) if a in ("3m", "4m")]
-    if idx:
+    if idx:  # C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
         qs = [mods.moduli[i] for i in idx]
         q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
         ar, ai = _residues(ap[0], qs), _residues(ap[1], qs)
-        ir = _cuda.products_mod(ai, T(ar), qs)
-        rc[0][idx] = ((_cuda.products_mod(ar, T(ar), qs) + _cuda.products_mod(ai, T(ai), qs)) % q).astype(cp.uint8)
-        rc[1][idx] = ((ir - T(ir)) % q).astype(cp.uint8)
-    return rc
+        br, bi = (_residues(bp[0], qs), _residues(bp[1], qs)) if pair else (ar, ai)
+        ir = _cuda.products_mod(ai, T(br), qs)
+        irt = _cuda.products_mod(bi, T(ar), qs) if pair else ir
+        re = ((_cuda.products_mod(ar, T(br), qs) + _cuda.products_mod(ai, T(bi), qs)) % q).astype(cp.uint8)
+        for dst, flip in tiles:
+            dst[0][idx] = T(re) if flip else re
+            dst[1][idx] = (((irt - T(ir)) if flip else (ir - T(irt))) % q).astype(cp.uint8)
+    return (rc, rt) if pair else rc
+
+
+def add_residues(acc, part, mods):
+    """``acc += part`` modulo each modulus, in place (:func:`modlin._ozaki_core.add_residues`)."""
+    cp = _cp()
+    q = cp.asarray(mods.moduli, dtype=cp.int16)[:, None, None]
+    for x, y in zip(acc, part):
+        z = x.astype(cp.int16) + y  # residues below 256: their sum needs 9 bits
+        z -= q * (z >= q)
+        x[...] = z
+    return acc
+
+
+#: Bytes per panel entry and per result entry, per modulus, that :func:`gemm_residues` and
+#: :func:`syrk_residues` hold at once for one group of moduli: int8 residues (2M: two
+#: images; 3M: the parts and their int16 sums) and the copies :func:`modlin._cuda.gemm_i8`
+#: pads k with; int32 products (2M: two, 3M/4M: three or four and their sums) and the
+#: uint8 residues made from them.
+_PANEL_BYTES = {"real": 2, "2m": 4, "3m": 10, "4m": 4}
+_RESULT_BYTES = {"real": 9, "2m": 14, "3m": 30, "4m": 30}
+
+
+def memory(mods, tile, pairs: int) -> int:
+    """The device memory the residue kernels allocate for one tile beside the residues they
+    return (``pairs`` tiles at once), the moduli of one algorithm batched: the largest group."""
+    mt, kt, nt = tile
+    # gemm_i8 pads the columns of B (and the products) to a multiple of 4
+    ops, out = mt * kt + kt * (nt + 3), mt * (nt + 3)
+    return pairs * max(mods.algorithms.count(a) * (_PANEL_BYTES[a] * ops + _RESULT_BYTES[a] * out)
+                       for a in set(mods.algorithms))
 
 
 def to_double(res, basis, sa, sb):
@@ -157,3 +202,7 @@ def to_double(res, basis, sa, sb):
                  cp.asarray(basis.half_digits, dtype=cp.float64), np.int32(L),
                  cp.asarray(sa, dtype=cp.int64), cp.asarray(sb, dtype=cp.int64), out)
     return out
+
+
+#: The CuPy kernels of stages (b) and (c).
+KERNELS = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory)

@@ -21,10 +21,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ._backend import namespace
 from ._limits import current as current_limits, format_size
 from ._progress import MIN_SECONDS, bar as progress_bar, expected_seconds
 
-__all__ = ["Tiling", "Arena", "choose", "run", "progress", "MIN_TILE"]
+__all__ = ["Tiling", "Arena", "budget", "choose", "run", "progress", "MIN_TILE"]
 
 #: Tiles are never cut thinner than this (or the dimension itself): below it GEMMs
 #: lose most of their speed, and a budget that needs thinner tiles is refused.
@@ -87,6 +88,21 @@ class Tiling:
         mt, kt, nt = self.tile
         panels = f", k in {c} panels {combined}" if c > 1 else ""
         return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}), {peak}"
+
+
+def budget(xp=np) -> int:
+    """The memory budget of a product on ``xp``'s arrays: :func:`modlin.limits`' for NumPy;
+    for CuPy the device's free memory, counting what CuPy's memory pool holds free, less a
+    tenth for CuPy's and cuBLAS' own allocations (the host budget is about host memory;
+    it does not apply there)."""
+    if xp is np:
+        return current_limits().memory
+    try:
+        free, _ = xp.cuda.Device().mem_info
+        free += xp.get_default_memory_pool().free_bytes()
+    except AttributeError:  # not CuPy's API (a stand-in without a device): the host budget
+        return current_limits().memory
+    return int(0.9 * free)
 
 
 def _sizes(d: int) -> list[int]:
@@ -222,7 +238,7 @@ def stack_items(stack: tuple[int, ...], tiling_of: Callable[[int], Tiling], a, b
     tiling = tiling_of(1)
 
     def whole(x):
-        return [whole(t) for t in x] if isinstance(x, list) else np.broadcast_to(x, stack + x.shape[-2:])
+        return [whole(t) for t in x] if isinstance(x, list) else namespace(x).broadcast_to(x, stack + x.shape[-2:])
 
     def pick(x, idx):
         return [pick(t, idx) for t in x] if isinstance(x, list) else x[idx]

@@ -214,9 +214,9 @@ def _parts(X, name: str) -> tuple[np.ndarray, np.ndarray]:
     raise TypeError(f"{name} must be a complex array or a (real, imag) pair of integer arrays, not {x.dtype}")
 
 
-def _gpu_parts(X, m: int, name: str):
+def _gpu_parts(X, name: str):
     """The parts of a CuPy Gaussian matrix (complex with integral parts, or a pair of
-    integer arrays) as int64 in ``[0, m)``, on the device."""
+    integer arrays), checked; each tile reduces its own panels."""
     xp = namespace(*(X if isinstance(X, tuple) else (X,)))
     if isinstance(X, tuple):
         if len(X) != 2 or X[0].shape != X[1].shape:
@@ -224,18 +224,15 @@ def _gpu_parts(X, m: int, name: str):
         parts = X
     elif X.dtype.kind == "c":
         parts = (X.real, X.imag)
-    else:
-        parts = (X, xp.zeros(X.shape, dtype=np.int64))
-    out = []
+    else:  # a real matrix: its imaginary part is zeros, never allocated
+        parts = (X, xp.broadcast_to(xp.zeros((), dtype=np.int64), X.shape))
     for x in parts:
         if x.dtype.kind == "f":
             if not bool(xp.all(xp.isfinite(x) & (x == xp.trunc(x)) & (xp.abs(x) < 2.0**63))):
                 raise ValueError(f"{name}: the parts must be finite integers below 2**63")
-            x = x.astype(np.int64)
         elif x.dtype.kind not in "biu":
             raise TypeError(f"{name} must be complex or a (real, imag) pair of integer arrays, not {x.dtype}")
-        out.append(x.astype(np.int64) % m if x.dtype != np.uint64 else (x % np.uint64(m)).astype(np.int64))
-    return tuple(out)
+    return parts
 
 
 def _flatten(operands: dict):
@@ -394,9 +391,7 @@ def _matmul_mod(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if namespace(*[y for x in (A, B) for y in (x if isinstance(x, tuple) else (x,))]) is not np:
-        # on the GPU: the parts reduced there, each real product a GPU modlin.matmul
-        a, b = _gpu_parts(A, m, "A"), _gpu_parts(B, m, "B")
-        return _gauss(*a, *b, m, alg, lambda x, y: _matmul(x, y, m))
+        return _tiled_matmul(_gpu_parts(A, "A"), _gpu_parts(B, "B"), m, alg)
     return _tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
 
 
@@ -420,7 +415,8 @@ def _workspace(pl, alg: str, twom_words_: bool, batch: int):
     result (an upper bound, the tile scheduler's model): the int64 parts of both panels,
     then for 2M straight into words the two images' words of both panels, the two real
     products and their combination; otherwise the reduced (and for 3M summed) parts, the
-    images or real products alive at once and one real product's own workspace."""
+    images or real products alive at once and one real product's own workspace (on the
+    GPU, a GPU :func:`modlin.matmul`, which also reduces and balances its operands)."""
     from ._engines import get_engine
 
     def memory(mt, kt, nt):
@@ -431,6 +427,8 @@ def _workspace(pl, alg: str, twom_words_: bool, batch: int):
             total += 2 * w * (pl.u * mt * kt + pl.v * kt * nt) + 8 * out * 5 + pl.workspace((mt, kt, nt))
         else:
             total += 8 * ops * (3 if alg == "3m" else 2) + 8 * out * 6 + pl.workspace((mt, kt, nt)) + 8 * out
+            if pl.device == "cuda":
+                total += 24 * ops
         return batch * total
 
     return memory
@@ -441,46 +439,49 @@ _GEMMS = {"2m": 2, "3m": 3, "4m": 4}
 
 
 def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None,
-            extra: int = 0):
+            extra: int = 0, xp=np):
     """The tiles of a Gaussian product of ``shape`` (``batch`` matrices at once) within
-    ``budget`` (default: :func:`modlin.limits`'), real products made with the plan ``pl``;
-    ``extra`` more int64 arrays of an output tile's size (a rank-k update's sum and
-    mirror) beside each tile."""
-    from ._limits import current as current_limits
-    from ._tiles import choose
+    ``budget`` (default: that of ``xp``'s arrays, :func:`modlin._tiles.budget`), real
+    products made with the plan ``pl``; ``extra`` more int64 arrays of an output tile's size
+    (a rank-k update's sum and mirror) beside each tile."""
+    from . import _tiles
 
-    budget = current_limits().memory if budget is None else budget
+    budget = _tiles.budget(xp) if budget is None else budget
     tile = _workspace(pl, alg, words, batch)
-    return choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
+    return _tiles.choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
                   lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
 
 
 def _tiled_matmul(a, b, m: int, alg: str):
-    """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts, tile by tile within
-    the memory budget of :func:`modlin.limits`: each tile converts its panels (2M: their images
-    straight into the words of one multiword plan, which both real products share), and the
-    partial products of k-panels are added modulo ``m``."""
-    from ._matmul import _as_matrix, _matmul_shapes
+    """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts (NumPy or CuPy),
+    tile by tile within the memory budget of their device (:func:`modlin._tiles.budget`):
+    each tile converts its panels (2M on the CPU: their images straight into the words of
+    one multiword plan, which both real products share), and the partial products of
+    k-panels are added modulo ``m``."""
+    from ._matmul import _as_matrix, _device_residues, _matmul_shapes
     from ._plan import Plan
     from ._planner import plan
     from ._tiles import progress, run, stack_items
 
+    xp = namespace(*a, *b)
+    gpu = xp is not np
     (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
     a = [_as_matrix(x, 0) for x in a]
     b = [_as_matrix(x, 1) for x in b]
-    pl = plan(m, mm, k, n)
-    words = alg == "2m" and isinstance(pl, Plan)
+    pl = plan(m, mm, k, n, device="cuda" if gpu else "cpu")
+    words = alg == "2m" and isinstance(pl, Plan) and not gpu  # the words' kernels are the CPU's
     stack = full[:-2]
-    re, im = np.empty(full, dtype=np.int64), np.empty(full, dtype=np.int64)
+    re, im = xp.empty(full, dtype=np.int64), xp.empty(full, dtype=np.int64)
     if re.size == 0:
         return _shaped(re, im, shape)
     if k == 0:
         re[...], im[...] = 0, 0
         return _shaped(re, im, shape)
     batch = math.prod(stack)
-    tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count),
+    tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count, xp=xp),
                                         list(a), list(b))
     tile = _TileProduct(pl, alg, words, m)
+    reduce = (lambda t, m, name: _device_residues(t, m)) if gpu else residues_int64
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
     with progress(rounds * tiling.count, cost, what) as bar:
@@ -488,8 +489,8 @@ def _tiled_matmul(a, b, m: int, alg: str):
             dst = re[idx], im[idx]
 
             def product(rows, inner, cols):
-                xt = [residues_int64(t[..., rows, inner], m, "A") for t in x]
-                yt = [residues_int64(t[..., inner, cols], m, "B") for t in y]
+                xt = [reduce(t[..., rows, inner], m, "A") for t in x]
+                yt = [reduce(t[..., inner, cols], m, "B") for t in y]
                 part = tile(xt, yt)
                 if inner.start:
                     return part
@@ -517,6 +518,8 @@ class _TileProduct:
     def real(self, x, y):
         from ._matmul import _product
 
+        if self.pl.device == "cuda":  # a GPU modlin.matmul, tiled within the device's free memory
+            return _matmul(x, y, self.m, plan=self.pl)
         out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
         _product(self.pl, x, y, self.m, out)
         return out
@@ -529,7 +532,7 @@ class _TileProduct:
             return [self.real(x[0], y[0])]
         if not self.words:
             if self.alg != "2m":
-                x, y = [np.remainder(t, m) for t in x], [np.remainder(t, m) for t in y]
+                x, y = [t % m for t in x], [t % m for t in y]
             return list(_gauss(*x, *y, m, self.alg, self.real))
         ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
         bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
@@ -879,6 +882,16 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     TypeError
         Residues (above), or operands that are not matrices (``None``,
         strings, ragged lists, scipy.sparse matrices, masked arrays).
+    ValueError
+        A memory budget (:func:`modlin.limits`) too small for the smallest
+        tile (the message names what it needs), or an unknown ``engine``.
+
+    Notes
+    -----
+    Computed tile by tile within the memory budget of :func:`modlin.limits`
+    (:doc:`/guide/large`): each tile's exact product is rebuilt from its own
+    residues, and the partial products of k-panels are added exactly, so the
+    result is the same under every budget.
 
     Examples
     --------
@@ -892,7 +905,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
     A, B = rebuild(plain)
     from ._matmul import _as_matrix, _matmul_shapes
-    from ._planner import plan
+    from ._tiles import progress, run, stack_items
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
@@ -902,16 +915,110 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         parts.append((integers(re, name), integers(im, name)))
     (ar, ai), (br, bi) = parts
     (mm, k, n), full, shape = _matmul_shapes(ar.shape, br.shape)
-    bound = k * (max_abs(ar) + max_abs(ai)) * (max_abs(br) + max_abs(bi))
-    moduli, algs = _intmul_moduli(bound, k, engine)
-    basis = _rns.Basis(moduli)
-    halves = [_rns._Halves(_as_matrix(x, side)) for x, side in ((ar, 0), (ai, 0), (br, 1), (bi, 1))]
-    rc = np.empty((2, len(moduli)) + full, dtype=np.int64)
-    for idx, (q, alg) in enumerate(zip(moduli, algs)):
-        ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
-        # the plan is pinned so that the int8 engine is honoured
-        pl = plan(q, mm, k, n, engine=engine if engine == "int8" else None)
-        rc[0, idx], rc[1, idx] = _gauss(*ops, q, alg, lambda x, y, q=q, pl=pl: _matmul(x, y, q, plan=pl))
+    amax, bmax = max_abs(ar) + max_abs(ai), max_abs(br) + max_abs(bi)
+    bound = k * amax * bmax
     as_object = bound >= 2**63
-    out = tuple(_rns.reconstruct(rc[j], basis, as_object=as_object).reshape(shape) for j in range(2))
-    return _typed(ftype, out, _ndim(A))
+    out = [np.empty(full, dtype=object if as_object else np.int64) for _ in range(2)]
+    if not out[0].size or not k:
+        for x in out:
+            x[...] = 0
+    else:
+        tile = _ExactTile(*_intmul_moduli(bound, k, engine), (mm, k, n), engine, as_object)
+        pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as _Halves cuts it
+        stack = full[:-2]
+        tiling, items, rounds = stack_items(stack, lambda count: tile.tiling((mm, k, n), count, pieces),
+                                            [_as_matrix(x, 0) for x in (ar, ai)],
+                                            [_as_matrix(x, 1) for x in (br, bi)])
+        cost = math.prod(stack) * tiling.count * tile.cost(tiling.tile)
+        with progress(rounds * tiling.count, cost, f"modlin.gaussian.intmul ({len(tile.tiles)} moduli)") as bar:
+            for idx, x, y in items:
+                dst = [o[idx] for o in out]
+
+                def product(rows, inner, cols):
+                    part = tile([t[..., rows, inner] for t in x], [t[..., inner, cols] for t in y])
+                    if inner.start:
+                        return part
+                    for d, p in zip(dst, part):
+                        d[..., rows, cols] = p
+                    return [d[..., rows, cols] for d in dst]
+
+                def add(acc, part):  # exact: the bound covers every partial sum
+                    for x_, y_ in zip(acc, part):
+                        np.add(x_, y_, out=x_)
+                    return acc
+
+                run(tiling, product, add=add, bar=bar)
+    return _typed(ftype, tuple(x.reshape(shape) for x in out), _ndim(A))
+
+
+class _ExactTile:
+    """The exact Gaussian product of one tile's panels by RNS: residues modulo each modulus
+    (a :class:`_TileProduct` each, with that modulus' algorithm and multiword plan), rebuilt
+    by CRT; with its workspace model and modelled cost."""
+
+    def __init__(self, moduli, algs, shape, engine: str, as_object: bool):
+        from ._plan import Plan
+        from ._planner import plan
+        from ._tiles import Arena
+
+        self.basis, self.as_object = _rns.Basis(moduli), as_object
+        self.tiles = []
+        for q, alg in zip(moduli, algs):
+            # the plan is pinned so that the int8 engine is honoured
+            pl = plan(q, *shape, engine=engine if engine == "int8" else None)
+            self.tiles.append(_TileProduct(pl, alg, alg == "2m" and isinstance(pl, Plan), q))
+        self.arena = Arena()  # the CRT's rows, reused from tile to tile
+
+    def __call__(self, x, y):
+        """The exact products' ``(real, imag)`` (int64, or object with ``as_object``) of the
+        integer panels ``x = (A_r, A_i)`` and ``y = (B_r, B_i)``."""
+        halves = [_rns._Halves(t) for t in (*x, *y)]
+        shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+        E = math.prod(shape)
+        N = len(self.tiles)
+        rows = [_rns.padded_rows(N, E, np.float64, self.arena, f"part {j}") for j in range(2)]
+        for i, (q, tile) in enumerate(zip(self.basis.moduli, self.tiles)):
+            ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
+            for r, part in zip(rows, tile(ops[:2], ops[2:])):
+                r[i, :E] = part.reshape(-1)
+        return [_rns._reconstruct_rows(r, E, self.basis, None, self.as_object).reshape(shape) for r in rows]
+
+    def cost(self, tile) -> float:
+        """Modelled time of one tile product, in multiply-adds of a large fp64 GEMM: the real
+        products of every modulus and, as for :class:`modlin.RNSPlan`, the residues of the
+        panels and the CRT of the result."""
+        from ._rnsplan import CRT_SUM, LIFT, LIMB, RESIDUE, WEIGH
+
+        mt, kt, nt = tile
+        N = len(self.tiles)
+        L = (self.basis.M * N).bit_length() // 16 + 1
+        gemms = sum(_GEMMS[t.alg] * t.pl.cost(tile) for t in self.tiles)
+        return gemms + 2 * ((LIFT + RESIDUE * N) * (mt * kt + kt * nt) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * mt * nt)
+
+    def tiling(self, shape, batch: int, pieces: int, budget: int | None = None):
+        """The tiles of the product of ``shape`` (``batch`` matrices at once) within ``budget``
+        (default: :func:`modlin.limits`'), operand entries cut into ``pieces`` 16-bit pieces."""
+        from ._limits import current as current_limits
+        from ._tiles import choose
+
+        budget = current_limits().memory if budget is None else budget
+        return choose(shape, lambda mt, kt, nt: batch * self.workspace((mt, kt, nt), pieces), budget,
+                      lambda mt, kt, nt: batch * self.cost((mt, kt, nt)))
+
+    def workspace(self, tile, pieces: int) -> int:
+        """Bytes one tile product allocates beyond operands and result (an upper bound, the
+        tile scheduler's model): the 16-bit pieces of the four panels and the residues of
+        every modulus for both parts of the result throughout; beside them, one modulus'
+        residues (float64, then int64) with its Gaussian product (:func:`_workspace`), then
+        the CRT; and the partial product of a k-panel, added into the result."""
+        mt, kt, nt = tile
+        ops, e, N = mt * kt + kt * nt, mt * nt, len(self.tiles)
+        halves = 2 * pieces * 2 * ops
+        rows = 2 * 8 * N * (e + 512)  # padded_rows: at most 4 KiB of padding per row
+        # the residues of one panel: the weights' GEMM in chunks (on up to two threads), float64, int64
+        convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _rns.RESIDUE_STEP)
+        product = max(_workspace(t.pl, t.alg, t.words, 1)(mt, kt, nt) for t in self.tiles)
+        crt = 2 * 18 * e + _rns.crt_scratch(N, self.basis.M * N, e)
+        # Python ints: a pointer and an int object of the bound's size (30-bit digits)
+        entry = 8 + 32 + 4 * (-(-(self.basis.M.bit_length()) // 30)) if self.as_object else 8
+        return halves + rows + max(convert + product, crt) + 2 * entry * e

@@ -32,11 +32,10 @@ import numpy as np
 from . import _ozaki_core as core, _quantize
 from ._backend import is_cupy, is_dask, namespace
 from ._convert import check_operand, trans_code
-from ._limits import current as current_limits
 from ._matmul import _matmul_shapes
 from ._ozaki_core import Moduli as _Moduli
 from ._rns import Basis, int8_moduli
-from ._tiles import choose, pair_count, progress, run, square
+from ._tiles import budget, choose, pair_count, progress, run, square
 from .gaussian import _twom_primes, _why_not_twom, twom_moduli
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "AccuracyWarning"]
@@ -252,9 +251,19 @@ _OPERAND_PASS, _RESULT_PASS = 400.0, 230.0
 _COMBINE_PASS = 60.0
 
 
-def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool):
-    """The tiles of one 2-D product within the budget of :func:`modlin.limits`, and the
-    modelled cost of one tile product."""
+def _kernels(xp) -> core.Kernels:
+    """The kernels of stages (b) and (c) on ``xp``'s arrays: NumPy's or CuPy's."""
+    if xp is np:
+        return core.CPU
+    from . import _ozaki_gpu
+
+    return _ozaki_gpu.KERNELS
+
+
+def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, xp=np):
+    """The tiles of one 2-D product on ``xp``'s arrays within their budget (:func:`modlin.limits`'
+    for NumPy, the device's free memory for CuPy), and the modelled cost of one tile product."""
+    kernels = _kernels(xp)
     gemms = sum((_SYMMETRIC_GEMMS if symmetric else _GEMMS)[a] for a in mods.algorithms)
     N = len(mods.moduli)
 
@@ -264,23 +273,24 @@ def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool):
     def memory(mt, kt, nt):
         if symmetric:  # the tiles are made square afterwards: model the larger side
             mt = nt = max(mt, nt)
-        return core.workspace(mods, complex_, shape, (mt, kt, nt), mode, symmetric)
+        return core.workspace(mods, complex_, shape, (mt, kt, nt), mode, symmetric, kernels)
 
     parts = 2 if complex_ else 1
-    tiling = choose(shape, memory, current_limits().memory, cost, combine=_COMBINE_PASS * N * parts)
+    tiling = choose(shape, memory, budget(xp), cost, combine=_COMBINE_PASS * N * parts)
     return (square(tiling) if symmetric else tiling), cost
 
 
 def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
     """``out[...] = epilogue(the emulated a @ b)`` for two 2-D matrices (both float64 or both
-    complex128), tile by tile within the memory budget: stage (a) once, then per output
-    tile the residues of its k-panels (stage (b), summed modulo each modulus) and stage (c).
+    complex128, NumPy or CuPy), tile by tile within the memory budget: stage (a) once, then
+    per output tile the residues of its k-panels (stage (b), summed modulo each modulus) and
+    stage (c), by the kernels of the arrays' device (:func:`_kernels`).
     ``epilogue(tile, rows, cols)`` finishes each tile of ``out`` in place (BLAS' alpha, beta)."""
-    if is_cupy(a):
-        return _gemm2d_gpu(a, b, mods, mode, out, epilogue)
+    xp = namespace(a)
+    kernels = _kernels(xp)
     m, k = a.shape
     n = b.shape[1]
-    tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False)
+    tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
     sc = core.scales(a, b, mods, mode, tiling)
     lost = [0, 0]
     held = {}  # the quantised row panel of A, reused across the column panels
@@ -292,42 +302,28 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
             lost[0] += count if cols.start == 0 else 0
         qb, count = core.quantized(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
         lost[1] += count if rows.start == 0 else 0
-        return core.gemm_residues(mods, held["qa"], qb)
+        return kernels.gemm_residues(mods, held["qa"], qb)
 
     def finish(rows, cols, res):
         tile = out[rows, cols]
-        core.finish(res, mods, sc.sa[rows], sc.sb[cols], tile)
+        core.finish(res, mods, sc.sa[rows], sc.sb[cols], tile, kernels.crt)
         core.native_lines(tile, a[rows], b[:, cols], sc.bad_a[rows], sc.bad_b[cols])
         epilogue(tile, rows, cols)
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
-        run(tiling, product, add=lambda acc, part: core.add_residues(acc, part, mods), finish=finish, bar=bar)
+        run(tiling, product, add=lambda acc, part: kernels.add_residues(acc, part, mods), finish=finish, bar=bar)
     _warn_lost(lost[0], "A", 1)
     _warn_lost(lost[1], "B", 0)
-
-
-def _gemm2d_gpu(a, b, mods: _Moduli, mode: str, out, epilogue) -> None:
-    """:func:`_gemm2d` on CuPy arrays, as one tile: the residues and the CRT of
-    :mod:`modlin._ozaki_gpu` between the same stage (a)."""
-    from . import _ozaki_gpu as gpu
-
-    sc = core.scales(a, b, mods, mode)
-    (qa, lost_a), (qb, lost_b) = core.quantized(a, sc.sa, sc.bad_a, 1), core.quantized(b, sc.sb, sc.bad_b, 0)
-    _warn_lost(lost_a, "A", 1)
-    _warn_lost(lost_b, "B", 0)
-    core.finish(gpu.gemm_residues(mods, qa, qb), mods, sc.sa, sc.sb, out, gpu.to_double)
-    core.native_lines(out, a, b, sc.bad_a, sc.bad_b)
-    epilogue(out, slice(None), slice(None))
 
 
 def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
     """``out[...] = epilogue(the emulated a @ a^T)`` (real) or ``a @ a^H`` (complex) of a 2-D
     matrix, by pairs of square tiles ``(I, J)`` and ``(J, I)``, ``I <= J``, within the budget
-    (:func:`modlin._ozaki_core.syrk_residues`)."""
-    if is_cupy(a):
-        return _herk2d_gpu(a, mods, mode, out, epilogue)
+    (:func:`modlin._ozaki_core.syrk_residues`, or the kernels of the arrays' device)."""
+    xp = namespace(a)
+    kernels = _kernels(xp)
     n, k = a.shape
-    tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True)
+    tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, xp)
     sc = core.scales(a, None, mods, mode, tiling)
     lost = [0]
 
@@ -339,18 +335,18 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     def product(rows, inner, cols):
         qa = panel(rows, inner, True)
         if rows == cols:
-            return core.syrk_residues(mods, qa), None
-        return core.syrk_residues(mods, qa, panel(cols, inner, False))
+            return kernels.syrk_residues(mods, qa), None
+        return kernels.syrk_residues(mods, qa, panel(cols, inner, False))
 
     def add(acc, part):
-        return tuple(x if x is None else core.add_residues(x, y, mods) for x, y in zip(acc, part))
+        return tuple(x if x is None else kernels.add_residues(x, y, mods) for x, y in zip(acc, part))
 
     def finish(rows, cols, res):
         for (r, c), rc in zip(((rows, cols), (cols, rows)), res):
             if rc is None:
                 continue
             tile = out[r, c]
-            core.finish(rc, mods, sc.sa[r], sc.sa[c], tile)
+            core.finish(rc, mods, sc.sa[r], sc.sa[c], tile, kernels.crt)
             _native_rank_k(tile, a[r], a[c], sc.bad_a[r], sc.bad_a[c])
             epilogue(tile, r, c)
 
@@ -368,16 +364,6 @@ def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c) -> None:
     if bad_c.any():
         tile[:, bad_c] = (a_cols[bad_c] @ a_rows.conj().T).conj().T
 
-
-def _herk2d_gpu(a, mods: _Moduli, mode: str, out, epilogue) -> None:
-    from . import _ozaki_gpu as gpu
-
-    sc = core.scales(a, None, mods, mode)
-    qa, lost = core.quantized(a, sc.sa, sc.bad_a, 1)
-    _warn_lost(lost, "A", 1)
-    core.finish(gpu.syrk_residues(mods, qa), mods, sc.sa, sc.sa, out, gpu.to_double)
-    _native_rank_k(out, a, a, sc.bad_a, sc.bad_a)
-    epilogue(out, slice(None), slice(None))
 
 # --------------------------------------------------------------------------- public API
 

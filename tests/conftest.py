@@ -112,6 +112,31 @@ def rand_ints(rng, shape, lo: int, hi: int) -> np.ndarray:
     return out.reshape(shape)
 
 
+def budgets(tiling_of, top: int = 10**10, within=None):
+    """One budget per distinct tiling, from ``top`` down until no tile fits, with the tiling
+    seen: ``[(budget, tiling), ...]``. ``tiling_of()`` reads the budget in force inside
+    ``within(budget)`` (default: ``modlin.limits(memory=budget)``)."""
+    import modlin
+
+    within = within or (lambda b: modlin.limits(memory=b))
+    out, budget = {}, top
+    while True:
+        with within(budget):
+            try:
+                t = tiling_of()
+            except ValueError:
+                break
+        out.setdefault((t.tile, t.grid), (budget, t))
+        budget = int(min(budget, t.peak) / 1.5)
+    return list(out.values())
+
+
+def same_bits(x, y) -> bool:
+    """Arrays of one shape and dtype holding the same bits (NaN payloads and signed zeros too)."""
+    return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(
+        np.ascontiguousarray(x).view(np.uint64), np.ascontiguousarray(y).view(np.uint64))
+
+
 def assert_exact(C, A, B, p: int, oracle=ref_matmul) -> None:
     """``C`` is modlin's result for ``A @ B mod p``: int64, in ``[0, p)``, equal to the oracle."""
     R = oracle(A, B, p)

@@ -13,6 +13,7 @@ launch arguments and the kernels' arithmetic. What does not run is CUDA itself
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import types
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 import modlin
-from conftest import HARNESS_SIGNATURES
+from conftest import HARNESS_SIGNATURES, budgets, same_bits
 from modlin import _cuda, ozaki
 from modlin.gaussian import twom_moduli
 
@@ -67,12 +68,15 @@ def _arg(a, ctype):
 
 def _fake_gemm_i8(a, b, out=None):
     assert a.dtype == np.int8 and b.dtype == np.int8
-    c = np.matmul(a.astype(np.int64), b.astype(np.int64))
-    assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
-    c = c.astype(np.int32).view(FakeCupyArray)
     if out is None:
-        return c
-    out[...] = c
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+                       dtype=np.int32).view(FakeCupyArray)
+    # matrix by matrix: the int64 emulation's copies are one matrix's, not the stack's
+    for idx in np.ndindex(out.shape[:-2]):
+        x, y = a[idx if a.ndim > 2 else ()], b[idx if b.ndim > 2 else ()]
+        c = np.matmul(x.astype(np.int64), y.astype(np.int64))
+        assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
+        out[idx] = c
     return out
 
 
@@ -137,10 +141,8 @@ def test_matmul_multiword_variants_on_the_gpu_path(gpu, rng, variant):
 
 @pytest.mark.parametrize("p, algorithm", [(2**31 - 1, "multiword"), (2**50 - 27, "multiword"), (2**61 - 1, "rns"),
                                           (251, "multiword")])
-def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, algorithm):
+def test_gpu_products_tile_within_the_device_budget(gpu, rng, p, algorithm):
     # the device's free memory is the budget (a small one here): output tiles and k-panels
-    from modlin import _matmul
-
     A = rng.integers(0, p, (2, 150, 140))
     B = rng.integers(0, p, (140, 130))
     A[0, 0, :] = B[:, 0] = p - 1
@@ -148,7 +150,7 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, al
     pl = modlin.plan(p, 150, 140, 130, device="cuda", algorithm=algorithm)
     counts = set()
     for budget in (2**34, pl.tiling(batch=2, budget=2**34).peak // 3, pl.tiling(batch=2, budget=2**34).peak // 12):
-        monkeypatch.setattr(_matmul, "_gpu_budget", lambda xp, b=budget: b)
+        _device_memory(budget)
         try:
             counts.add(pl.tiling(batch=2, budget=budget).count)
         except ValueError:  # below the smallest tile: refused on the device as on the host
@@ -161,19 +163,34 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, monkeypatch, p, al
     assert 1 in counts and max(counts) > 1
 
 
-def test_gpu_budget_is_the_free_device_memory():
-    from modlin import _matmul
+def _device_memory(budget: int) -> None:
+    """Give the CuPy stand-in a device whose free memory makes ``budget`` the GPU budget
+    (:func:`modlin._tiles.budget`: nine tenths of the free memory, counting the pool's)."""
+    free = budget * 10 // 9 - 2
+    while int(0.9 * free) < budget:  # steps of 0.9: the first that reaches it is exact
+        free += 1
 
     class Device:
-        mem_info = (10 * 2**30, 80 * 2**30)
+        mem_info = (free - 2**20, 80 * 2**30)
 
     class Pool:
         def free_bytes(self):
-            return 2**30
+            return 2**20
 
-    xp = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device), get_default_memory_pool=Pool)
-    assert _matmul._gpu_budget(xp) == int(0.9 * 11 * 2**30)
-    assert _matmul._gpu_budget(np) == modlin.limits.current().memory  # no device API: the host budget
+    cp = sys.modules["cupy"]
+    cp.cuda = types.SimpleNamespace(Device=Device)
+    cp.get_default_memory_pool = Pool
+
+
+def test_gpu_budget_is_the_free_device_memory(gpu):
+    from modlin._tiles import budget
+
+    cp = sys.modules["cupy"]
+    assert budget(cp) == modlin.limits.current().memory  # no device API: the host budget
+    _device_memory(3 * 2**30)
+    assert budget(cp) == 3 * 2**30 and budget(np) == modlin.limits.current().memory
+    cp.cuda.Device.mem_info = (10 * 2**30, 80 * 2**30)
+    assert budget(cp) == int(0.9 * (10 * 2**30 + 2**20))
 
 
 def test_matmul_int8_multiword_and_stacks_on_the_gpu_path(gpu, rng):
@@ -344,3 +361,113 @@ def test_ozaki_scipy_names_on_the_gpu_path(gpu, rng):
                                   ozaki.zgemm(Z, Z.conj().T.copy(), engine="int8"))
     np.testing.assert_array_equal(ozaki.zherk(gpu(Z), trans="C", lower=False).get(),
                                   np.triu(ozaki.zherk(Z.conj().T.copy(), engine="int8")))
+
+
+def _device_budgets(tiling_of):
+    """:func:`conftest.budgets` of the stand-in's device (its free memory: :func:`_device_memory`)."""
+    return budgets(tiling_of, within=lambda b: contextlib.nullcontext(_device_memory(b)))
+
+
+@pytest.mark.parametrize("fn, kw, panels", [(ozaki.dgemm, {}, True), (ozaki.dgemm, {"mode": "accurate"}, False),
+                                            (ozaki.zgemm, {"algorithm": "hybrid", "moduli": 24}, True),
+                                            (ozaki.zgemm, {"algorithm": "4m"}, False),
+                                            (ozaki.dsyrk, {"moduli": 25}, False),
+                                            (ozaki.zherk, {}, False), (ozaki.zherk, {"algorithm": "3m"}, False)],
+                         ids=["dgemm", "dgemm-accurate", "zgemm-hybrid", "zgemm-4m", "dsyrk-real-moduli", "zherk",
+                              "zherk-3m"])
+def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels):
+    # the CPU's tile loop with the GPU's kernels: the same bits under every device budget
+    complex_ = fn in (ozaki.zgemm, ozaki.zherk)
+    symmetric = fn in (ozaki.dsyrk, ozaki.zherk)
+    m, k, n = 150, 140, 130
+    A = _phi_matrix(rng, (m, k), 1.0, complex_)
+    B = None if symmetric else _phi_matrix(rng, (k, n), 1.0, complex_)
+    A[7, 3] = np.nan
+    args = (gpu(A),) if symmetric else (gpu(A), gpu(B))
+    kind = "syrk" if fn is ozaki.dsyrk else ("complex" if complex_ else "real")
+    mods = ozaki._resolve(kind, "int8", kw.get("moduli"), kw.get("algorithm", "auto"), gpu=True, k=k)
+    shape = (m, k, m if symmetric else n)
+    cp = sys.modules["cupy"]
+
+    def tiling():
+        return ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric, cp)[0]
+
+    with np.errstate(invalid="ignore"):
+        want = fn(*(x.get() for x in args), engine="int8", **kw)
+        counts, grids = set(), set()
+        for _, t in _device_budgets(tiling):
+            _device_memory(t.budget)
+            got = fn(*args, **kw)
+            assert isinstance(got, FakeCupyArray) and same_bits(got.get(), want), t.grid
+            counts.add(t.count)
+            grids.add(t.grid)
+    assert 1 in counts and max(counts) >= 4, counts
+    assert not panels or any(g[1] > 1 for g in grids), grids  # k-panels: residues added on the device
+
+
+def test_ozaki_gpu_working_memory_within_the_model(gpu, rng):
+    # the stand-in allocates host memory where CuPy would allocate device memory: traced
+    import tracemalloc
+
+    Z, W = _phi_matrix(rng, (160, 150), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
+    mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150)
+    cp = sys.modules["cupy"]
+    ozaki.zgemm(gpu(Z[:8, :8]), gpu(W[:8, :8]))
+    for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False, cp)[0])[1:]:
+        _device_memory(t.budget)
+        tracemalloc.start()
+        try:
+            c = ozaki.zgemm(gpu(Z), gpu(W))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak - c.nbytes - Z.nbytes - W.nbytes <= t.peak, (t.grid, peak, t.peak)
+
+
+@pytest.mark.parametrize("m, algorithm", [(2**21 - 19, "2m"), (2**31 - 1, "3m"), (2**50 - 27, "4m")])
+def test_gaussian_gpu_matmul_tiles_within_the_device_budget(gpu, rng, m, algorithm):
+    Ar, Ai = rng.integers(0, m, (2, 150, 140)), rng.integers(0, m, (2, 150, 140))
+    Br, Bi = rng.integers(-(2**62), 2**62, (140, 130)), rng.integers(0, 2**63 - 1, (140, 130)).astype(np.uint64)
+    Ar[0, 0, :] = Ai[1, -1, :] = m - 1
+    want = modlin.gaussian.matmul((Ar, Ai), (Br, Bi), m, algorithm=algorithm)
+    pl = modlin.plan(m, 150, 140, 130, device="cuda")
+    cp = sys.modules["cupy"]
+    counts = set()
+    for batch in (2, 1):
+        for _, t in _device_budgets(lambda b=batch: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), b,
+                                                                            xp=cp)):
+            _device_memory(t.budget)
+            got = modlin.gaussian.matmul((gpu(Ar), gpu(Ai)), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
+            assert all(isinstance(g, FakeCupyArray) and np.array_equal(g.get(), w) for g, w in zip(got, want)), t.grid
+            counts.add(t.count * (3 - batch))  # matrix by matrix: twice the tiles
+    assert 1 in counts and max(counts) >= 7, counts
+    # a complex CuPy operand with a real one, and a vector
+    Z = (Ar[0] + 1j * Ai[0]).astype(np.complex128)
+    got = modlin.gaussian.matmul(gpu(Z), gpu(Br[:, 0]), m, algorithm=algorithm)
+    want = modlin.gaussian.matmul(Z, Br[:, 0], m, algorithm=algorithm)
+    assert all(np.array_equal(g.get(), w) for g, w in zip(got, want))
+    _device_memory(1000)
+    with pytest.raises(ValueError, match="smallest tile"):
+        modlin.gaussian.matmul((gpu(Ar), gpu(Ai)), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ["2m", "3m"])
+def test_gaussian_gpu_working_memory_within_the_model(gpu, rng, algorithm):
+    # as for ozaki: the stand-in's "device" allocations are host allocations, traced
+    import tracemalloc
+
+    m = 2**21 - 19 if algorithm == "2m" else 2**31 - 1
+    a = gpu(rng.integers(0, m, (150, 140))), gpu(rng.integers(0, m, (150, 140)))
+    b = gpu(rng.integers(0, m, (140, 130))), gpu(rng.integers(0, m, (140, 130)))
+    pl = modlin.plan(m, 150, 140, 130, device="cuda")
+    cp = sys.modules["cupy"]
+    modlin.gaussian.matmul(a, b, m, algorithm=algorithm)
+    for _, t in _device_budgets(lambda: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), 1, xp=cp)):
+        _device_memory(t.budget)
+        tracemalloc.start()
+        try:
+            re, im = modlin.gaussian.matmul(a, b, m, algorithm=algorithm)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak - re.nbytes - im.nbytes <= t.peak, (t.grid, peak, t.peak)

@@ -18,7 +18,7 @@ import pytest
 import modlin
 from modlin import _limits, gaussian, ozaki
 
-from conftest import rand_ints
+from conftest import budgets, rand_ints, same_bits
 from test_ozaki import gemmul8
 
 
@@ -27,26 +27,6 @@ def _restore_limits():
     before = _limits.current()
     yield
     _limits._state[0] = before
-
-
-def _budgets(tiling_of, top: int = 10**10):
-    """One budget per distinct tiling, from ``top`` down until no tile fits, with the
-    tile counts seen; ``tiling_of()`` reads the budget in force."""
-    out, budget = {}, top
-    while True:
-        with modlin.limits(memory=budget):
-            try:
-                t = tiling_of()
-            except ValueError:
-                break
-        out.setdefault((t.tile, t.grid), (budget, t))
-        budget = int(min(budget, t.peak) / 1.5)
-    return list(out.values())
-
-
-def _same_bits(x, y) -> bool:
-    return x.shape == y.shape and x.dtype == y.dtype and np.array_equal(
-        np.ascontiguousarray(x).view(np.uint64), np.ascontiguousarray(y).view(np.uint64))
 
 
 # ---------------------------------------------------------------------------- ozaki
@@ -76,11 +56,11 @@ def _call(fn, a, b, **kw):
 def _check_ozaki_across_budgets(fn, a, b, most=7, **kw):
     want = _call(fn, a, b, **kw)
     counts = set()
-    for budget, t in _budgets(_ozaki_tiling(fn, a, b, kw)):
+    for budget, t in budgets(_ozaki_tiling(fn, a, b, kw)):
         with modlin.limits(memory=budget):
             got = _call(fn, a, b, **kw)
         counts.add(t.count)
-        assert _same_bits(got, want), (fn.__name__, kw, t.tile, t.grid)
+        assert same_bits(got, want), (fn.__name__, kw, t.tile, t.grid)
     assert 1 in counts and any(1 < c <= 4 for c in counts) and max(counts) >= most, counts
     return want
 
@@ -126,27 +106,27 @@ def test_ozaki_tiled_alpha_beta_inf_nan_and_stacks(rng):
     want = ozaki.zgemm(a, b, **kw)
     assert np.isnan(want[150]).all() and not np.isfinite(want[:, 100]).any()
     # the IEEE lines and the BLAS scalars as on the whole result
-    assert _same_bits(want[:100, :90], (1.5 - 2j) * ozaki.zgemm(a, b)[:100, :90] + (0.25 + 1j) * c[:100, :90])
-    for budget, t in _budgets(_ozaki_tiling(ozaki.zgemm, a, b, {})):
+    assert same_bits(want[:100, :90], (1.5 - 2j) * ozaki.zgemm(a, b)[:100, :90] + (0.25 + 1j) * c[:100, :90])
+    for budget, t in budgets(_ozaki_tiling(ozaki.zgemm, a, b, {})):
         with modlin.limits(memory=budget):
-            assert _same_bits(ozaki.zgemm(a, b, **kw), want), t.grid
+            assert same_bits(ozaki.zgemm(a, b, **kw), want), t.grid
     # dsyrk with a NaN row, alpha and beta, lower triangle
     x, _ = _ozaki_case(rng, ozaki.dsyrk, 200, 90, 200)
     x[60, 3] = np.nan
     s = gemmul8(rng, (200, 200), 1.0)
     want = ozaki.dsyrk(x, alpha=-0.5, beta=2.0, C=s, lower=True)
-    for budget, t in _budgets(_ozaki_tiling(ozaki.dsyrk, x, None, {})):
+    for budget, t in budgets(_ozaki_tiling(ozaki.dsyrk, x, None, {})):
         with modlin.limits(memory=budget):
-            assert _same_bits(ozaki.dsyrk(x, alpha=-0.5, beta=2.0, C=s, lower=True), want), t.grid
+            assert same_bits(ozaki.dsyrk(x, alpha=-0.5, beta=2.0, C=s, lower=True), want), t.grid
     # stacks broadcast, 1-D operands
     A = gemmul8(rng, (3, 1, 130, 70), 1.0)
     B = gemmul8(rng, (2, 70, 90), 1.0)
     v = gemmul8(rng, (70,), 1.0)
     want = ozaki.dgemm(A, B), ozaki.dgemm(A, v), ozaki.dgemm(v, B)
-    budget = _budgets(_ozaki_tiling(ozaki.dgemm, A[0, 0], B[0], {}))[-1][0]
+    budget = budgets(_ozaki_tiling(ozaki.dgemm, A[0, 0], B[0], {}))[-1][0]
     with modlin.limits(memory=budget):
         got = ozaki.dgemm(A, B), ozaki.dgemm(A, v), ozaki.dgemm(v, B)
-    assert all(_same_bits(g, w) for g, w in zip(got, want))
+    assert all(same_bits(g, w) for g, w in zip(got, want))
 
 
 @pytest.mark.parametrize("fn, kw", [(ozaki.zgemm, {}), (ozaki.dgemm, {"mode": "accurate"}),
@@ -157,7 +137,7 @@ def test_ozaki_working_memory_within_the_model(fn, kw, rng):
     (numpy's allocations, traced), for every tiling."""
     a, b = _ozaki_case(rng, fn, 260, 200, 230)
     _call(fn, a[:8, :8], None if b is None else b[:8, :8], **kw)  # compile outside the measurement
-    for budget, t in _budgets(_ozaki_tiling(fn, a, b, kw))[1:]:
+    for budget, t in budgets(_ozaki_tiling(fn, a, b, kw))[1:]:
         with modlin.limits(memory=budget):
             tracemalloc.start()
             try:
@@ -182,7 +162,7 @@ def test_ozaki_progress(monkeypatch, capsys, rng):
     monkeypatch.setitem(sys.modules, "tqdm", None)
     monkeypatch.setattr("modlin._tiles.MIN_SECONDS", -1.0)
     a, b = _ozaki_case(rng, ozaki.zgemm, 200, 64, 200)
-    budget, t = _budgets(_ozaki_tiling(ozaki.zgemm, a, b, {}))[-1]
+    budget, t = budgets(_ozaki_tiling(ozaki.zgemm, a, b, {}))[-1]
     with modlin.limits(memory=budget, progress=True):
         ozaki.zgemm(a, b)
     err = capsys.readouterr().err
@@ -219,7 +199,7 @@ def test_gaussian_tiled_equal_untiled_and_exact(m, alg, rng):
     ref = _ref_gauss(ar, ai, br, bi, m)
     assert all(np.array_equal(w.astype(object), r) for w, r in zip(want, ref))
     counts = set()
-    for budget, t in _budgets(_gauss_tiling(m, alg_used, (230, 150, 170))):
+    for budget, t in budgets(_gauss_tiling(m, alg_used, (230, 150, 170))):
         with modlin.limits(memory=budget):
             got = gaussian.matmul((ar, ai), (br, bi), m, algorithm=alg)
         counts.add(t.count)
@@ -233,7 +213,7 @@ def test_gaussian_tiled_worst_case_stacks_and_vectors(rng):
     B = np.full((300, 130), (m - 1) * (1 - 1j))
     want = gaussian.matmul(A, B, m)
     assert int(want[0][0, 0]) == (2 * 300 * (m - 1) ** 2) % m and int(want[1][0, 0]) == 0
-    small = _budgets(_gauss_tiling(m, "2m", (150, 300, 130)))[-1][0]
+    small = budgets(_gauss_tiling(m, "2m", (150, 300, 130)))[-1][0]
     with modlin.limits(memory=small):
         got = gaussian.matmul(A, B, m)
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
@@ -243,7 +223,7 @@ def test_gaussian_tiled_worst_case_stacks_and_vectors(rng):
     v = rand_ints(rng, (80,), 0, m), rand_ints(rng, (80,), 0, m)
     cases = [(Ar, Br), (Ar, v), (v, Br), (v, v)]
     wants = [gaussian.matmul(x, y, m) for x, y in cases]
-    for budget in (small, _budgets(_gauss_tiling(m, "2m", (120, 80, 90), batch=6))[-1][0]):
+    for budget in (small, budgets(_gauss_tiling(m, "2m", (120, 80, 90), batch=6))[-1][0]):
         with modlin.limits(memory=budget):
             for (x, y), w in zip(cases, wants):
                 g = gaussian.matmul(x, y, m)
@@ -258,7 +238,7 @@ def test_gaussian_working_memory_within_the_model(rng):
     b = rand_ints(rng, (200, 230), 0, m), rand_ints(rng, (200, 230), 0, m)
     for alg in ("2m", "3m"):
         gaussian.matmul(tuple(x[:8, :8] for x in a), tuple(x[:8, :8] for x in b), m, algorithm=alg)
-        for budget, t in _budgets(_gauss_tiling(m, alg, (260, 200, 230)))[1::2]:
+        for budget, t in budgets(_gauss_tiling(m, alg, (260, 200, 230)))[1::2]:
             with modlin.limits(memory=budget):
                 tracemalloc.start()
                 try:
@@ -327,7 +307,7 @@ def test_gaussian_rank_k_tiled_equal_untiled_and_exact(m, alg, names, rng):
         else:
             assert all(np.array_equal(w[r].astype(object), v) for w, v in zip(want, ref)), name
         counts = set()
-        for budget, t in _budgets(_rank_k_tiling(m, gaussian._choose(alg, m), name.endswith("real"), n, k)):
+        for budget, t in budgets(_rank_k_tiling(m, gaussian._choose(alg, m), name.endswith("real"), n, k)):
             with modlin.limits(memory=budget):
                 got = calls[name]()
             counts.add(t.grid)
@@ -341,7 +321,143 @@ def test_gaussian_rank_k_stacks(rng):
     A = rand_ints(rng, (2, 150, 90), 0, m), rand_ints(rng, (2, 150, 90), 0, m)
     B = rand_ints(rng, (150, 90), 0, m), rand_ints(rng, (150, 90), 0, m)
     want = gaussian.her2k(A, B, m), gaussian.syrk(tuple(x[1] for x in A), m)
-    budget = _budgets(_rank_k_tiling(m, "2m", False, 150, 90))[-1][0]
+    budget = budgets(_rank_k_tiling(m, "2m", False, 150, 90))[-1][0]
     with modlin.limits(memory=budget):
         got = gaussian.her2k(A, B, m), gaussian.syrk(tuple(x[1] for x in A), m)
     assert all(np.array_equal(np.stack(g), np.stack(w)) for g, w in zip(got, want))
+
+
+# ---------------------------------------------------------------------------- gaussian.intmul
+
+def _intmul_tiling(a, b, engine="fp64", batch=1):
+    """The tiling ``gaussian.intmul(a, b)`` uses under the budget in force, for ``(real, imag)``
+    pairs of integer matrices (one matrix of a stack, ``batch`` at once)."""
+    (mm, k), n = a[0].shape[-2:], b[0].shape[-1]
+    amax = sum(max(abs(int(v)) for v in x.ravel()) for x in a)
+    bmax = sum(max(abs(int(v)) for v in x.ravel()) for x in b)
+    bound = k * amax * bmax
+    tile = gaussian._ExactTile(*gaussian._intmul_moduli(bound, k, engine), (mm, k, n), engine, bound >= 2**63)
+    pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)
+    return lambda: tile.tiling((mm, k, n), batch, pieces)
+
+
+def _pair_oracle(a, b, rows, cols):
+    """``a @ b`` of Gaussian matrices as ``(real, imag)`` pairs of Python ints, entry by entry
+    over ``rows`` x ``cols`` (nothing of modlin's, nor NumPy's arithmetic)."""
+    ar, ai = (x.tolist() for x in a)
+    br, bi = (x.T.tolist() for x in b)
+    return ([[sum(x * y for x, y in zip(ar[i], br[j])) - sum(x * y for x, y in zip(ai[i], bi[j])) for j in cols]
+             for i in rows],
+            [[sum(x * y for x, y in zip(ar[i], bi[j])) + sum(x * y for x, y in zip(ai[i], br[j])) for j in cols]
+             for i in rows])
+
+
+def _check_intmul_across_budgets(a, b, engine="fp64", most=7, k_panels=True):
+    want = gaussian.intmul(a, b, engine=engine)
+    counts, grids = set(), set()
+    for budget, t in budgets(_intmul_tiling(a, b, engine)):
+        with modlin.limits(memory=budget):
+            got = gaussian.intmul(a, b, engine=engine)
+        counts.add(t.count)
+        grids.add(t.grid)
+        assert all(g.dtype == w.dtype and np.array_equal(g, w) for g, w in zip(got, want)), (engine, t.grid)
+    assert 1 in counts and 2 in counts and max(counts) >= most, counts
+    assert any(g[1] > 1 for g in grids) or not k_panels, grids  # k-panels, added exactly
+    return want
+
+
+@pytest.mark.parametrize("engine", ["fp64", "int8"])
+@pytest.mark.parametrize("bits", [20, 62, 100])
+def test_gaussian_intmul_tiled_equal_untiled_and_exact(engine, bits, rng):
+    m, k, n = 230, 150, 170  # no tile size divides them all: uneven last tiles
+    lo, hi = -(2**bits), 2**bits - 1
+    a = rand_ints(rng, (m, k), lo, hi), rand_ints(rng, (m, k), lo, hi)
+    b = rand_ints(rng, (k, n), lo, hi), rand_ints(rng, (k, n), lo, hi)
+    # worst-case lines: the largest magnitudes of both signs, meeting in one entry
+    a[0][0], a[1][0], b[0][:, 0], b[1][:, 0] = lo, hi, lo, lo
+    a[0][-1], a[1][-1], b[0][:, -1], b[1][:, -1] = hi, lo, hi, lo
+    if bits < 62:
+        a, b = tuple(x.astype(np.int64) for x in a), tuple(x.astype(np.int64) for x in b)
+    before = [x.copy() for x in (*a, *b)]
+    # many int8 moduli: their residues of the output tile outweigh the panels, so k stays whole
+    want = _check_intmul_across_budgets(a, b, engine, k_panels=engine == "fp64" or bits < 62)
+    assert all(np.array_equal(x, y) for x, y in zip(before, (*a, *b)))  # the operands are left alone
+    assert want[0].dtype == (np.int64 if bits < 31 else object)
+    obj = [tuple(x.astype(object) for x in p) for p in (a, b)]
+    assert np.array_equal(want[0], obj[0][0] @ obj[1][0] - obj[0][1] @ obj[1][1])
+    assert np.array_equal(want[1], obj[0][0] @ obj[1][1] + obj[0][1] @ obj[1][0])
+    rows, cols = [0, 1, 117, m - 1], [0, 64, 100, n - 1]
+    re, im = _pair_oracle(a, b, rows, cols)
+    assert want[0][np.ix_(rows, cols)].tolist() == re and want[1][np.ix_(rows, cols)].tolist() == im
+    assert re[0][0] == k * (lo * lo - hi * lo) and im[-1][-1] == k * 2 * hi * lo  # the extremes, of both signs
+
+
+def test_gaussian_intmul_tiled_thin_wide_stacks_and_vectors(rng):
+    big = 2**70
+    # thin and wide: a single row or column of output, long k
+    for m, k, n in ((1, 700, 300), (300, 700, 1), (3, 40, 600)):
+        a = rand_ints(rng, (m, k), -big, big), rand_ints(rng, (m, k), -big, big)
+        b = rand_ints(rng, (k, n), -big, big), rand_ints(rng, (k, n), -big, big)
+        want = gaussian.intmul(a, b)
+        budget = budgets(_intmul_tiling(a, b))[-1][0]
+        with modlin.limits(memory=budget):
+            got = gaussian.intmul(a, b)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), (m, k, n)
+        rows, cols = [0, m - 1], [0, n - 1]
+        assert [w[np.ix_(rows, cols)].tolist() for w in want] == list(_pair_oracle(a, b, rows, cols))
+    # stacks (broadcast, tiled as a whole or matrix by matrix), complex input, 1-D operands
+    A = rng.integers(-(2**40), 2**40, (3, 1, 120, 80)) + 1j * rng.integers(-(2**40), 2**40, (3, 1, 120, 80))
+    B = rng.integers(-(2**40), 2**40, (2, 80, 90)), rng.integers(-(2**40), 2**40, (2, 80, 90))
+    v = rng.integers(-(2**40), 2**40, 80), rng.integers(-(2**40), 2**40, 80)
+    cases = [(A, B), (A, v), (v, B), (v, v)]
+    wants = [gaussian.intmul(x, y) for x, y in cases]
+    parts = (A.real.astype(np.int64), A.imag.astype(np.int64)), B
+    one = budgets(_intmul_tiling(tuple(x[0, 0] for x in parts[0]), tuple(x[0] for x in parts[1])))[-1][0]
+    whole = budgets(_intmul_tiling(tuple(x[0, 0] for x in parts[0]), tuple(x[0] for x in parts[1]), batch=6))
+    for budget in (one, whole[-1][0], whole[0][0]):
+        with modlin.limits(memory=budget):
+            for (x, y), w in zip(cases, wants):
+                g = gaussian.intmul(x, y)
+                assert all(gi.shape == wi.shape and np.array_equal(gi, wi) for gi, wi in zip(g, w))
+    for idx in ((0, 0), (2, 1)):
+        pa = tuple(x[idx[0], 0] for x in parts[0])
+        pb = tuple(x[idx[1]] for x in parts[1])
+        want = _pair_oracle(pa, pb, [0, 119], [0, 89])
+        assert [w[idx][np.ix_([0, 119], [0, 89])].tolist() for w in wants[0]] == list(want)
+    vv = _pair_oracle(tuple(x[None] for x in v), tuple(x[:, None] for x in v), [0], [0])
+    assert (int(wants[3][0]), int(wants[3][1])) == (vv[0][0][0], vv[1][0][0])
+
+
+def test_gaussian_intmul_working_memory_within_the_model(rng):
+    a = rand_ints(rng, (260, 200), -(2**20), 2**20), rand_ints(rng, (260, 200), -(2**20), 2**20)
+    b = rand_ints(rng, (200, 230), -(2**20), 2**20), rand_ints(rng, (200, 230), -(2**20), 2**20)
+    a, b = tuple(x.astype(np.int64) for x in a), tuple(x.astype(np.int64) for x in b)
+    for engine in ("fp64", "int8"):
+        gaussian.intmul(tuple(x[:8, :8] for x in a), tuple(x[:8, :8] for x in b), engine=engine)  # compile first
+        for budget, t in budgets(_intmul_tiling(a, b, engine))[1::2]:
+            with modlin.limits(memory=budget):
+                tracemalloc.start()
+                try:
+                    re, im = gaussian.intmul(a, b, engine=engine)
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+            assert peak - re.nbytes - im.nbytes <= t.peak <= budget, (engine, t.grid, peak, t.peak)
+
+
+def test_gaussian_intmul_budget_too_small_and_progress(monkeypatch, capsys, rng):
+    import sys
+
+    a = np.ones((300, 300), dtype=np.int64) * (1 + 1j)
+    with modlin.limits(memory="256KiB"), pytest.raises(
+            ValueError, match=r"budget of 256 KiB is too small.*smallest tile \(64x64 @ 64x64\) needs [0-9.]+ [KM]iB"):
+        gaussian.intmul(a, a)
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setattr("modlin._tiles.MIN_SECONDS", -1.0)
+    x = rng.integers(-9, 9, (200, 64)), rng.integers(-9, 9, (200, 64))
+    y = rng.integers(-9, 9, (64, 200)), rng.integers(-9, 9, (64, 200))
+    budget, t = budgets(_intmul_tiling(x, y))[-1]
+    with modlin.limits(memory=budget, progress=True):
+        gaussian.intmul(x, y)
+    err = capsys.readouterr().err
+    assert err.startswith("\rmodlin.gaussian.intmul") and err.endswith(f"[{t.count}/{t.count}] done\n"), err
