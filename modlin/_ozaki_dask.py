@@ -41,7 +41,6 @@ from . import _ozaki_core as core
 from . import _quantize
 from ._backend import is_cupy, namespace
 from ._convert import _matmul_shapes, check_operand
-from ._crtfloat import to_double
 from ._dask import _meta, _pairs, _squeeze, blocked_product
 
 __all__ = ["operands", "batched_gemm", "scales"]
@@ -143,40 +142,38 @@ def lost(a: da.Array, b: da.Array, sc: core.Scales) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- (b), (c)
 
-def _pair(a, b, sa, bad_a, sb, bad_b, *, mods: core.Moduli, residues: Callable):
+def _pair(a, b, sa, bad_a, sb, bad_b, *, mods: core.Moduli, kernels: core.Kernels):
     """Stage (b) of one pair of chunks: the residues of their quantised exact product."""
     (qa, _), (qb, _) = core.quantized(a, sa, bad_a, 1), core.quantized(b, sb, bad_b, 0)
-    return residues(mods, qa, qb)
+    return kernels.gemm_residues(mods, qa, qb)
 
 
-def _combine(x, y, *, mods: core.Moduli):
+def _combine(x, y, *, mods: core.Moduli, kernels: core.Kernels):
     """Residues of two k-chunks' products added modulo each modulus, as new arrays."""
-    return core.add_residues([r.copy() for r in x], y, mods)
+    return kernels.add_residues([r.copy() for r in x], y, mods)
 
 
-def _finish(res, sa, bad_a, sb, bad_b, *, mods: core.Moduli, dtype, crt: Callable):
+def _finish(res, sa, bad_a, sb, bad_b, *, mods: core.Moduli, dtype, kernels: core.Kernels):
     """Stage (c) of one output chunk."""
     out = namespace(res[0]).empty(res[0].shape[1:], dtype=dtype)
-    return core.finish(res, mods, sa, sb, out, crt)
+    return core.finish(res, mods, sa, sb, out, kernels.crt)
 
 
 def _gemm2d(a: da.Array, b: da.Array, mods: core.Moduli, mode: str, dtype, warn: Callable) -> da.Array:
     """The emulated ``a @ b`` of two 2-D dask arrays (both float64 or both complex128)."""
-    if is_cupy(a._meta):
-        from . import _ozaki_gpu as gpu
-
-        residues, crt = gpu.gemm_residues, gpu.to_double
+    if is_cupy(a._meta):  # CuPy chunks: the device's kernels, as in memory
+        from ._ozaki_gpu import KERNELS as kernels
     else:
-        residues, crt = core.gemm_residues, to_double
+        kernels = core.CPU
     sc = scales(a, b, mods, mode)
     for count, name, axis in zip(lost(a, b, sc), "AB", (1, 0)):
         warn(count, name, axis)
     rows = [da.from_array(v, chunks=(a.chunks[0],)) for v in (sc.sa, sc.bad_a)]
     cols = [da.from_array(v, chunks=(b.chunks[1],)) for v in (sc.sb, sc.bad_b)]
-    out = blocked_product(a, b, functools.partial(_pair, mods=mods, residues=residues),
-                          functools.partial(_combine, mods=mods),
+    out = blocked_product(a, b, functools.partial(_pair, mods=mods, kernels=kernels),
+                          functools.partial(_combine, mods=mods, kernels=kernels),
                           meta=namespace(a._meta).empty(0, dtype=dtype),
-                          finish=functools.partial(_finish, mods=mods, dtype=dtype, crt=crt),
+                          finish=functools.partial(_finish, mods=mods, dtype=dtype, kernels=kernels),
                           rows=rows, cols=cols, name="modlin-ozaki")
     if sc.bad_a.any() or sc.bad_b.any():
         # IEEE semantics where Inf or NaN enter: a native product's values on those lines
