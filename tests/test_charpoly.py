@@ -180,6 +180,14 @@ def test_default_threshold_n200(rng, p):
         check(structured("derogatory", 200, p, rng), p)
 
 
+@pytest.mark.parametrize("p", [2**50 - 27, P61])
+def test_block_krylov_default_threshold_wide(rng, p):
+    """n = 100 at the default threshold for moduli whose thin products take other plans (a
+    50-bit p once found no thin multiword plan and failed)."""
+    A = native(rand(rng, (100, 100), p), p)
+    assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+
+
 @pytest.mark.parametrize("p", [2, 3, 2**31 - 1, P127])
 def test_cayley_hamilton_python_ints(rng, p):
     """charpoly equals Berkowitz's, and f(A) = 0 for charpoly and minpoly, in Python ints."""

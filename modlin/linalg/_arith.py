@@ -12,13 +12,13 @@ from functools import lru_cache
 import numpy as np
 
 from .._jit import njit
-from .._matmul import _product, matmul
+from .._matmul import Prepared, _product, matmul, prepare_left
 from .._modular import _mulmod1
 from .._plan import MAX_MODULUS, Plan
 from .._planner import plan
 from .._rnsplan import RNSPlan
 
-__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "reduce", "mul", "thin_plan", "mulsub", "negate", "parity"]
+__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "reduce", "prepare_left", "mul", "thin_plan", "mulsub", "negate", "parity"]
 
 #: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
 INT64_LIMIT = 2**63
@@ -181,32 +181,38 @@ def thin_plan(p: int, k: int, n: int) -> Plan | RNSPlan:
     for every one); one more word of the thin operand that lets ``lambda``
     cover all of ``k`` is cheaper (2.3 times at ``k = 1000``, ``n = 48``,
     ``p = 2**31 - 1``). Below ``2**52``, the fewest words of the thin operand
-    with ``block >= k``; else (or when none has) the usual plan.
+    with ``block >= k``; else (or when none has) the usual plan. A word count
+    with no exact plan at all (one word of a 50-bit ``A`` takes more than two
+    of ``B``) is passed over.
     """
     if p < MAX_MODULUS:
         for v in (2, 3, 4):
-            pl = plan(p, k, k, n, algorithm="multiword", words=(1, v), variant="concat-b")
+            try:
+                pl = plan(p, k, k, n, algorithm="multiword", words=(1, v), variant="concat-b")
+            except ValueError:
+                continue
             if pl.block >= k:
                 return pl
     return _plan(p, k, k, n)
 
 
-def mul(a: np.ndarray, b: np.ndarray, p: int, pl: Plan | RNSPlan | None = None) -> np.ndarray:
+def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | None = None) -> np.ndarray:
     """``a @ b mod p`` for 2-D residue blocks, as a new C-contiguous array (with the plan ``pl``,
-    or one shared by nearby shapes).
+    or one shared by nearby shapes; ``a`` may be :func:`modlin._matmul.prepare_left`'s for ``pl``).
 
     int64 blocks skip :func:`modlin.matmul`'s input checks when the plan is a
-    multiword one (the residues are already int64 in ``[0, p)``), but not its
-    tiles: the product keeps within the memory budget of :func:`modlin.limits`.
+    multiword one (the residues are already int64 in ``[0, p)``), and prepared
+    ones always, but not its tiles: the product keeps within the memory budget
+    of :func:`modlin.limits`.
     """
     (m, k), n = a.shape, b.shape[1]
-    dtype = object if a.dtype == object else np.int64
+    dtype = object if b.dtype == object else np.int64
     if m * n == 0 or k == 0:
         return np.zeros((m, n), dtype=dtype)
     pl = pl or _plan(p, m, k, n)
-    if dtype is object or not isinstance(pl, Plan):
+    if not isinstance(a, Prepared) and (dtype is object or not isinstance(pl, Plan)):
         return matmul(a, b, p, plan=pl)
-    out = np.empty((m, n), dtype=np.int64)
+    out = np.empty((m, n), dtype=dtype)
     _product(pl, a, b, p, out)
     return out
 

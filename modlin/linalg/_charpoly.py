@@ -29,7 +29,7 @@ import numpy as np
 
 from .._jit import njit
 from ..typing import ArrayLike
-from ._arith import INT64_LIMIT, inverse, is_wide, mul, mulmod, mulsub, submul, thin_plan
+from ._arith import INT64_LIMIT, inverse, is_wide, mul, mulmod, mulsub, prepare_left, submul, thin_plan
 from ._inputs import map_matrices, prepare
 from ._pluq import pluq_inplace
 from ._solve import solve_factored
@@ -326,10 +326,11 @@ def _block_krylov(W: np.ndarray, p: int, rng) -> list[int] | None:
     q, r = divmod(n, b)
     pl = thin_plan(p, n, b)
     blocks = [_random(rng, (n, b), p, W.dtype)]
+    A = prepare_left(pl, W, p)  # converted once for its q + 1 products
     for _ in range(q):
-        blocks.append(mul(W, blocks[-1], p, pl))
+        blocks.append(mul(A, blocks[-1], p, pl))
     K = np.ascontiguousarray(np.hstack(blocks[:q] + [blocks[q][:, :r]]))
-    nxt = np.hstack([mul(W, blocks[q][:, :r], p, pl), blocks[q][:, r:]])
+    nxt = np.hstack([mul(A, blocks[q][:, :r], p, pl), blocks[q][:, r:]])
     P, Q, rank = pluq_inplace(K, p)
     if rank < n:
         return None
