@@ -25,14 +25,17 @@ Polynomials are lists of Python ints, coefficients from low to high degree.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._jit import njit
 from ..typing import ArrayLike
-from ._arith import INT64_LIMIT, inverse, is_wide, mul, mulmod, mulsub, prepare_left, submul, thin_plan
+from ._arith import (INT64_LIMIT, inverse, is_wide, montgomery, mul, mulmod, mulsub, negate, prepare_left, redc, submul,
+                     thin_plan)
 from ._inputs import map_matrices, prepare
 from ._pluq import pluq_inplace
-from ._solve import solve_factored
+from ._solve import eliminate_factored, solve_factored
 
 __all__ = ["charpoly", "minpoly", "MIN_BLOCK_KRYLOV"]
 
@@ -191,17 +194,40 @@ def _stages(W: np.ndarray, p: int, rng):
 
 # --------------------------------------------------------------------------- block Krylov
 
+@njit(inline="always")
+def _dmul(a, b, p, pinv, wide, pneg):  # pragma: no cover - compiled
+    """The product of :func:`_dets_kernel`'s domain: residues as they are for ``p < 2**52``,
+    Montgomery forms (:func:`~modlin.linalg._arith.redc`) from ``2**52`` on."""
+    if wide:
+        return redc(a, b, p, pneg)
+    return mulmod(a, b, p, pinv, wide)
+
+
 @njit
-def _dets_kernel(M, p, wide, out):  # pragma: no cover - compiled
+def _dets_kernel(M, p, wide, mont, out):  # pragma: no cover - compiled
     """``out[t] = det(M[:, :, t]) mod p`` for ``N`` int64 matrices ``b x b`` laid out as ``(b, b, N)``
     (overwritten), eliminating in all of them at once: the loops over ``t`` are innermost, so
     they vectorise. Without row exchanges: where a pivot is zero, ``out[t]`` is set to ``-1``
-    and that matrix left to :func:`_dets_pivoting`."""
+    and that matrix left to :func:`_dets_pivoting`.
+
+    For a wide ``p`` the elimination runs on Montgomery forms ``x R mod p``
+    (``mont``: :func:`~modlin.linalg._arith.montgomery`'s constants), whose product
+    costs a third of :func:`~modlin.linalg._arith.mulmod`'s: one product brings
+    the entries in (by ``R**2``), the inverse of a form ``x R`` is ``x**-1 R`` times
+    ``R**-2`` (one product by ``R**3``), and one product by 1 brings the determinants out.
+    """
     pinv = 1.0 / np.float64(p)
+    pneg, one, r2, r3 = mont
     b, N = M.shape[0], M.shape[2]
     inv = np.empty(N, dtype=np.int64)
     lam = np.empty(N, dtype=np.int64)
-    out[:] = 1
+    if wide:
+        for i in range(b):
+            for j in range(b):
+                e = M[i, j]
+                for t in range(N):
+                    e[t] = redc(e[t], r2, p, pneg)
+    out[:] = one if wide else 1
     for c in range(b):
         piv = M[c, c]
         for t in range(N):
@@ -209,17 +235,23 @@ def _dets_kernel(M, p, wide, out):  # pragma: no cover - compiled
                 out[t] = -1
                 inv[t] = 0  # the updates below leave the matrix alone
             else:
-                inv[t] = inverse(piv[t], p)
-                out[t] = mulmod(out[t], piv[t], p, pinv, wide)
+                x = inverse(piv[t], p)
+                inv[t] = redc(x, r3, p, pneg) if wide else x
+                out[t] = _dmul(out[t], piv[t], p, pinv, wide, pneg)
         for r in range(c + 1, b):
             col = M[r, c]
             for t in range(N):
-                lam[t] = mulmod(col[t], inv[t], p, pinv, wide)
+                lam[t] = _dmul(col[t], inv[t], p, pinv, wide, pneg)
             for j in range(c + 1, b):
                 row = M[r, j]
                 top = M[c, j]
                 for t in range(N):
-                    row[t] = submul(row[t], lam[t], top[t], p, pinv, wide)
+                    v = row[t] - _dmul(lam[t], top[t], p, pinv, wide, pneg)
+                    row[t] = v + p * (v < 0)
+    if wide:
+        for t in range(N):
+            if out[t] >= 0:
+                out[t] = redc(out[t], np.int64(1), p, pneg)
 
 
 @njit
@@ -312,58 +344,99 @@ def _interpolate_object(y: np.ndarray, p: int) -> np.ndarray:
     return out
 
 
-def _block_krylov(W: np.ndarray, p: int, rng) -> list[int] | None:
-    """The characteristic polynomial from a block Krylov basis of ``b`` random vectors, or None
-    when that basis is singular. ``p >= n`` (there are ``n`` interpolation points).
+def _rounds(n: int, b: int):
+    """``(powers, columns)`` of the block Krylov rounds: ``b`` vectors and their images (a probe,
+    enough where ``A`` has many small invariant factors), then the ``n`` columns of a generic
+    basis, then twice the powers until every vector's sequence closes."""
+    yield 2, min(n, 2 * b)
+    powers = n // b + 1
+    if n > 2 * b:
+        yield powers, n
+    while True:
+        powers *= 2
+        yield powers, powers * b
 
-    With ``n = q b + r``, vector ``i`` contributes ``d_i = q + 1`` Krylov vectors for
-    ``i < r`` and ``q`` for the others; ``K**-1 A**d_i v_i = X[:, i]`` expresses each next
-    power in the basis, and ``det(xI - A) = det M(x)`` with
-    ``M(x)[k, i] = [k = i] x**d_i - sum_l X[l b + k, i] x**l``.
+
+def _block_krylov(W: np.ndarray, p: int, rng) -> list[int]:
+    """The characteristic polynomial of ``W`` (``p >= n``: there are up to ``n`` interpolation
+    points) from the Krylov space ``U`` of ``b`` random vectors.
+
+    The columns ``A**l v_i`` are taken in the order of ``l`` then ``i``; the first ones
+    independent of those before them (the column rank profile, from one PLUQ) are, for
+    each ``i``, ``v_i, ..., A**(d_i - 1) v_i``, and ``A**d_i v_i`` is a combination of
+    earlier columns, ``sum X[l b + k, i] A**l v_k``. These relations generate all of
+    them, so ``U`` is ``F[x]**b`` modulo the columns of
+    ``M(x)[k, i] = [k = i] x**d_i - sum_l X[l b + k, i] x**l``, whose row ``k`` has degree
+    ``d_k`` and its leading coefficient on the diagonal: ``det M`` is monic of degree
+    ``dim U`` and is the characteristic polynomial of ``A`` on ``U``. For a generic ``A``,
+    ``U`` is everything; otherwise (more than ``b`` invariant factors, or unlucky vectors)
+    ``A`` on ``V / U`` is a Schur complement, and its characteristic polynomial the other factor.
     """
     n = W.shape[0]
     b = block_size(n)
-    q, r = divmod(n, b)
     pl = thin_plan(p, n, b)
+    A = prepare_left(pl, W, p)  # converted once for all its products
     blocks = [_random(rng, (n, b), p, W.dtype)]
-    A = prepare_left(pl, W, p)  # converted once for its q + 1 products
-    for _ in range(q):
-        blocks.append(mul(A, blocks[-1], p, pl))
-    K = np.ascontiguousarray(np.hstack(blocks[:q] + [blocks[q][:, :r]]))
-    nxt = np.hstack([mul(A, blocks[q][:, :r], p, pl), blocks[q][:, r:]])
-    P, Q, rank = pluq_inplace(K, p)
-    if rank < n:
-        return None
-    X = solve_factored(K, P, Q, n, nxt, p)
+    vec = np.arange(b)
+    for powers, cols in _rounds(n, b):
+        while len(blocks) < powers:
+            blocks.append(mul(A, blocks[-1], p, pl))
+        K = np.ascontiguousarray(np.hstack(blocks)[:, :cols])
+        P, Q, rank = pluq_inplace(K, p)
+        d = np.bincount(Q[:rank] % b, minlength=b)  # the length of each vector's sequence
+        # closed: A**d_i v_i is a column of K (and dependent), or K spans everything
+        if rank == n or (d * b + vec < cols).all():
+            break
+    B = np.array(blocks)
+    Y = np.empty((n, b), dtype=W.dtype)  # Y[:, i] = A**d_i v_i
+    have = d < len(blocks)
+    Y[:, have] = B[d[have], :, vec[have]].T
+    if not have.all():
+        Y[:, ~have] = mul(A, np.ascontiguousarray(B[-1][:, ~have]), p, pl)
+    X = solve_factored(K, P, Q, rank, Y, p)
+    f = _det_poly(X, d, p)
+    if rank == n:
+        return f
+    rest = P[rank:]
+    quotient = eliminate_factored(K, P, rank, W[:, rest], p)[rank:]
+    return _pmul(f, _charpoly_from(quotient, p, rng), p)
+
+
+def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
+    """``det M(x)`` of :func:`_block_krylov`, of degree ``r = sum d``: evaluated at ``0, ..., r - 1``
+    (one product for the evaluations, then ``r`` determinants of ``b x b`` matrices) and
+    interpolated. Vectors with ``d_i = 0`` are left out (their rows of ``M`` are unit rows)."""
+    keep = np.flatnonzero(d)
+    b, m, q, r = X.shape[1], keep.size, int(d.max()), int(d.sum())
     # coefficients by power l: C[l, k, i] = X[l b + k, i] (zero where vector k has no power l)
-    C = np.zeros((q + 1) * b * b, dtype=W.dtype)
-    C[:n * b] = X.reshape(-1)
-    C = C.reshape(q + 1, b * b)
-    t = np.arange(n, dtype=object)
-    V = np.empty((n, q + 2), dtype=object)  # V[:, l] = t**l: the evaluation points' powers
+    C = np.zeros((q * b, b), dtype=X.dtype)
+    C[:min(q * b, X.shape[0])] = X[:q * b]
+    C = np.ascontiguousarray(C.reshape(q, b, b)[:, keep][:, :, keep]).reshape(q, m * m)
+    t = np.arange(r, dtype=object)
+    V = np.empty((r, q + 1), dtype=object)  # V[:, l] = t**l: the evaluation points' powers
     V[:, 0] = 1
-    for l in range(1, q + 2):
+    for l in range(1, q + 1):
         V[:, l] = V[:, l - 1] * t % p
-    E = mul(V[:, :q + 1].astype(W.dtype), C, p).reshape(n, b, b)
-    M = (-E) % p if W.dtype == object else np.where(E == 0, 0, p - E)
-    diag = np.arange(b)
-    power = np.where(diag < r, q + 1, q)  # x**d_i on the diagonal
-    M[:, diag, diag] = (M[:, diag, diag] + V[:, power]) % p
-    xn = np.array([pow(int(x), n, p) for x in t], dtype=object)
-    if W.dtype == object:
-        y = (_dets_object(M, p) - xn) % p
+    E = mul(V[:, :q].astype(X.dtype), C, p).reshape(r, m, m)
+    M = negate(E, p)
+    diag = np.arange(m)
+    M[:, diag, diag] = (M[:, diag, diag] + V[:, d[keep]]) % p  # x**d_i on the diagonal
+    xr = np.array([pow(int(x), r, p) for x in t], dtype=object)
+    if X.dtype == object:
+        y = (_dets_object(M, p) - xr) % p
         c = _interpolate_object(y, p)
     else:
-        dets = np.empty(n, dtype=np.int64)
+        dets = np.empty(r, dtype=np.int64)
         M = M.astype(np.int64)
-        _dets_kernel(np.ascontiguousarray(M.transpose(1, 2, 0)), np.int64(p), is_wide(p), dets)
+        mont = montgomery(p) if is_wide(p) else (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+        _dets_kernel(np.ascontiguousarray(M.transpose(1, 2, 0)), np.int64(p), is_wide(p), mont, dets)
         zero_pivot = np.flatnonzero(dets < 0)
         if zero_pivot.size:
             fixed = np.empty(zero_pivot.size, dtype=np.int64)
             _dets_pivoting(np.ascontiguousarray(M[zero_pivot]), np.int64(p), is_wide(p), fixed)
             dets[zero_pivot] = fixed
-        y = ((dets.astype(object) - xn) % p).astype(np.int64)
-        c = np.empty(n, dtype=np.int64)
+        y = ((dets.astype(object) - xr) % p).astype(np.int64)
+        c = np.empty(r, dtype=np.int64)
         _interpolate_kernel(y, np.int64(p), is_wide(p), c)
     return [int(x) for x in c] + [1]
 
@@ -372,12 +445,19 @@ def _block_krylov(W: np.ndarray, p: int, rng) -> list[int] | None:
 
 def _charpoly(W: np.ndarray, p: int) -> list[int]:
     """The characteristic polynomial of one working matrix (overwritten)."""
-    rng = np.random.default_rng(SEED)
+    return _charpoly_from(W, p, np.random.default_rng(SEED))
+
+
+def _charpoly_from(W: np.ndarray, p: int, rng) -> list[int]:
+    """:func:`_charpoly` with the random vectors from ``rng`` (a quotient's differ from its parent's)."""
     n = W.shape[0]
     if n >= MIN_BLOCK_KRYLOV and p >= n:
-        f = _block_krylov(W.copy(), p, rng)
-        if f is not None:
-            return f
+        c = W[0, 0]
+        if not (W - np.diag(np.diagonal(W)) != 0).any() and (np.diagonal(W) == c).all():
+            # a scalar matrix, (x - c)**n, as the quotients of a matrix with a large eigenspace often
+            # are: block Krylov would split b dimensions off at a time
+            return [int(math.comb(n, i)) * (-int(c)) ** (n - i) % p for i in range(n + 1)]
+        return _block_krylov(W, p, rng)
     f = [1]
     for g, _ in _stages(W, p, rng):
         f = _pmul(f, g, p)
@@ -391,8 +471,8 @@ def _minpoly(W: np.ndarray, p: int) -> list[int]:
     rng = np.random.default_rng(SEED)
     A = W.copy()
     if n >= MIN_BLOCK_KRYLOV and p >= n:
-        f = _block_krylov(W.copy(), p, rng)
-        if f is not None and _squarefree(f, p):
+        f = _block_krylov(W, p, rng)
+        if _squarefree(f, p):
             return f
     stages = _stages(W, p, rng)
     if len(stages) <= 1:
