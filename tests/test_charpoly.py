@@ -169,6 +169,22 @@ def test_block_krylov_runs(block, rng, monkeypatch):
     assert not stages
 
 
+@pytest.mark.parametrize("p", [101, 2**31 - 1, P61, P63])
+def test_block_krylov_zero_pivots(block, rng, monkeypatch, p):
+    """Sparse matrices make evaluations whose elimination meets a zero pivot: those are
+    evaluated again and eliminated with row exchanges (:func:`_charpoly._dets_pivoting`)."""
+    calls = []
+    pivoting = _charpoly._dets_pivoting
+    monkeypatch.setattr(_charpoly, "_dets_pivoting", lambda *a: calls.append(1) or pivoting(*a))
+    n = 12
+    shift = np.roll(np.eye(n, dtype=np.int64), 1, axis=0)  # a cyclic permutation
+    for A in (companion(list(rand(rng, n, p)), p), companion([0] * n, p), shift,
+              shift * rand(rng, (n, 1), p)):
+        A = native(A, p)
+        assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+    assert calls
+
+
 @pytest.mark.parametrize("p", [2**31 - 1, P127])
 def test_default_threshold_n200(rng, p):
     """n = 200 at the default threshold: block Krylov for a random matrix, stages for a derogatory one."""

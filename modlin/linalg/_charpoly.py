@@ -402,42 +402,77 @@ def _block_krylov(W: np.ndarray, p: int, rng) -> list[int]:
     return _pmul(f, _charpoly_from(quotient, p, rng), p)
 
 
+@njit
+def _evaluate_kernel(C, T, diag, p, wide, pneg, out):  # pragma: no cover - compiled
+    """``out[k, i, t] = diag[i, t] [k = i] - sum_l C[l, k, i] t**l mod p`` at ``t = 0 .. N-1``
+    by Horner's rule, the loops over ``t`` innermost. ``T[t]`` is the factor of a step:
+    ``t``, or for a wide ``p`` its Montgomery form, so that :func:`_dmul` by it is a product by ``t``."""
+    pinv = 1.0 / np.float64(p)
+    q, m = C.shape[0], C.shape[1]
+    N = out.shape[2]
+    for k in range(m):
+        for i in range(m):
+            o = out[k, i]
+            top = C[q - 1, k, i]
+            for t in range(N):
+                o[t] = top
+            for l in range(q - 2, -1, -1):
+                c = C[l, k, i]
+                for t in range(N):  # a - (p - c): no overflow for p near 2**63
+                    v = _dmul(o[t], T[t], p, pinv, wide, pneg) - (p - c)
+                    o[t] = v + (p if v < 0 else 0)
+            dg = diag[i]
+            for t in range(N):
+                v = (dg[t] if k == i else 0) - o[t]
+                o[t] = v + (p if v < 0 else 0)
+
+
 def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
     """``det M(x)`` of :func:`_block_krylov`, of degree ``r = sum d``: evaluated at ``0, ..., r - 1``
-    (one product for the evaluations, then ``r`` determinants of ``b x b`` matrices) and
-    interpolated. Vectors with ``d_i = 0`` are left out (their rows of ``M`` are unit rows)."""
+    (:func:`_evaluate_kernel`, or for Python ints one product), then ``r`` determinants of
+    ``b x b`` matrices, and interpolated. Vectors with ``d_i = 0`` are left out (their rows of
+    ``M`` are unit rows)."""
     keep = np.flatnonzero(d)
     b, m, q, r = X.shape[1], keep.size, int(d.max()), int(d.sum())
     # coefficients by power l: C[l, k, i] = X[l b + k, i] (zero where vector k has no power l)
     C = np.zeros((q * b, b), dtype=X.dtype)
     C[:min(q * b, X.shape[0])] = X[:q * b]
-    C = np.ascontiguousarray(C.reshape(q, b, b)[:, keep][:, :, keep]).reshape(q, m * m)
+    C = np.ascontiguousarray(C.reshape(q, b, b)[:, keep][:, :, keep])
     t = np.arange(r, dtype=object)
-    V = np.empty((r, q + 1), dtype=object)  # V[:, l] = t**l: the evaluation points' powers
-    V[:, 0] = 1
-    for l in range(1, q + 1):
-        V[:, l] = V[:, l - 1] * t % p
-    E = mul(V[:, :q].astype(X.dtype), C, p).reshape(r, m, m)
-    M = negate(E, p)
-    diag = np.arange(m)
-    M[:, diag, diag] = (M[:, diag, diag] + V[:, d[keep]]) % p  # x**d_i on the diagonal
+    powers = {e: [pow(int(x), e, p) for x in t] for e in set(d[keep].tolist())}  # few distinct d_i
+    xd = np.array([powers[e] for e in d[keep].tolist()], dtype=object)  # x**d_i
     xr = np.array([pow(int(x), r, p) for x in t], dtype=object)
-    if X.dtype == object:
-        y = (_dets_object(M, p) - xr) % p
-        c = _interpolate_object(y, p)
-    else:
-        dets = np.empty(r, dtype=np.int64)
-        M = M.astype(np.int64)
-        mont = montgomery(p) if is_wide(p) else (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
-        _dets_kernel(np.ascontiguousarray(M.transpose(1, 2, 0)), np.int64(p), is_wide(p), mont, dets)
-        zero_pivot = np.flatnonzero(dets < 0)
-        if zero_pivot.size:
-            fixed = np.empty(zero_pivot.size, dtype=np.int64)
-            _dets_pivoting(np.ascontiguousarray(M[zero_pivot]), np.int64(p), is_wide(p), fixed)
-            dets[zero_pivot] = fixed
-        y = ((dets.astype(object) - xr) % p).astype(np.int64)
-        c = np.empty(r, dtype=np.int64)
-        _interpolate_kernel(y, np.int64(p), is_wide(p), c)
+    wide = X.dtype != object and is_wide(p)
+    mont = montgomery(p) if wide else (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+    if X.dtype == object:  # one product with the powers of the points, in Python ints
+        V = np.empty((r, q), dtype=object)
+        V[:, 0] = 1
+        for l in range(1, q):
+            V[:, l] = V[:, l - 1] * t % p
+        M = negate(mul(V, C.reshape(q, m * m), p).reshape(r, m, m), p)
+        diag = np.arange(m)
+        M[:, diag, diag] = (M[:, diag, diag] + xd.T) % p
+        return [int(x) for x in _interpolate_object((_dets_object(M, p) - xr) % p, p)] + [1]
+    # Horner at each point: a product by a small t per step, where a product with the powers
+    # of the points would go through a residue number system from 2**52 on
+    T = np.arange(r, dtype=np.int64)
+    if wide:  # t as Montgomery forms t R mod p
+        T = np.array([int(x) * pow(2, 64, p) % p for x in t], dtype=np.int64)
+    xd = xd.astype(np.int64)
+    M = np.empty((m, m, r), dtype=np.int64)
+    _evaluate_kernel(C, T, xd, np.int64(p), wide, mont[0], M)
+    dets = np.empty(r, dtype=np.int64)
+    _dets_kernel(M, np.int64(p), wide, mont, dets)
+    zero_pivot = np.flatnonzero(dets < 0)
+    if zero_pivot.size:  # evaluated again (the kernel overwrote them), then eliminated with row exchanges
+        Z = np.empty((m, m, zero_pivot.size), dtype=np.int64)
+        _evaluate_kernel(C, T[zero_pivot], np.ascontiguousarray(xd[:, zero_pivot]), np.int64(p), wide, mont[0], Z)
+        fixed = np.empty(zero_pivot.size, dtype=np.int64)
+        _dets_pivoting(np.ascontiguousarray(Z.transpose(2, 0, 1)), np.int64(p), wide, fixed)
+        dets[zero_pivot] = fixed
+    y = ((dets.astype(object) - xr) % p).astype(np.int64)
+    c = np.empty(r, dtype=np.int64)
+    _interpolate_kernel(y, np.int64(p), wide, c)
     return [int(x) for x in c] + [1]
 
 
