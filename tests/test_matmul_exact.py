@@ -339,8 +339,8 @@ def test_prepared_left_operand(p, shape, thin):
     bit-identical to the plain ones, for several right operands, also when the memory
     budget tiles the product (the tiles then convert its source), and refuses a plan that
     splits it otherwise."""
-    from modlin.linalg import _arith
     from modlin._matmul import prepare_left
+    from modlin.linalg import _arith
 
     m, k, n = shape
     rng = np.random.default_rng(p % 1000)

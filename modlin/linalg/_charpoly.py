@@ -8,11 +8,12 @@ randomness decides only how fast they are):
   (``n / b`` products of ``A`` with ``n x b`` blocks) turns ``A`` into a block
   companion matrix ``K**-1 A K``, whose characteristic polynomial is the
   determinant of a ``b x b`` matrix of polynomials of degree ``n / b``. That
-  determinant is evaluated at ``n`` points (one product for the evaluations,
-  then ``n`` small determinants) and interpolated. When ``K`` is singular (a
-  matrix with more than ``b`` invariant factors, or unlucky vectors) the
-  general algorithm takes over.
-- **Krylov stages** (every other case): the Krylov subspace ``U`` of one
+  determinant is evaluated at ``n`` points (Horner's rule, then ``n`` small
+  determinants) and interpolated. When the vectors do not span (a matrix with
+  more than ``b`` invariant factors, or unlucky vectors), the same gives the
+  characteristic polynomial of ``A`` on their Krylov space ``U``, and ``A`` on
+  ``V / U`` is treated again.
+- **Krylov stages** (smaller ``n`` or ``p``): the Krylov subspace ``U`` of one
   random vector is ``A``-invariant, so ``charpoly(A)`` is the minimal
   polynomial of that vector times the characteristic polynomial of ``A`` on
   ``V / U``, whose matrix is a Schur complement (one product); the quotient
@@ -31,8 +32,20 @@ import numpy as np
 
 from .._jit import njit
 from ..typing import ArrayLike
-from ._arith import (INT64_LIMIT, inverse, is_wide, montgomery, mul, mulmod, mulsub, negate, prepare_left, redc, submul,
-                     thin_plan)
+from ._arith import (
+    INT64_LIMIT,
+    inverse,
+    is_wide,
+    montgomery,
+    mul,
+    mulmod,
+    mulsub,
+    negate,
+    prepare_left,
+    redc,
+    submul,
+    thin_plan,
+)
 from ._inputs import map_matrices, prepare
 from ._pluq import pluq_inplace
 from ._solve import eliminate_factored, solve_factored
@@ -52,7 +65,10 @@ def block_size(n: int) -> int:
     The ``n / b`` products with ``n x b`` blocks read all of ``A`` each (thin
     products run far below a square one's speed), and the ``n`` determinants
     cost ``n b**3 / 3``: 48 balanced them best at ``n = 1000`` (against 24,
-    32 and 64) on the 2-core development machine.
+    32 and 64) on the 2-core development machine, and still does, for 31- and
+    61-bit primes, with the Horner evaluations and Montgomery determinants (32
+    took 1 to 7 % longer; one thread alone does best with 32, by 6 to 16 % of
+    its CPU time).
     """
     return 48 if n >= 600 else 32 if n >= 200 else max(2, n // 8)
 
@@ -491,7 +507,7 @@ def _charpoly_from(W: np.ndarray, p: int, rng) -> list[int]:
         if not (W - np.diag(np.diagonal(W)) != 0).any() and (np.diagonal(W) == c).all():
             # a scalar matrix, (x - c)**n, as the quotients of a matrix with a large eigenspace often
             # are: block Krylov would split b dimensions off at a time
-            return [int(math.comb(n, i)) * (-int(c)) ** (n - i) % p for i in range(n + 1)]
+            return [math.comb(n, i) * pow(-int(c), n - i, p) % p for i in range(n + 1)]
         return _block_krylov(W, p, rng)
     f = [1]
     for g, _ in _stages(W, p, rng):
@@ -590,13 +606,15 @@ def charpoly(A: ArrayLike, p: int | None = None):
     their images under ``A``, ``A**2``, ... up to ``n`` vectors (``n / b``
     products with ``n x b`` blocks) form a basis ``K`` in which ``A`` is a
     block companion matrix; its characteristic polynomial is the determinant
-    of a ``b x b`` matrix of polynomials, evaluated at ``0, ..., n - 1`` (one
-    product, and ``n`` determinants of ``b x b`` matrices) and interpolated.
-    The work is one PLUQ of ``K`` and about ``n**3`` multiply-adds in
-    products. When ``K`` is singular (more than ``b`` invariant factors, as
-    for a scalar matrix), and for smaller ``n`` or ``p``, the Krylov space of
-    one vector is split off at a time (its minimal polynomial times the
-    characteristic polynomial of the quotient, a Schur complement).
+    of a ``b x b`` matrix of polynomials, evaluated at ``0, ..., n - 1``
+    (Horner's rule, and ``n`` determinants of ``b x b`` matrices) and
+    interpolated. The work is one PLUQ of ``K`` and about ``n**3``
+    multiply-adds in products. When the vectors do not span (more than ``b``
+    invariant factors), their Krylov space ``U`` is split off the same way and
+    ``A`` on ``V / U`` (a Schur complement) treated again; a scalar matrix is
+    read off directly. For smaller ``n`` or ``p``, the Krylov space of one
+    vector is split off at a time (its minimal polynomial times the
+    characteristic polynomial of the quotient).
 
     Examples
     --------
