@@ -254,6 +254,24 @@ def test_block_krylov_quotient_runs(rng, monkeypatch):
     assert len(sizes) >= 2 and sizes[0] == 102 and sizes[1] < 102
 
 
+def test_block_krylov_zero_vectors(rng, monkeypatch):
+    """Vectors that span nothing (all zero: not impossible, only unlikely) split off ``U = 0``;
+    the quotient, the whole matrix, goes on with fresh vectors."""
+    p = 2**31 - 1
+    draws = []
+    random = _charpoly._random
+
+    def first_zero(rng, shape, p, dtype):
+        draws.append(shape)
+        x = random(rng, shape, p, dtype)
+        return x * 0 if len(draws) == 1 else x
+
+    monkeypatch.setattr(_charpoly, "_random", first_zero)
+    A = native(rand(rng, (100, 100), p), p)
+    assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+    assert len(draws) == 2
+
+
 def py_squarefree(f: list[int], p: int) -> bool:
     """Whether f (monic, low to high) has no repeated factor: gcd(f, f') = 1, with Python ints."""
     def trim(a):

@@ -18,7 +18,8 @@ from .._plan import MAX_MODULUS, Plan
 from .._planner import plan
 from .._rnsplan import RNSPlan
 
-__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "reduce", "prepare_left", "mul", "thin_plan", "mulsub", "negate", "parity"]
+__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "reduce", "prepare_left", "mul", "thin_plan",
+           "mulsub", "negate", "parity"]
 
 #: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
 INT64_LIMIT = 2**63
@@ -103,8 +104,9 @@ def redc(a, b, p, pneg):  # pragma: no cover - compiled
     multiple of ``2**64``; its quotient is ``hi + mulhi(m, p)`` plus the carry of
     ``lo + (m p mod 2**64) = lo + (2**64 - lo)``, 1 unless ``lo = 0``. It is below
     ``(p**2 + 2**64 p) / 2**64 < 2p < 2**64``: one conditional subtraction is left.
-    Five 64-bit products where :func:`mulmod`'s wide path makes fifteen and five
-    float quotients: 2.2 times faster in :func:`modlin.linalg._charpoly._dets_kernel`.
+    Two 64-bit and eight 32 x 32-bit products and no float quotient, where :func:`mulmod`'s
+    wide path makes ten 64-bit products and five float quotients: 2.2 times faster in
+    :func:`modlin.linalg._charpoly._dets_kernel`.
     """
     ua, ub, up = np.uint64(a), np.uint64(b), np.uint64(p)
     lo = ua * ub

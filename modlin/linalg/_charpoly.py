@@ -212,8 +212,9 @@ def _stages(W: np.ndarray, p: int, rng):
 
 @njit(inline="always")
 def _dmul(a, b, p, pinv, wide, pneg):  # pragma: no cover - compiled
-    """The product of :func:`_dets_kernel`'s domain: residues as they are for ``p < 2**52``,
-    Montgomery forms (:func:`~modlin.linalg._arith.redc`) from ``2**52`` on."""
+    """:func:`~modlin.linalg._arith.mulmod` for ``p < 2**52``; from ``2**52`` on Montgomery's
+    ``a b R**-1 mod p`` (:func:`~modlin.linalg._arith.redc`): the product of two Montgomery
+    forms, or of a residue by one (``b = t R mod p`` gives ``a t``)."""
     if wide:
         return redc(a, b, p, pneg)
     return mulmod(a, b, p, pinv, wide)
@@ -228,7 +229,7 @@ def _dets_kernel(M, p, wide, mont, out):  # pragma: no cover - compiled
 
     For a wide ``p`` the elimination runs on Montgomery forms ``x R mod p``
     (``mont``: :func:`~modlin.linalg._arith.montgomery`'s constants), whose product
-    costs a third of :func:`~modlin.linalg._arith.mulmod`'s: one product brings
+    costs less than half of :func:`~modlin.linalg._arith.mulmod`'s: one product brings
     the entries in (by ``R**2``), the inverse of a form ``x R`` is ``x**-1 R`` times
     ``R**-2`` (one product by ``R**3``), and one product by 1 brings the determinants out.
     """
@@ -450,6 +451,8 @@ def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
     ``M`` are unit rows)."""
     keep = np.flatnonzero(d)
     b, m, q, r = X.shape[1], keep.size, int(d.max()), int(d.sum())
+    if r == 0:  # the vectors were all zero: U = 0
+        return [1]
     # coefficients by power l: C[l, k, i] = X[l b + k, i] (zero where vector k has no power l)
     C = np.zeros((q * b, b), dtype=X.dtype)
     C[:min(q * b, X.shape[0])] = X[:q * b]
