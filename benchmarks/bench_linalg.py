@@ -134,3 +134,45 @@ class FlintPolynomials(FlintNmodMat):
     primes = POLY_PRIMES
     repeat = (1, 3, 60.0)
     timeout = 1800
+
+
+class ManyInvariantFactors:
+    """``linalg.charpoly`` at ``n = 500`` of matrices with more invariant factors than block
+    Krylov has vectors, conjugated by a random matrix (so that python-flint, timed alongside,
+    meets no structural zeros): 50 copies of one 10 x 10 block, or a random 100 x 100 block
+    beside a scalar 400 x 400 one."""
+
+    params = (["copies", "scalar-block"], list(POLY_PRIMES), [500])
+    param_names = ["kind", "bits", "n"]
+    timeout = 900  # python-flint's call takes seconds at 61 bits
+
+    def setup(self, kind, bits, n):
+        import flint
+
+        p = self.p = POLY_PRIMES[bits]
+        rng = np.random.default_rng(0)
+        if kind == "copies":
+            d = np.kron(np.eye(n // 10, dtype=np.int64), rng.integers(0, p, (10, 10), dtype=np.int64))
+        else:
+            d = np.eye(n, dtype=np.int64) * 3
+            d[:n // 5, :n // 5] = rng.integers(0, p, (n // 5, n // 5), dtype=np.int64)
+        s = rng.integers(0, p, (n, n), dtype=np.int64)
+        self.a = modlin.matmul(modlin.matmul(s, d, p), modlin.linalg.inv(s, p), p)
+        self.f = flint.nmod_mat(self.a.tolist(), p)
+        modlin.linalg.charpoly(self.a, p)  # numba compilation and plans
+
+    def time_charpoly(self, kind, bits, n):
+        modlin.linalg.charpoly(self.a, self.p)
+
+    def track_ratio_to_flint(self, kind, bits, n):
+        """python-flint's ``nmod_mat.charpoly`` time over modlin's (medians of 3 interleaved runs)."""
+        ratios = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            modlin.linalg.charpoly(self.a, self.p)
+            t1 = time.perf_counter()
+            self.f.charpoly()
+            ratios.append((time.perf_counter() - t1) / (t1 - t0))
+        return _median(ratios)
+
+    track_ratio_to_flint.unit = "ratio"

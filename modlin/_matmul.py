@@ -9,6 +9,7 @@ import numpy as np
 from . import _multiword, _rns
 from ._backend import is_dask, namespace
 from ._convert import _matmul_shapes, balanced_halves, check_operand, residues_int64, unwrap_fields
+from ._engines import get_engine
 from ._flint import FlintType
 from ._modular import add_into
 from ._plan import Plan, _check_modulus
@@ -175,7 +176,36 @@ def _check_plan(plan, p: int, k: int) -> None:
         )
 
 
-def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, result: np.ndarray,
+class Prepared:
+    """A left operand converted once for many products ``a @ b mod p`` under one plan.
+
+    Made by :func:`prepare_left`; :func:`_product` takes it in place of ``a`` and reads its
+    words (a multiword plan) or residues (an RNS plan) instead of converting ``a`` again,
+    whenever a tile spans all of ``a`` (else it converts the tiles of ``source``).
+
+    Attributes
+    ----------
+    source : ndarray
+        The operand, a 2-D array of residues (not copied: it must not change while in use).
+    parts : _multiword.Words or _rns.Residues
+        Its conversion for the plan.
+    """
+
+    def __init__(self, source: np.ndarray, parts):
+        self.source, self.parts = source, parts
+        self.shape = source.shape
+
+
+def prepare_left(plan: Plan | RNSPlan, a: np.ndarray, p: int) -> Prepared:
+    """``a`` (2-D, residues modulo ``p``: int64 below ``2**63``, else Python ints) converted once
+    for the products :func:`_product` makes with it under ``plan`` (or a plan that splits
+    left operands alike: the same modulus and left words, or the same basis and engine)."""
+    if isinstance(plan, Plan):
+        return Prepared(a, _multiword.Words(plan, residues_int64(a, p, "A")))
+    return Prepared(a, _rns.Residues(balanced_halves(a, p, "A"), plan.basis.moduli, get_engine(plan.engine).dtype))
+
+
+def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: int | None, result: np.ndarray,
              *, as_object: bool = False, residues: bool = False) -> None:
     """``result[...] = a @ b mod p`` (2-D or stacked operands, any accepted dtype), tile by
     tile within the memory budget of :func:`modlin.limits` (:meth:`Plan.tiling`).
@@ -191,7 +221,10 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
     (int64 residues, or the pieces of balanced residues), so no whole-operand copy is
     made. Partial products over k-panels are added modulo ``p`` (multiword plans), or as
     residues modulo each modulus before the tile's one CRT (residue number systems).
+    A :class:`Prepared` ``a`` (2-D) skips the conversion of the tiles that span it.
     """
+    prepared = a.parts if isinstance(a, Prepared) else None
+    a = a.source if prepared is not None else a
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     stack = result.shape[1 if residues else 0:-2]
     batch = math.prod(stack)
@@ -201,6 +234,7 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
     tiling, items, rounds = stack_items(stack, tiling_of, a, b)
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
     lead = (slice(None),) if residues else ()
+    whole_a = prepared is not None and tiling.grid[:2] == (1, 1)  # every tile reads all of a
 
     def int64_residues(t, name):
         r = residues_int64(t, p, name)
@@ -229,10 +263,11 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray, b: np.ndarray, p: int | None, 
                 first = inner.start == 0
                 if multiword:
                     part = tile if first else take(arena, "part", tile.shape, np.int64)
-                    _multiword.multiply(plan, int64_residues(xt, "A"), int64_residues(yt, "B"), part, arena)
+                    _multiword.multiply(plan, prepared if whole_a else int64_residues(xt, "A"),
+                                        int64_residues(yt, "B"), part, arena)
                     return part
                 if p is not None:
-                    xt, yt = balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
+                    xt, yt = prepared if whole_a else balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
                 memory = tiling.budget - 8 * tile.size
                 if first and inner.stop >= k and not residues:  # the whole k: the CRT straight from the products
                     tile[...] = _rns.multiply(plan, xt, yt, as_object=as_object, memory=memory, arena=arena)

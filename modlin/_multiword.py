@@ -11,20 +11,56 @@ from ._plan import Plan
 from ._threads import gemm_workers, region, run, slabs
 from ._tiles import Arena, take
 
-__all__ = ["multiply", "multiply_words"]
+__all__ = ["Words", "multiply", "multiply_words"]
 
 
-def multiply(pl: Plan, a: np.ndarray, b: np.ndarray, out: np.ndarray, arena: Arena | None = None) -> np.ndarray:
+class Words:
+    """The words of a left operand under one plan, split once for many products with it.
+
+    Parameters
+    ----------
+    pl : Plan
+        The plan of the products (its modulus, engine and left words).
+    a : ndarray
+        int64 array of shape ``(..., m, k)`` (any values); not kept.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        The shape of ``a``.
+    words : ndarray
+        ``(u, ..., m, k)``, as :func:`multiply` would split ``a`` for ``pl``.
+    """
+
+    def __init__(self, pl: Plan, a: np.ndarray):
+        self.key = _words_key(pl)
+        self.shape = a.shape
+        self.words = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, get_engine(pl.engine).dtype)
+
+
+def _words_key(pl: Plan) -> tuple:
+    """What the left words depend on: two plans with one key split ``a`` alike."""
+    return pl.p, pl.a_shift, pl.u, get_engine(pl.engine).dtype
+
+
+def multiply(pl: Plan, a: np.ndarray | Words, b: np.ndarray, out: np.ndarray,
+             arena: Arena | None = None) -> np.ndarray:
     """Write ``a @ b mod p`` into ``out`` (int64, entries in ``[0, p)``).
 
     ``a`` and ``b`` are int64 arrays of shape ``(..., m, k)`` and ``(..., k, n)``
-    (any values: they are reduced here) and ``out`` has the broadcast shape.
+    (any values: they are reduced here), or ``a`` is the :class:`Words` of one
+    split for a plan with the same left words; ``out`` has the broadcast shape.
     Only the words, an accumulator and one workspace are allocated (taken from
     ``arena`` when given, so that the tiles of one product reuse them).
     """
     eng = get_engine(pl.engine)
-    aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype,
-                                 None if arena is None else arena.take("aw", (pl.u,) + a.shape, eng.dtype))
+    if isinstance(a, Words):
+        if a.key != _words_key(pl):
+            raise ValueError("these Words were split for a plan with other left words")
+        aw = a.words
+    else:
+        aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype,
+                                     None if arena is None else arena.take("aw", (pl.u,) + a.shape, eng.dtype))
     bw = _modular.balanced_words(b, pl.p, pl.b_shift, pl.v, eng.dtype,
                                  None if arena is None else arena.take("bw", (pl.v,) + b.shape, eng.dtype))
     return multiply_words(pl, aw, bw, out, arena)

@@ -29,7 +29,7 @@ from ._pyints import IntWriter, python_ints, to_halves
 from ._threads import each, gemm_workers, region, run, slabs, workers
 from ._tiles import Arena, take
 
-__all__ = ["Basis", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
+__all__ = ["Basis", "Residues", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
 
 #: Moduli stay below 2**26 so that a product of two residues is exact in float64.
 MAX_RNS_MODULUS = 2**26
@@ -359,6 +359,38 @@ class _Halves:
         return out[:, :E].reshape((G,) + self.shape)
 
 
+class Residues:
+    """An operand's residues modulo every modulus of a basis, computed once for many products
+    with it (:func:`multiply` then reads them instead of converting the operand again).
+
+    Parameters
+    ----------
+    x : _Halves
+        The operand's pieces (of its balanced residues, for products modulo ``p``); not kept.
+    moduli : tuple of int
+        The moduli of the products' basis.
+    dtype : dtype
+        The words of their engine.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        The shape of the operand.
+    rows : ndarray
+        ``(len(moduli), *shape)``: the balanced residues, as :meth:`_Halves.residues` makes them.
+    """
+
+    def __init__(self, x: _Halves, moduli: tuple[int, ...], dtype):
+        self.shape = x.shape
+        self.key = (tuple(moduli), np.dtype(dtype))
+        self.rows = x.residues(tuple(moduli), dtype)
+
+    def residues(self, moduli: tuple[int, ...], dtype, out=None) -> np.ndarray:
+        """The rows of ``moduli``, consecutive ones of the basis (``out`` is not needed)."""
+        i = self.key[0].index(moduli[0])
+        return self.rows[i:i + len(moduli)]
+
+
 def residues(x: np.ndarray, basis: Basis, dtype=np.float64) -> np.ndarray:
     """Balanced residues of the integer array ``x`` modulo each modulus.
 
@@ -660,11 +692,13 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
     each modulus of ``pl.basis`` as float64 rows ``rc[i, :E]`` (``E`` entries of the result's
     ``shape``, each row padded), integers congruent to the product modulo ``m_i`` and
     below ``2**53`` in magnitude: what :func:`reconstruct` (or :func:`reduce_residues`)
-    takes. Arguments as for :func:`multiply`."""
+    takes. Arguments as for :func:`multiply` (``a`` may be its :class:`Residues`)."""
     basis = pl.basis
     eng = get_engine(pl.engine)
     dtype = eng.dtype
-    ha, hb = (x if isinstance(x, _Halves) else _Halves(x) for x in (a, b))
+    ha, hb = (x if isinstance(x, (_Halves, Residues)) else _Halves(x) for x in (a, b))
+    if isinstance(ha, Residues) and ha.key != (basis.moduli, np.dtype(dtype)):
+        raise ValueError("these Residues were made for another basis or engine")
     full = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     E = math.prod(full)
     rc = padded_rows(len(basis.moduli), E, np.float64, arena, "products")
@@ -673,9 +707,11 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
         # budget; balanced residues are the single words of each modulus' (1,1)-product
         subs = pl.subplans
         memory = current_limits().memory if memory is None else memory
-        group = pl.group(ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
+        prepared = isinstance(ha, Residues)
+        group = pl.group(0 if prepared else ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
         # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
-        bufs = [padded_rows(min(group, len(subs)), h.halves.shape[1], dtype) for h in (ha, hb)]
+        bufs = [None if prepared and h is ha else padded_rows(min(group, len(subs)), h.halves.shape[1], dtype)
+                for h in (ha, hb)]
         t = gemm_workers(E * a.shape[-1] * len(subs), full[-2], min(a.shape[-1], min(s.block for s in subs)))
         for i0 in range(0, len(subs), group):
             q = basis.moduli[i0:i0 + group]
@@ -701,7 +737,7 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
 
     ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
     :class:`_Halves`, of shapes ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
-    ``pl.bound``. Each modulus' product is one multiword plan; only the
+    ``pl.bound``; ``a`` may be its :class:`Residues` for this basis and engine. Each modulus' product is one multiword plan; only the
     residues, their products and the result are allocated, the residues of as
     many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
     default: the budget of :func:`modlin.limits`). The products' matrices, the

@@ -169,6 +169,22 @@ def test_block_krylov_runs(block, rng, monkeypatch):
     assert not stages
 
 
+@pytest.mark.parametrize("p", [101, 2**31 - 1, P61, P63])
+def test_block_krylov_zero_pivots(block, rng, monkeypatch, p):
+    """Sparse matrices make evaluations whose elimination meets a zero pivot: those are
+    evaluated again and eliminated with row exchanges (:func:`_charpoly._dets_pivoting`)."""
+    calls = []
+    pivoting = _charpoly._dets_pivoting
+    monkeypatch.setattr(_charpoly, "_dets_pivoting", lambda *a: calls.append(1) or pivoting(*a))
+    n = 12
+    shift = np.roll(np.eye(n, dtype=np.int64), 1, axis=0)  # a cyclic permutation
+    for A in (companion(list(rand(rng, n, p)), p), companion([0] * n, p), shift,
+              shift * rand(rng, (n, 1), p)):
+        A = native(A, p)
+        assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+    assert calls
+
+
 @pytest.mark.parametrize("p", [2**31 - 1, P127])
 def test_default_threshold_n200(rng, p):
     """n = 200 at the default threshold: block Krylov for a random matrix, stages for a derogatory one."""
@@ -178,6 +194,125 @@ def test_default_threshold_n200(rng, p):
     if p < 2**63:
         assert linalg.minpoly(A, p).tolist() == flint_minpoly(A, p)
         check(structured("derogatory", 200, p, rng), p)
+
+
+@pytest.mark.parametrize("p", [2**50 - 27, P61])
+def test_block_krylov_default_threshold_wide(rng, p):
+    """n = 100 at the default threshold for moduli whose thin products take other plans (a
+    50-bit p once found no thin multiword plan and failed)."""
+    A = native(rand(rng, (100, 100), p), p)
+    assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+
+
+def many_factors(kind, n, p, rng) -> np.ndarray:
+    """n x n matrices with more invariant factors than block Krylov has vectors: copies of one
+    6 x 6 block, a random block beside a large scalar one, a scalar matrix; each also
+    conjugated by a random matrix (``-dense``), so that no entry is structurally zero."""
+    base = kind.removesuffix("-dense")
+    if base == "copies":
+        B = rand(rng, (6, 6), p)
+        D = np.zeros((n, n), dtype=object)
+        for s in range(0, n - 5, 6):
+            D[s:s + 6, s:s + 6] = B
+    elif base == "scalar-block":
+        D = np.eye(n, dtype=int).astype(object) * int(rand(rng, (), p))
+        D[:n // 5, :n // 5] = rand(rng, (n // 5, n // 5), p)
+    else:  # scalar
+        D = np.eye(n, dtype=int).astype(object) * int(rand(rng, (), p))
+    if not kind.endswith("-dense"):
+        return D
+    S = rand(rng, (n, n), p)
+    while fmat(S, p).rank() < n:
+        S = rand(rng, (n, n), p)
+    Si = np.array(linalg.inv(native(S, p), p), dtype=object)
+    return (S.dot(D) % p).dot(Si) % p
+
+
+@pytest.mark.parametrize("p", PRIMES)
+@pytest.mark.parametrize("kind", ["copies", "copies-dense", "scalar-block-dense", "scalar"])
+def test_many_invariant_factors_large_n(rng, p, kind):
+    """n = 102 >= MIN_BLOCK_KRYLOV with more invariant factors than block Krylov's 12 vectors:
+    for p >= n the Krylov space of the vectors is split off and the quotient goes on (block
+    Krylov again, the stages, or a scalar matrix); for p = 2 and 3 the stages take it all."""
+    n = 102
+    assert n >= _charpoly.MIN_BLOCK_KRYLOV and _charpoly.block_size(n) < n // 6
+    f, g = check(many_factors(kind, n, p, rng), p)
+    assert divides(g, f, p) and len(g) < len(f)
+
+
+def test_block_krylov_quotient_runs(rng, monkeypatch):
+    """A matrix with 17 copies of a block (more than the 12 vectors) takes the block Krylov path
+    twice, the second time on the quotient, and the stages never."""
+    p = 2**31 - 1
+    sizes = []
+    block_krylov = _charpoly._block_krylov
+    monkeypatch.setattr(_charpoly, "_block_krylov", lambda W, p, rng: sizes.append(len(W)) or block_krylov(W, p, rng))
+    monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 8)
+    monkeypatch.setattr(_charpoly, "_stages", lambda *a: pytest.fail("the stages ran"))
+    A = native(many_factors("copies-dense", 102, p, rng), p)
+    assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+    assert len(sizes) >= 2 and sizes[0] == 102 and sizes[1] < 102
+
+
+def test_block_krylov_zero_vectors(rng, monkeypatch):
+    """Vectors that span nothing (all zero: not impossible, only unlikely) split off ``U = 0``;
+    the quotient, the whole matrix, goes on with fresh vectors."""
+    p = 2**31 - 1
+    draws = []
+    random = _charpoly._random
+
+    def first_zero(rng, shape, p, dtype):
+        draws.append(shape)
+        x = random(rng, shape, p, dtype)
+        return x * 0 if len(draws) == 1 else x
+
+    monkeypatch.setattr(_charpoly, "_random", first_zero)
+    A = native(rand(rng, (100, 100), p), p)
+    assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+    assert len(draws) == 2
+
+
+def py_squarefree(f: list[int], p: int) -> bool:
+    """Whether f (monic, low to high) has no repeated factor: gcd(f, f') = 1, with Python ints."""
+    def trim(a):
+        a = [x % p for x in a]
+        while a and a[-1] == 0:
+            a.pop()
+        return a
+
+    def rem(a, b):
+        a = trim(a)
+        inv = pow(b[-1], -1, p)
+        while len(a) >= len(b):
+            q, s = a[-1] * inv % p, len(a) - len(b)
+            a = trim([x - q * b[i - s] if i >= s else x for i, x in enumerate(a)])
+        return a
+
+    a, b = trim(f), trim([i * c for i, c in enumerate(f)][1:])
+    if not b:
+        return len(a) <= 1
+    while b:
+        a, b = b, rem(a, b)
+    return len(a) == 1
+
+
+@pytest.mark.parametrize("p", PRIMES)
+def test_squarefree_against_python(rng, p):
+    """_squarefree agrees with a pure-Python gcd(f, f') on products of random monic factors,
+    with and without a repeated one, and on p-th powers (f' = 0) for small p."""
+    cases = [[1], [5 % p, 1], [0, 0, 1]]
+    for _ in range(12):
+        parts = [list(rand(rng, int(rng.integers(1, 4)), p)) + [1] for _ in range(int(rng.integers(1, 4)))]
+        if rng.integers(0, 2):
+            parts.append(parts[0])  # a repeated factor
+        f = [1]
+        for g in parts:
+            f = _charpoly._pmul(f, g, p)
+        cases.append(f)
+    if p < 10:
+        cases.append([1] + [0] * (p - 1) + [1])  # x**p + 1 = (x + 1)**p: derivative 0
+    for f in cases:
+        assert _charpoly._squarefree(f, p) == py_squarefree(f, p), (f, p)
 
 
 @pytest.mark.parametrize("p", [2, 3, 2**31 - 1, P127])

@@ -323,3 +323,54 @@ def test_blas_sized_products_against_flint(p, shape, rng):
         assert pl.engine == "fp32"
     C = modlin.matmul(A, B, p)
     assert_exact(C, A, B, p, oracle=flint_matmul)
+
+
+# --------------------------------------------------------------------- prepared left operands
+
+@pytest.mark.parametrize("p, shape, thin", [
+    (2**31 - 1, (150, 140, 24), True),   # multiword, concat-b (linalg's thin plan)
+    (2**31 - 1, (150, 140, 24), False),  # multiword, the planner's variant
+    (2**50 - 27, (150, 140, 24), True),  # multiword, more words
+    (2**61 - 1, (150, 140, 24), True),   # RNS, int64 residues
+    (2**127 - 1, (90, 80, 12), True),    # RNS, Python ints
+])
+def test_prepared_left_operand(p, shape, thin):
+    """A left operand converted once (:func:`modlin._matmul.prepare_left`) gives products
+    bit-identical to the plain ones, for several right operands, also when the memory
+    budget tiles the product (the tiles then convert its source), and refuses a plan that
+    splits it otherwise."""
+    from modlin._matmul import prepare_left
+    from modlin.linalg import _arith
+
+    m, k, n = shape
+    rng = np.random.default_rng(p % 1000)
+    dtype = np.int64 if p < 2**63 else object
+
+    def residues(*s):
+        x = rng.integers(0, 2**62, s).astype(object) * 2**70 + rng.integers(0, 2**62, s).astype(object)
+        return (x % p).astype(dtype)
+
+    a = residues(m, k)
+    a[0, :] = p - 1  # the balanced extremes
+    a[1, :] = p // 2
+    a0 = a.copy()
+    pl = _arith.thin_plan(p, k, n) if thin else _arith._plan(p, m, k, n)
+    A = prepare_left(pl, a, p)
+    for _ in range(3):
+        b = residues(k, n)
+        b[:, 0] = p - 1
+        want = ref_matmul(a, b, p)
+        got = _arith.mul(A, b, p, pl)
+        assert got.dtype == np.dtype(dtype) and np.array_equal(got, _arith.mul(a, b, p, pl))
+        assert np.array_equal(np.asarray(got, dtype=object), want)
+    budget = pl.tiling((m, k, n)).peak + 8 * (m * k + k * n + m * n)
+    while pl.tiling((m, k, n), budget=budget).grid[:2] == (1, 1):
+        budget = budget * 3 // 4
+    with modlin.limits(memory=budget):  # tiles of a: its prepared parts are not used
+        assert np.array_equal(np.asarray(_arith.mul(A, b, p, pl), dtype=object), want)
+    assert np.array_equal(a, a0)
+    other = modlin.plan(p, m, k, n, algorithm="multiword", words=(pl.u + 1, pl.v)) if p < 2**52 else \
+        modlin.plan(p, 4 * k, 4 * k, 4 * k)
+    if p < 2**52 or other.moduli != pl.moduli:
+        with pytest.raises(ValueError, match="made for|split for"):
+            _arith.mul(A, b, p, other)

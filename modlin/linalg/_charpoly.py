@@ -8,11 +8,12 @@ randomness decides only how fast they are):
   (``n / b`` products of ``A`` with ``n x b`` blocks) turns ``A`` into a block
   companion matrix ``K**-1 A K``, whose characteristic polynomial is the
   determinant of a ``b x b`` matrix of polynomials of degree ``n / b``. That
-  determinant is evaluated at ``n`` points (one product for the evaluations,
-  then ``n`` small determinants) and interpolated. When ``K`` is singular (a
-  matrix with more than ``b`` invariant factors, or unlucky vectors) the
-  general algorithm takes over.
-- **Krylov stages** (every other case): the Krylov subspace ``U`` of one
+  determinant is evaluated at ``n`` points (Horner's rule, then ``n`` small
+  determinants) and interpolated. When the vectors do not span (a matrix with
+  more than ``b`` invariant factors, or unlucky vectors), the same gives the
+  characteristic polynomial of ``A`` on their Krylov space ``U``, and ``A`` on
+  ``V / U`` is treated again.
+- **Krylov stages** (smaller ``n`` or ``p``): the Krylov subspace ``U`` of one
   random vector is ``A``-invariant, so ``charpoly(A)`` is the minimal
   polynomial of that vector times the characteristic polynomial of ``A`` on
   ``V / U``, whose matrix is a Schur complement (one product); the quotient
@@ -25,14 +26,29 @@ Polynomials are lists of Python ints, coefficients from low to high degree.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._jit import njit
 from ..typing import ArrayLike
-from ._arith import INT64_LIMIT, inverse, is_wide, mul, mulmod, mulsub, submul, thin_plan
+from ._arith import (
+    INT64_LIMIT,
+    inverse,
+    is_wide,
+    montgomery,
+    mul,
+    mulmod,
+    mulsub,
+    negate,
+    prepare_left,
+    redc,
+    submul,
+    thin_plan,
+)
 from ._inputs import map_matrices, prepare
 from ._pluq import pluq_inplace
-from ._solve import solve_factored
+from ._solve import eliminate_factored, solve_factored
 
 __all__ = ["charpoly", "minpoly", "MIN_BLOCK_KRYLOV"]
 
@@ -49,7 +65,10 @@ def block_size(n: int) -> int:
     The ``n / b`` products with ``n x b`` blocks read all of ``A`` each (thin
     products run far below a square one's speed), and the ``n`` determinants
     cost ``n b**3 / 3``: 48 balanced them best at ``n = 1000`` (against 24,
-    32 and 64) on the 2-core development machine.
+    32 and 64) on the 2-core development machine, and still does, for 31- and
+    61-bit primes, with the Horner evaluations and Montgomery determinants (32
+    took 1 to 7 % longer; one thread alone does best with 32, by 6 to 16 % of
+    its CPU time).
     """
     return 48 if n >= 600 else 32 if n >= 200 else max(2, n // 8)
 
@@ -191,17 +210,41 @@ def _stages(W: np.ndarray, p: int, rng):
 
 # --------------------------------------------------------------------------- block Krylov
 
+@njit(inline="always")
+def _dmul(a, b, p, pinv, wide, pneg):  # pragma: no cover - compiled
+    """:func:`~modlin.linalg._arith.mulmod` for ``p < 2**52``; from ``2**52`` on Montgomery's
+    ``a b R**-1 mod p`` (:func:`~modlin.linalg._arith.redc`): the product of two Montgomery
+    forms, or of a residue by one (``b = t R mod p`` gives ``a t``)."""
+    if wide:
+        return redc(a, b, p, pneg)
+    return mulmod(a, b, p, pinv, wide)
+
+
 @njit
-def _dets_kernel(M, p, wide, out):  # pragma: no cover - compiled
+def _dets_kernel(M, p, wide, mont, out):  # pragma: no cover - compiled
     """``out[t] = det(M[:, :, t]) mod p`` for ``N`` int64 matrices ``b x b`` laid out as ``(b, b, N)``
     (overwritten), eliminating in all of them at once: the loops over ``t`` are innermost, so
     they vectorise. Without row exchanges: where a pivot is zero, ``out[t]`` is set to ``-1``
-    and that matrix left to :func:`_dets_pivoting`."""
+    and that matrix left to :func:`_dets_pivoting`.
+
+    For a wide ``p`` the elimination runs on Montgomery forms ``x R mod p``
+    (``mont``: :func:`~modlin.linalg._arith.montgomery`'s constants), whose product
+    costs less than half of :func:`~modlin.linalg._arith.mulmod`'s: one product brings
+    the entries in (by ``R**2``), the inverse of a form ``x R`` is ``x**-1 R`` times
+    ``R**-2`` (one product by ``R**3``), and one product by 1 brings the determinants out.
+    """
     pinv = 1.0 / np.float64(p)
+    pneg, one, r2, r3 = mont
     b, N = M.shape[0], M.shape[2]
     inv = np.empty(N, dtype=np.int64)
     lam = np.empty(N, dtype=np.int64)
-    out[:] = 1
+    if wide:
+        for i in range(b):
+            for j in range(b):
+                e = M[i, j]
+                for t in range(N):
+                    e[t] = redc(e[t], r2, p, pneg)
+    out[:] = one if wide else 1
     for c in range(b):
         piv = M[c, c]
         for t in range(N):
@@ -209,17 +252,23 @@ def _dets_kernel(M, p, wide, out):  # pragma: no cover - compiled
                 out[t] = -1
                 inv[t] = 0  # the updates below leave the matrix alone
             else:
-                inv[t] = inverse(piv[t], p)
-                out[t] = mulmod(out[t], piv[t], p, pinv, wide)
+                x = inverse(piv[t], p)
+                inv[t] = redc(x, r3, p, pneg) if wide else x
+                out[t] = _dmul(out[t], piv[t], p, pinv, wide, pneg)
         for r in range(c + 1, b):
             col = M[r, c]
             for t in range(N):
-                lam[t] = mulmod(col[t], inv[t], p, pinv, wide)
+                lam[t] = _dmul(col[t], inv[t], p, pinv, wide, pneg)
             for j in range(c + 1, b):
                 row = M[r, j]
                 top = M[c, j]
                 for t in range(N):
-                    row[t] = submul(row[t], lam[t], top[t], p, pinv, wide)
+                    v = row[t] - _dmul(lam[t], top[t], p, pinv, wide, pneg)
+                    row[t] = v + p * (v < 0)
+    if wide:
+        for t in range(N):
+            if out[t] >= 0:
+                out[t] = redc(out[t], np.int64(1), p, pneg)
 
 
 @njit
@@ -312,58 +361,137 @@ def _interpolate_object(y: np.ndarray, p: int) -> np.ndarray:
     return out
 
 
-def _block_krylov(W: np.ndarray, p: int, rng) -> list[int] | None:
-    """The characteristic polynomial from a block Krylov basis of ``b`` random vectors, or None
-    when that basis is singular. ``p >= n`` (there are ``n`` interpolation points).
+def _rounds(n: int, b: int):
+    """``(powers, columns)`` of the block Krylov rounds: ``b`` vectors and their images (a probe,
+    enough where ``A`` has many small invariant factors), then the ``n`` columns of a generic
+    basis, then twice the powers until every vector's sequence closes."""
+    yield 2, min(n, 2 * b)
+    powers = n // b + 1
+    if n > 2 * b:
+        yield powers, n
+    while True:
+        powers *= 2
+        yield powers, powers * b
 
-    With ``n = q b + r``, vector ``i`` contributes ``d_i = q + 1`` Krylov vectors for
-    ``i < r`` and ``q`` for the others; ``K**-1 A**d_i v_i = X[:, i]`` expresses each next
-    power in the basis, and ``det(xI - A) = det M(x)`` with
-    ``M(x)[k, i] = [k = i] x**d_i - sum_l X[l b + k, i] x**l``.
+
+def _block_krylov(W: np.ndarray, p: int, rng) -> list[int]:
+    """The characteristic polynomial of ``W`` (``p >= n``: there are up to ``n`` interpolation
+    points) from the Krylov space ``U`` of ``b`` random vectors.
+
+    The columns ``A**l v_i`` are taken in the order of ``l`` then ``i``; the first ones
+    independent of those before them (the column rank profile, from one PLUQ) are, for
+    each ``i``, ``v_i, ..., A**(d_i - 1) v_i``, and ``A**d_i v_i`` is a combination of
+    earlier columns, ``sum X[l b + k, i] A**l v_k``. These relations generate all of
+    them, so ``U`` is ``F[x]**b`` modulo the columns of
+    ``M(x)[k, i] = [k = i] x**d_i - sum_l X[l b + k, i] x**l``, whose row ``k`` has degree
+    ``d_k`` and its leading coefficient on the diagonal: ``det M`` is monic of degree
+    ``dim U`` and is the characteristic polynomial of ``A`` on ``U``. For a generic ``A``,
+    ``U`` is everything; otherwise (more than ``b`` invariant factors, or unlucky vectors)
+    ``A`` on ``V / U`` is a Schur complement, and its characteristic polynomial the other factor.
     """
     n = W.shape[0]
     b = block_size(n)
-    q, r = divmod(n, b)
     pl = thin_plan(p, n, b)
+    A = prepare_left(pl, W, p)  # converted once for all its products
     blocks = [_random(rng, (n, b), p, W.dtype)]
-    for _ in range(q):
-        blocks.append(mul(W, blocks[-1], p, pl))
-    K = np.ascontiguousarray(np.hstack(blocks[:q] + [blocks[q][:, :r]]))
-    nxt = np.hstack([mul(W, blocks[q][:, :r], p, pl), blocks[q][:, r:]])
-    P, Q, rank = pluq_inplace(K, p)
-    if rank < n:
-        return None
-    X = solve_factored(K, P, Q, n, nxt, p)
+    vec = np.arange(b)
+    for powers, cols in _rounds(n, b):
+        while len(blocks) < powers:
+            blocks.append(mul(A, blocks[-1], p, pl))
+        K = np.ascontiguousarray(np.hstack(blocks)[:, :cols])
+        P, Q, rank = pluq_inplace(K, p)
+        d = np.bincount(Q[:rank] % b, minlength=b)  # the length of each vector's sequence
+        # closed: A**d_i v_i is a column of K (and dependent), or K spans everything
+        if rank == n or (d * b + vec < cols).all():
+            break
+    B = np.array(blocks)
+    Y = np.empty((n, b), dtype=W.dtype)  # Y[:, i] = A**d_i v_i
+    have = d < len(blocks)
+    Y[:, have] = B[d[have], :, vec[have]].T
+    if not have.all():
+        Y[:, ~have] = mul(A, np.ascontiguousarray(B[-1][:, ~have]), p, pl)
+    X = solve_factored(K, P, Q, rank, Y, p)
+    f = _det_poly(X, d, p)
+    if rank == n:
+        return f
+    rest = P[rank:]
+    quotient = eliminate_factored(K, P, rank, W[:, rest], p)[rank:]
+    return _pmul(f, _charpoly_from(quotient, p, rng), p)
+
+
+@njit
+def _evaluate_kernel(C, T, diag, p, wide, pneg, out):  # pragma: no cover - compiled
+    """``out[k, i, t] = diag[i, t] [k = i] - sum_l C[l, k, i] t**l mod p`` at ``t = 0 .. N-1``
+    by Horner's rule, the loops over ``t`` innermost. ``T[t]`` is the factor of a step:
+    ``t``, or for a wide ``p`` its Montgomery form, so that :func:`_dmul` by it is a product by ``t``."""
+    pinv = 1.0 / np.float64(p)
+    q, m = C.shape[0], C.shape[1]
+    N = out.shape[2]
+    for k in range(m):
+        for i in range(m):
+            o = out[k, i]
+            top = C[q - 1, k, i]
+            for t in range(N):
+                o[t] = top
+            for l in range(q - 2, -1, -1):
+                c = C[l, k, i]
+                for t in range(N):  # a - (p - c): no overflow for p near 2**63
+                    v = _dmul(o[t], T[t], p, pinv, wide, pneg) - (p - c)
+                    o[t] = v + (p if v < 0 else 0)
+            dg = diag[i]
+            for t in range(N):
+                v = (dg[t] if k == i else 0) - o[t]
+                o[t] = v + (p if v < 0 else 0)
+
+
+def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
+    """``det M(x)`` of :func:`_block_krylov`, of degree ``r = sum d``: evaluated at ``0, ..., r - 1``
+    (:func:`_evaluate_kernel`, or for Python ints one product), then ``r`` determinants of
+    ``b x b`` matrices, and interpolated. Vectors with ``d_i = 0`` are left out (their rows of
+    ``M`` are unit rows)."""
+    keep = np.flatnonzero(d)
+    b, m, q, r = X.shape[1], keep.size, int(d.max()), int(d.sum())
+    if r == 0:  # the vectors were all zero: U = 0
+        return [1]
     # coefficients by power l: C[l, k, i] = X[l b + k, i] (zero where vector k has no power l)
-    C = np.zeros((q + 1) * b * b, dtype=W.dtype)
-    C[:n * b] = X.reshape(-1)
-    C = C.reshape(q + 1, b * b)
-    t = np.arange(n, dtype=object)
-    V = np.empty((n, q + 2), dtype=object)  # V[:, l] = t**l: the evaluation points' powers
-    V[:, 0] = 1
-    for l in range(1, q + 2):
-        V[:, l] = V[:, l - 1] * t % p
-    E = mul(V[:, :q + 1].astype(W.dtype), C, p).reshape(n, b, b)
-    M = (-E) % p if W.dtype == object else np.where(E == 0, 0, p - E)
-    diag = np.arange(b)
-    power = np.where(diag < r, q + 1, q)  # x**d_i on the diagonal
-    M[:, diag, diag] = (M[:, diag, diag] + V[:, power]) % p
-    xn = np.array([pow(int(x), n, p) for x in t], dtype=object)
-    if W.dtype == object:
-        y = (_dets_object(M, p) - xn) % p
-        c = _interpolate_object(y, p)
-    else:
-        dets = np.empty(n, dtype=np.int64)
-        M = M.astype(np.int64)
-        _dets_kernel(np.ascontiguousarray(M.transpose(1, 2, 0)), np.int64(p), is_wide(p), dets)
-        zero_pivot = np.flatnonzero(dets < 0)
-        if zero_pivot.size:
-            fixed = np.empty(zero_pivot.size, dtype=np.int64)
-            _dets_pivoting(np.ascontiguousarray(M[zero_pivot]), np.int64(p), is_wide(p), fixed)
-            dets[zero_pivot] = fixed
-        y = ((dets.astype(object) - xn) % p).astype(np.int64)
-        c = np.empty(n, dtype=np.int64)
-        _interpolate_kernel(y, np.int64(p), is_wide(p), c)
+    C = np.zeros((q * b, b), dtype=X.dtype)
+    C[:min(q * b, X.shape[0])] = X[:q * b]
+    C = np.ascontiguousarray(C.reshape(q, b, b)[:, keep][:, :, keep])
+    t = np.arange(r, dtype=object)
+    powers = {e: [pow(int(x), e, p) for x in t] for e in set(d[keep].tolist())}  # few distinct d_i
+    xd = np.array([powers[e] for e in d[keep].tolist()], dtype=object)  # x**d_i
+    xr = np.array([pow(int(x), r, p) for x in t], dtype=object)
+    wide = X.dtype != object and is_wide(p)
+    mont = montgomery(p) if wide else (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+    if X.dtype == object:  # one product with the powers of the points, in Python ints
+        V = np.empty((r, q), dtype=object)
+        V[:, 0] = 1
+        for l in range(1, q):
+            V[:, l] = V[:, l - 1] * t % p
+        M = negate(mul(V, C.reshape(q, m * m), p).reshape(r, m, m), p)
+        diag = np.arange(m)
+        M[:, diag, diag] = (M[:, diag, diag] + xd.T) % p
+        return [int(x) for x in _interpolate_object((_dets_object(M, p) - xr) % p, p)] + [1]
+    # Horner at each point: a product by a small t per step, where a product with the powers
+    # of the points would go through a residue number system from 2**52 on
+    T = np.arange(r, dtype=np.int64)
+    if wide:  # t as Montgomery forms t R mod p
+        T = np.array([int(x) * pow(2, 64, p) % p for x in t], dtype=np.int64)
+    xd = xd.astype(np.int64)
+    M = np.empty((m, m, r), dtype=np.int64)
+    _evaluate_kernel(C, T, xd, np.int64(p), wide, mont[0], M)
+    dets = np.empty(r, dtype=np.int64)
+    _dets_kernel(M, np.int64(p), wide, mont, dets)
+    zero_pivot = np.flatnonzero(dets < 0)
+    if zero_pivot.size:  # evaluated again (the kernel overwrote them), then eliminated with row exchanges
+        Z = np.empty((m, m, zero_pivot.size), dtype=np.int64)
+        _evaluate_kernel(C, T[zero_pivot], np.ascontiguousarray(xd[:, zero_pivot]), np.int64(p), wide, mont[0], Z)
+        fixed = np.empty(zero_pivot.size, dtype=np.int64)
+        _dets_pivoting(np.ascontiguousarray(Z.transpose(2, 0, 1)), np.int64(p), wide, fixed)
+        dets[zero_pivot] = fixed
+    y = ((dets.astype(object) - xr) % p).astype(np.int64)
+    c = np.empty(r, dtype=np.int64)
+    _interpolate_kernel(y, np.int64(p), wide, c)
     return [int(x) for x in c] + [1]
 
 
@@ -371,12 +499,19 @@ def _block_krylov(W: np.ndarray, p: int, rng) -> list[int] | None:
 
 def _charpoly(W: np.ndarray, p: int) -> list[int]:
     """The characteristic polynomial of one working matrix (overwritten)."""
-    rng = np.random.default_rng(SEED)
+    return _charpoly_from(W, p, np.random.default_rng(SEED))
+
+
+def _charpoly_from(W: np.ndarray, p: int, rng) -> list[int]:
+    """:func:`_charpoly` with the random vectors from ``rng`` (a quotient's differ from its parent's)."""
     n = W.shape[0]
     if n >= MIN_BLOCK_KRYLOV and p >= n:
-        f = _block_krylov(W.copy(), p, rng)
-        if f is not None:
-            return f
+        c = W[0, 0]
+        if not (W - np.diag(np.diagonal(W)) != 0).any() and (np.diagonal(W) == c).all():
+            # a scalar matrix, (x - c)**n, as the quotients of a matrix with a large eigenspace often
+            # are: block Krylov would split b dimensions off at a time
+            return [math.comb(n, i) * pow(-int(c), n - i, p) % p for i in range(n + 1)]
+        return _block_krylov(W, p, rng)
     f = [1]
     for g, _ in _stages(W, p, rng):
         f = _pmul(f, g, p)
@@ -390,8 +525,8 @@ def _minpoly(W: np.ndarray, p: int) -> list[int]:
     rng = np.random.default_rng(SEED)
     A = W.copy()
     if n >= MIN_BLOCK_KRYLOV and p >= n:
-        f = _block_krylov(W.copy(), p, rng)
-        if f is not None and _squarefree(f, p):
+        f = _block_krylov(W, p, rng)
+        if _squarefree(f, p):
             return f
     stages = _stages(W, p, rng)
     if len(stages) <= 1:
@@ -474,13 +609,15 @@ def charpoly(A: ArrayLike, p: int | None = None):
     their images under ``A``, ``A**2``, ... up to ``n`` vectors (``n / b``
     products with ``n x b`` blocks) form a basis ``K`` in which ``A`` is a
     block companion matrix; its characteristic polynomial is the determinant
-    of a ``b x b`` matrix of polynomials, evaluated at ``0, ..., n - 1`` (one
-    product, and ``n`` determinants of ``b x b`` matrices) and interpolated.
-    The work is one PLUQ of ``K`` and about ``n**3`` multiply-adds in
-    products. When ``K`` is singular (more than ``b`` invariant factors, as
-    for a scalar matrix), and for smaller ``n`` or ``p``, the Krylov space of
-    one vector is split off at a time (its minimal polynomial times the
-    characteristic polynomial of the quotient, a Schur complement).
+    of a ``b x b`` matrix of polynomials, evaluated at ``0, ..., n - 1``
+    (Horner's rule, and ``n`` determinants of ``b x b`` matrices) and
+    interpolated. The work is one PLUQ of ``K`` and about ``n**3``
+    multiply-adds in products. When the vectors do not span (more than ``b``
+    invariant factors), their Krylov space ``U`` is split off the same way and
+    ``A`` on ``V / U`` (a Schur complement) treated again; a scalar matrix is
+    read off directly. For smaller ``n`` or ``p``, the Krylov space of one
+    vector is split off at a time (its minimal polynomial times the
+    characteristic polynomial of the quotient).
 
     Examples
     --------

@@ -15,7 +15,7 @@ from ._inputs import LinAlgError, as_field, map_matrices, prepare
 from ._pluq import is_identity, pluq_inplace
 from ._triangular import invert_triangular, solve_triangular_inplace
 
-__all__ = ["inv", "solve", "nullspace", "rref", "inverse", "solve_factored"]
+__all__ = ["inv", "solve", "nullspace", "rref", "inverse", "eliminate_factored", "solve_factored"]
 
 
 def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
@@ -184,13 +184,21 @@ def _solve(W: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
     return solve_factored(W, P, Q, r, B, p)
 
 
+def eliminate_factored(W: np.ndarray, P: np.ndarray, r: int, B: np.ndarray, p: int) -> np.ndarray:
+    """``Z = L**-1 B[P]`` from the packed PLUQ ``(W, P, Q, r)`` of ``A`` (a new array; ``B`` is not
+    modified): ``Z[:r]`` feeds the back substitution and ``Z[r:]``, zero exactly where ``B`` is in
+    the column space of ``A``, is the Schur complement ``B[P[r:]] - A[P[r:], Q[:r]] A[P[:r], Q[:r]]**-1 B[P[:r]]``."""
+    Z = B[P]
+    solve_triangular_inplace(W[:r, :r], Z[:r], p, left=True, lower=True, unit=True)
+    mulsub(Z[r:], W[r:, :r], Z[:r], p)
+    return Z
+
+
 def solve_factored(W: np.ndarray, P: np.ndarray, Q: np.ndarray, r: int, B: np.ndarray, p: int) -> np.ndarray:
     """:func:`_solve` from the packed PLUQ ``(W, P, Q, r)`` of ``A`` (``B`` is not modified)."""
     n = W.shape[1]
-    Z = B[P]
-    solve_triangular_inplace(W[:r, :r], Z[:r], p, left=True, lower=True, unit=True)
+    Z = eliminate_factored(W, P, r, B, p)
     rest = Z[r:]
-    mulsub(rest, W[r:, :r], Z[:r], p)
     bad = np.flatnonzero((rest != 0).any(axis=0))
     if bad.size:
         raise LinAlgError(f"solve: A @ X = B has no solution modulo {p}: column {bad[0]} of B is not in the "
