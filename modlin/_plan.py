@@ -231,6 +231,11 @@ class Plan:
             mm, nn = (m, n * wide) if self.variant != "concat-a" else (m * wide, n)
             total += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
                 1 + GEMM_MN_OVERHEAD / max(mm, 1) + GEMM_MN_OVERHEAD / max(nn, 1))
+        if self.variant != "horner":
+            # beyond the schedule: the concatenated words are copied side by side, and C is
+            # zeroed (its first pass adds onto it)
+            cat = self.v * k * n if self.variant == "concat-b" else self.u * m * k
+            total += WORD_PASS * cat + PASS * m * n
         return total + PASS * m * n * passes
 
     def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
