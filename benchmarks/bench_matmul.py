@@ -16,12 +16,15 @@ import modlin
 PRIMES = {
     8: 251,
     20: 1048573,
+    24: 16777213,
     26: 67108859,
     31: 2147483647,
     40: 1099511627689,
     50: 1125899906842597,
 }
-BITS = [8, 20, 26, 31, 40, 50]
+#: 24 bits: a (1,1)-product at the end of its range, 16 blocks of 128 at k = 2048; 31
+#: bits: a (1,2)-product whose two word pairs take blocks of 256 and 512.
+BITS = [8, 20, 24, 26, 31, 40, 50]
 SIZES = [512, 1024, 2048]
 
 
@@ -88,6 +91,28 @@ class MatmulModP:
     def track_ratio_to_dgemm(self, bits, n):
         """modlin time over the time of a float64 numpy.matmul of the same size."""
         return ratio_to_dgemm(lambda: modlin.matmul(self.a, self.b, self.p), n)
+
+    track_ratio_to_dgemm.unit = "ratio"
+
+
+class MatmulLarge:
+    """The block schedule at 4096, where most passes are (31 bits: 24 GEMMs of k <= 512,
+    a pass after each but the first; 50 bits: the planner's choice, an RNS), as a
+    ratio to dgemm on every core of ``modlin.limits``."""
+
+    params = [[31, 50]]
+    param_names = ["bits"]
+    number = 1
+    repeat = (2, 5, 60.0)
+    warmup_time = 0.0
+    timeout = 900
+
+    def setup(self, bits):
+        MatmulModP.setup(self, bits, 4096)
+
+    def track_ratio_to_dgemm(self, bits):
+        """modlin time over the time of a float64 numpy.matmul of the same size."""
+        return ratio_to_dgemm(lambda: modlin.matmul(self.a, self.b, self.p), 4096)
 
     track_ratio_to_dgemm.unit = "ratio"
 

@@ -72,23 +72,22 @@ MODLIN_HD long long balanced_residue(long long x, long long p) {
 
 // ------------------------------------------------------------------ multiword reductions
 
-// _step on one entry (y already holds x + t): red2(scale * red1(y)). A reduction
-// with q = 0 gives c = 0 and is the identity, as in numba.
-MODLIN_HD double step_elem(double y, double q1, double hi1, double lo1, double scale,
-                           double q2, double hi2, double lo2) {
-    double c = rint(y * q1);
-    y = (y - c * hi1) - c * lo1;
-    y *= scale;
-    c = rint(y * q2);
-    y = (y - c * hi2) - c * lo2;
-    return y;
+// _red: one reduction (q, p_hi, p_lo of a Reduction); with q = 0, c = 0 and it is the identity.
+MODLIN_HD double red_elem(double y, double q, double hi, double lo) {
+    double c = rint(y * q);
+    return (y - c * hi) - c * lo;
 }
 
-// _finalize on one entry (y already holds x + t): y mod p in [0, p).
+// _step on one entry before its addend: red2(scale * red1(y)).
+MODLIN_HD double step_elem(double y, double q1, double hi1, double lo1, double scale,
+                           double q2, double hi2, double lo2) {
+    return red_elem(scale * red_elem(y, q1, hi1, lo1), q2, hi2, lo2);
+}
+
+// _finalize on one entry (y already holds the folded sum): red(y) mod p in [0, p).
 MODLIN_HD long long finalize_elem(double y, double q, double hi, double lo, long long p) {
     double fp = (double)p;
-    double c = rint(y * q);
-    y = (y - c * hi) - c * lo;
+    y = red_elem(y, q, hi, lo);
     y -= floor(y * q) * fp;
     if (y >= fp) {
         y -= fp;
@@ -369,16 +368,19 @@ MODLIN_HD void balanced_words_at(const long long* x, long long n, long long p, i
 }
 
 MODLIN_HD void mw_step_at(double* x, const double* t, double q1, double hi1, double lo1,
-                          double scale, double q2, double hi2, double lo2, long long e) {
-    double y = x[e];
-    if (t != nullptr) y += t[e];
-    x[e] = step_elem(y, q1, hi1, lo1, scale, q2, hi2, lo2);
+                          double scale, double q2, double hi2, double lo2, double qt, double hit,
+                          double lot, long long e) {
+    double y = step_elem(x[e], q1, hi1, lo1, scale, q2, hi2, lo2);
+    if (t != nullptr) y += red_elem(t[e], qt, hit, lot);
+    x[e] = y;
 }
 
-MODLIN_HD void mw_finalize_at(const double* x, const double* t, double q, double hi, double lo,
-                              long long p, long long* out, long long e) {
-    double y = x[e];
-    if (t != nullptr) y += t[e];
+MODLIN_HD void mw_finalize_at(const double* x, const double* t, double q1, double hi1, double lo1,
+                              double scale, double q2, double hi2, double lo2, double qt, double hit,
+                              double lot, double q, double hi, double lo, long long p, long long* out,
+                              long long e) {
+    double y = step_elem(x[e], q1, hi1, lo1, scale, q2, hi2, lo2);
+    if (t != nullptr) y += red_elem(t[e], qt, hit, lot);
     out[e] = finalize_elem(y, q, hi, lo, p);
 }
 

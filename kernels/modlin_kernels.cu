@@ -14,18 +14,21 @@ extern "C" __global__ void balanced_words_f64(const long long* __restrict__ x, l
     MODLIN_GRID_STRIDE(e, n) modlin::balanced_words_at(x, n, p, s, u, words, e);
 }
 
-// x <- red2(scale * red1(x + t)) in place; t may be NULL.
+// x <- red2(scale * red1(x)) + redt(t) in place; t may be NULL.
 extern "C" __global__ void mw_step(double* __restrict__ x, const double* __restrict__ t, long long n,
                                    double q1, double hi1, double lo1, double scale,
-                                   double q2, double hi2, double lo2) {
-    MODLIN_GRID_STRIDE(e, n) modlin::mw_step_at(x, t, q1, hi1, lo1, scale, q2, hi2, lo2, e);
+                                   double q2, double hi2, double lo2, double qt, double hit, double lot) {
+    MODLIN_GRID_STRIDE(e, n) modlin::mw_step_at(x, t, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot, e);
 }
 
-// out <- (x + t) mod p in [0, p); t may be NULL.
+// out <- red(red2(scale * red1(x)) + redt(t)) mod p in [0, p); t may be NULL.
 extern "C" __global__ void mw_finalize(const double* __restrict__ x, const double* __restrict__ t,
-                                       long long n, double q, double hi, double lo, long long p,
+                                       long long n, double q1, double hi1, double lo1, double scale,
+                                       double q2, double hi2, double lo2, double qt, double hit, double lot,
+                                       double q, double hi, double lo, long long p,
                                        long long* __restrict__ out) {
-    MODLIN_GRID_STRIDE(e, n) modlin::mw_finalize_at(x, t, q, hi, lo, p, out, e);
+    MODLIN_GRID_STRIDE(e, n) modlin::mw_finalize_at(x, t, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot,
+                                                     q, hi, lo, p, out, e);
 }
 
 // The per-modulus constants (a division each) are computed once per block; the

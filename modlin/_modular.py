@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import is_cupy
+from ._backend import is_cupy, namespace
 from ._jit import njit
 from ._threads import each
 
@@ -399,35 +399,59 @@ def _lift_word_kernel(bits, signed, p, half, out):  # pragma: no cover - compile
         out[i] = r
 
 
+@njit(inline="always")
+def _red(y, q, hi, lo):  # pragma: no cover - compiled
+    """One reduction of :class:`Reduction` (its ``q, p_hi, p_lo``); the identity for ``q = 0``."""
+    c = np.rint(y * q)
+    return (y - c * hi) - c * lo
+
+
 @njit
-def _step(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2):  # pragma: no cover - compiled
-    """``x <- red2(scale * red1(x [+ t]))`` row by row; a reduction with q = 0 is skipped."""
-    rows, cols = x.shape
-    for i in range(rows):
-        for j in range(cols):
-            y = np.float64(x[i, j])
+def _step(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot):  # pragma: no cover - compiled
+    """``x <- red2(scale * red1(x)) [+ redt(t)]`` row by row; a reduction with q = 0 is the identity.
+
+    Rows are taken as 1-D views: a row of a C-contiguous slab is contiguous, and the
+    loop over it vectorises (indexing ``x[i, j]`` kept it scalar: 0.87 -> 0.70 ns per entry).
+    """
+    for i in range(x.shape[0]):
+        xr, tr = x[i], t[i]
+        for j in range(xr.shape[0]):
+            y = _red(scale * _red(np.float64(xr[j]), q1, hi1, lo1), q2, hi2, lo2)
             if add:
-                y += t[i, j]
-            c = np.rint(y * q1)
-            y = (y - c * hi1) - c * lo1
-            y *= scale
-            c = np.rint(y * q2)
-            y = (y - c * hi2) - c * lo2
-            x[i, j] = y
+                y += _red(np.float64(tr[j]), qt, hit, lot)
+            xr[j] = y
 
 
 @njit
-def _finalize(x, t, add, q, hi, lo, p, out):  # pragma: no cover - compiled
-    """``out <- (x [+ t]) mod p`` in ``[0, p)`` as int64."""
-    rows, cols = x.shape
+def _fold(x, t, qt, hit, lot):  # pragma: no cover - compiled
+    """``x <- x + redt(t)``: :func:`_step` with neither reduction nor scaling of ``x``, the
+    pass after most GEMMs (one reduction per entry where :func:`_step` computes three)."""
+    for i in range(x.shape[0]):
+        xr, tr = x[i], t[i]
+        for j in range(xr.shape[0]):
+            xr[j] = np.float64(xr[j]) + _red(np.float64(tr[j]), qt, hit, lot)
+
+
+@njit
+def _fold_reduced(x, t, q1, hi1, lo1, qt, hit, lot):  # pragma: no cover - compiled
+    """``x <- red1(x) + redt(t)``: :func:`_step` without scaling."""
+    for i in range(x.shape[0]):
+        xr, tr = x[i], t[i]
+        for j in range(xr.shape[0]):
+            xr[j] = _red(np.float64(xr[j]), q1, hi1, lo1) + _red(np.float64(tr[j]), qt, hit, lot)
+
+
+@njit
+def _finalize(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot, q, hi, lo, p, out):  # pragma: no cover
+    """``out <- red(red2(scale * red1(x)) [+ redt(t)]) mod p`` in ``[0, p)`` as int64."""
     fp = np.float64(p)
-    for i in range(rows):
-        for j in range(cols):
-            y = np.float64(x[i, j])
+    for i in range(x.shape[0]):
+        xr, tr, outr = x[i], t[i], out[i]
+        for j in range(xr.shape[0]):
+            y = _red(scale * _red(np.float64(xr[j]), q1, hi1, lo1), q2, hi2, lo2)
             if add:
-                y += t[i, j]
-            c = np.rint(y * q)
-            y = (y - c * hi) - c * lo
+                y += _red(np.float64(tr[j]), qt, hit, lot)
+            y = _red(y, q, hi, lo)
             # now |y| <= p/2 + 4, far below 2**53/3: floor(y*q) is floor(y/p) or,
             # at exact multiples of p only, one less; one correction each way settles it
             y -= np.floor(y * q) * fp
@@ -435,7 +459,7 @@ def _finalize(x, t, add, q, hi, lo, p, out):  # pragma: no cover - compiled
                 y -= fp
             elif y < 0:
                 y += fp
-            out[i, j] = np.int64(y)
+            outr[j] = np.int64(y)
 
 
 # --------------------------------------------------------------------------- wrappers
@@ -494,34 +518,51 @@ def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype,
     return words.reshape((u,) + x.shape)
 
 
+def _consts(red: Reduction | None) -> tuple[float, float, float]:
+    return red.constants() if red is not None else _NO_REDUCTION
+
+
 def step(
     x: np.ndarray,
     t: np.ndarray | None = None,
     reduce: Reduction | None = None,
     scale_exp: int = 0,
     scaled: Reduction | None = None,
+    t_reduce: Reduction | None = None,
 ) -> None:
-    """In place: ``x <- scaled(2**scale_exp * reduce(x + t))``, each part optional.
+    """In place: ``x <- scaled(2**scale_exp * reduce(x)) + t_reduce(t)``, each part optional.
 
     Multiplying by a power of two is exact in floating point, so the modular
     scaling of arXiv 2601.07508 (Alg 2.2) needs only the split reduction ``scaled``.
+    ``t`` (a GEMM's fresh output, up to the engine's ``L``) is reduced before it is
+    added, so that the GEMM that wrote it needs no room for the accumulator: the
+    caller bounds the sum (a reduced ``x`` plus a reduced ``t``) within ``x``'s type.
     """
-    q1 = reduce.constants() if reduce is not None else _NO_REDUCTION
-    q2 = scaled.constants() if scaled is not None else _NO_REDUCTION
+    q1, q2, qt = _consts(reduce), _consts(scaled), _consts(t_reduce)
     if is_cupy(x):
-        return _gpu_step(x, t, reduce, scale_exp, scaled, q1, q2)
-    if x.size:
-        for xs, ts in _slices(x, t):
-            _step(xs, ts, t is not None, *q1, float(2**scale_exp), *q2)
+        return _gpu_step(x, t, reduce, scale_exp, scaled, t_reduce, q1, q2, qt)
+    if not x.size:
+        return
+    for xs, ts in _slices(x, t):
+        if t is not None and scaled is None and not scale_exp:
+            if reduce is None:
+                _fold(xs, ts, *qt)
+            else:
+                _fold_reduced(xs, ts, *q1, *qt)
+        else:
+            _step(xs, ts, t is not None, *q1, float(2**scale_exp), *q2, *qt)
 
 
-def finalize(x: np.ndarray, out: np.ndarray, reduce: Reduction, t: np.ndarray | None = None) -> None:
-    """``out <- (x + t) mod p`` with entries in ``[0, p)``; ``reduce`` bounds ``|x + t|``."""
+def finalize(x: np.ndarray, out: np.ndarray, reduce: Reduction, t: np.ndarray | None = None,
+             pre: Reduction | None = None, scale_exp: int = 0, scaled: Reduction | None = None) -> None:
+    """``out <- reduce(scaled(2**scale_exp * pre(x)) + reduce(t)) mod p`` with entries in
+    ``[0, p)``; ``reduce`` bounds ``t`` and the sum, ``pre`` and ``scaled`` are optional."""
+    q1, q2, q = _consts(pre), _consts(scaled), reduce.constants()
     if is_cupy(x):
-        return _gpu_finalize(x, out, reduce, t)
+        return _gpu_finalize(x, out, reduce, t, pre, scale_exp, scaled, q1, q2)
     if x.size:
         for xs, ts, outs in _slices(x, t, out):
-            _finalize(xs, ts, t is not None, *reduce.constants(), np.int64(reduce.p), outs)
+            _finalize(xs, ts, t is not None, *q1, float(2**scale_exp), *q2, *q, *q, np.int64(reduce.p), outs)
 
 
 # --------------------------------------------------------------------------- GPU
@@ -555,42 +596,53 @@ def _gpu_operands(x, t):
     return xc, tc
 
 
-def _gpu_step(x, t, reduce, scale_exp, scaled, q1, q2) -> None:
+def _gpu_balanced(y, red: Reduction | None):
+    """Integer CuPy ``y`` reduced as ``red`` would, into the balanced range (``None``: as is)."""
+    if red is not None:
+        y %= red.p
+        y -= red.p * (y > (red.p - 1) // 2)
+    return y
+
+
+def _gpu_int_step(x, t, reduce, scale_exp, scaled, t_reduce):
+    """:func:`step`'s value on the int32 sums of the int8 engine: exact integers, reduced
+    with integer arithmetic (as int64)."""
+    cp = namespace(x)
+    y = _gpu_balanced(x.astype(cp.int64), reduce)
+    if scale_exp:
+        y <<= scale_exp
+    y = _gpu_balanced(y, scaled)
+    if t is not None:
+        y += _gpu_balanced(t.astype(cp.int64), t_reduce)
+    return y
+
+
+def _gpu_step(x, t, reduce, scale_exp, scaled, t_reduce, q1, q2, qt) -> None:
     from . import _cuda
 
-    cp = _cuda._cupy()
-
     if x.dtype != np.float64:
-        # int32 sums of the int8 engine: exact integers, reduced with integer arithmetic
-        y = x.astype(cp.int64) if t is None else x.astype(cp.int64) + t
-        for red, g in ((reduce, 0), (scaled, scale_exp)):
-            if g:
-                y <<= g
-            if red is not None:
-                y %= red.p
-                y -= red.p * (y > (red.p - 1) // 2)
-        x[...] = y
+        x[...] = _gpu_int_step(x, t, reduce, scale_exp, scaled, t_reduce)
         return
     xc, tc = _gpu_operands(x, t)
     _cuda.launch("mw_step", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1), np.float64(2.0**scale_exp),
-                 *map(np.float64, q2))
+                 *map(np.float64, q2), *map(np.float64, qt))
     if xc is not x:
         x[...] = xc
 
 
-def _gpu_finalize(x, out, reduce: Reduction, t) -> None:
+def _gpu_finalize(x, out, reduce: Reduction, t, pre, scale_exp, scaled, q1, q2) -> None:
     from . import _cuda
 
     cp = _cuda._cupy()
 
     if x.dtype != np.float64:
-        y = x.astype(cp.int64) if t is None else x.astype(cp.int64) + t
-        out[...] = y % reduce.p
+        out[...] = _gpu_int_step(x, t, pre, scale_exp, scaled, reduce) % reduce.p
         return
     xc, tc = _gpu_operands(x, t)
     res = out if out.flags.c_contiguous and out.dtype == np.int64 else cp.empty(out.shape, dtype=cp.int64)
-    _cuda.launch("mw_finalize", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, reduce.constants()),
-                 np.int64(reduce.p), res)
+    q = tuple(map(np.float64, reduce.constants()))
+    _cuda.launch("mw_finalize", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1),
+                 np.float64(2.0**scale_exp), *map(np.float64, q2), *q, *q, np.int64(reduce.p), res)
     if res is not out:
         out[...] = res
 

@@ -93,8 +93,19 @@ def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
     return out
 
 
-def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0) -> None:
+def _pass(op, C, T, out, pl: Plan) -> None:
+    """Run a ``"step"`` or ``"final"`` operation of the schedule: ``C <- pre(C) + red(T)``
+    (into ``out``, reduced into ``[0, p)``, for the final one; ``T`` may be ``None``)."""
     acc, scaled = pl.reductions
+    g, reduce = op[-2], op[-1]
+    pre = acc if reduce or g else None
+    if op[0] == "step":
+        _modular.step(C, T, pre, g, scaled.get(g), acc)
+    else:
+        _modular.finalize(C, out, acc, T, pre, g, scaled.get(g))
+
+
+def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0) -> None:
     k = aw.shape[-1]
     xp = namespace(out)
     if out.flags.c_contiguous and eng.acc_dtype.itemsize == out.dtype.itemsize:
@@ -105,22 +116,15 @@ def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0) -> None:
         C = take(arena, f"C{slab}", out.shape, eng.acc_dtype, xp)
     T = None
     for op in pl.schedule(k):
-        kind = op[0]
-        if kind == "gemm":
+        if op[0] == "gemm":
             _, i, j, k0, k1, dst = op
             if dst == "T" and T is None:
                 T = take(arena, f"T{slab}", C.shape, C.dtype, xp)
             eng.gemm(aw[i][..., k0:k1], bw[j][..., k0:k1, :], out=C if dst == "C" else T)
-        elif kind == "add":
-            C += T
-        elif kind == "step":
-            _, src, reduce, g = op
-            _modular.step(C, T if src == "T" else None, acc if reduce else None, g, scaled.get(g))
-        else:  # final
-            if k == 0:
-                out[...] = 0
-            else:
-                _modular.finalize(C, out, acc, T if op[1] == "T" else None)
+        elif k == 0:
+            out[...] = 0
+        else:
+            _pass(op, C, T if op[0] == "step" or op[1] == "T" else None, out, pl)
 
 
 def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0) -> None:
@@ -134,7 +138,7 @@ def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0) -> None:
     xp = namespace(out)
     C = take(arena, f"C{slab}", out.shape, eng.acc_dtype, xp)
     C[...] = 0
-    tcat = None
+    tcat = S = None
     for op in pl.schedule(k):
         kind = op[0]
         if kind == "gemm":
@@ -142,17 +146,12 @@ def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0) -> None:
             if tcat is None:
                 shape = np.broadcast_shapes(aw.shape[1:-2], bcat.shape[:-2]) + (aw.shape[-2], v * n)
                 tcat = take(arena, f"tcat{slab}", shape, eng.acc_dtype, xp)
+                S = tcat[..., (v - 1) * n:]
             eng.gemm(aw[i][..., k0:k1], bcat[..., k0:k1, :], out=tcat)
         elif kind == "combine":
-            _, j, add, g = op
-            S = tcat[..., (v - 1) * n:]
-            _modular.step(S, tcat[..., j * n:(j + 1) * n] if add else None, acc, g, scaled.get(g))
-        elif kind == "step":
-            _, src, reduce, g = op
-            S = tcat[..., (v - 1) * n:] if src == "S" else None
-            _modular.step(C, S, acc if reduce else None, g, scaled.get(g))
-        else:  # final
-            if k == 0:
-                out[...] = 0
-            else:
-                _modular.finalize(C, out, acc, tcat[..., (v - 1) * n:])
+            _, j, g = op
+            _modular.step(S, tcat[..., j * n:(j + 1) * n], acc, g, scaled[g], acc)
+        elif k == 0:
+            out[...] = 0
+        else:
+            _pass(op, C, S, out, pl)

@@ -60,7 +60,8 @@ class Plan:
     a_shift, b_shift : int
         Word bases are ``2**a_shift`` and ``2**b_shift``.
     block : int
-        Largest inner dimension accumulated between two reductions.
+        Largest inner dimension of one GEMM (the longest block; each word pair runs
+        in blocks of ``min(block, lambda_ij)``, see :meth:`blocks`).
     variant : {"horner", "concat-b", "concat-a"}
         ``"horner"``: in-place products (Alg 3.2), grouping word pairs by their
         power of two and scaling the accumulator between groups. ``"concat-b"`` /
@@ -79,8 +80,10 @@ class Plan:
     >>> pl = modlin.plan(2**31 - 1, 1024, 1024, 1024)
     >>> (pl.u, pl.v)
     (1, 2)
-    >>> pl.block  # k-columns accumulated between two reductions
-    255
+    >>> pl.block  # the longest k-block of a GEMM (its words' pair: the low word of B)
+    512
+    >>> pl.blocks()  # each word pair's
+    {(0, 0): 512, (0, 1): 256}
     """
 
     p: int
@@ -120,18 +123,26 @@ class Plan:
 
     @property
     def reductions(self) -> tuple[Reduction, dict[int, Reduction]]:
-        """The accumulator reduction and the scaling reduction for each step.
-
-        Their bounds form a fixed point: the accumulator after any reduction is
-        at most ``c_bound``, which is what the next scaling multiplies.
+        """The reduction of anything up to ``2**53`` (a GEMM's output, an accumulator) and
+        the scaling reduction for each step, which multiplies what the first one left.
         """
         return _reductions(self.p, self.scale_steps)
 
     @property
     def c_bound(self) -> int:
-        """Bound on the accumulator between two GEMM blocks."""
+        """Bound on a reduced value: a reduced GEMM output, or the accumulator after a scaling."""
         acc, scaled = self.reductions
         return max([acc.r_max] + [r.r_max for r in scaled.values()])
+
+    def blocks(self) -> dict:
+        """The block each GEMM of the schedule runs with, by the words it multiplies:
+        ``(i, j)`` for Horner, the iterated side's word ``i`` for concatenation.
+
+        Each GEMM writes a fresh array (``c_max = 0`` in the contract), so a word pair
+        with smaller words takes a longer block: ``min(block, lambda_ij)`` with
+        ``lambda_ij = (L - 0) // (a_i * b_j)``. :attr:`block` is the largest of them.
+        """
+        return _blocks(self)
 
     @property
     def summary(self) -> str:
@@ -162,23 +173,34 @@ class Plan:
             c_bound = self.c_bound
         except ValueError as exc:
             raise ValueError(f"plan scales the accumulator by too many bits: {exc}") from None
-        if not _contract.is_exact(self.block, max(self.a_bounds), max(self.b_bounds), c_bound, eng.L):
-            lam = _contract.max_block(max(self.a_bounds), max(self.b_bounds), c_bound, eng.L)
+        lams = _lambdas(self).values()
+        low, a, b = min(lams)
+        if low < 1:
+            raise ValueError(f"plan breaks the exactness contract: 1 * {a} * {b} + 0 > {eng.L_text}; "
+                             "no block is exact for these words")
+        lam, a, b = _largest(self)
+        if self.block > lam:
             raise ValueError(
-                f"plan breaks the exactness contract: block {self.block} * {max(self.a_bounds)} "
-                f"* {max(self.b_bounds)} + {c_bound} > {eng.L_text}; the largest exact block "
-                f"for these words is {lam}"
+                f"plan breaks the exactness contract: block {self.block} * {a} * {b} + 0 > {eng.L_text}; "
+                f"the largest exact block for these words is {lam}"
             )
+        if not _contract.is_exact(1, c_bound, 1, c_bound, eng.L):
+            raise ValueError(f"plan's accumulator cannot hold two reduced values (2 * {c_bound} > {eng.L_text})")
 
     # ---------------------------------------------------------------- schedule
     def schedule(self, k: int | None = None) -> list[tuple]:
         """The operations :func:`modlin.matmul` performs, for inner dimension ``k``.
 
         Operations: ``("gemm", i, j, k0, k1, dst)`` multiplies word ``i`` of ``A``
-        and word ``j`` of ``B`` on ``k0:k1`` into ``dst`` (``"C"``, ``"T"``, or
+        and word ``j`` of ``B`` on ``k0:k1`` into a fresh ``dst`` (``"C"``, ``"T"``, or
         ``"Tcat"``: all words of the concatenated side at once, then ``j`` is
-        ``None``); ``("add",)`` is ``C += T``; ``("step", src, reduce, scale)`` is
-        one fused element-wise pass; ``("final", src)`` writes the result.
+        ``None``); ``("step", g, reduce)`` is one fused element-wise pass
+        ``C <- pre(C) + red(T)`` (``S`` for concatenation), where ``pre`` multiplies by
+        ``2**g`` (exact modular scaling, after a reduction) or, when ``g = 0``, reduces
+        ``C`` if ``reduce`` and leaves it otherwise; ``("combine", j, g)`` is
+        ``S <- pre(S) + red(T_j)`` inside a concatenated product; ``("final", src, g,
+        reduce)`` is the last such pass (``src``: ``"T"``, ``"S"`` or ``None``), reduced
+        into ``[0, p)``. ``red`` is :attr:`reductions`' first, for any GEMM output.
         """
         k = self.shape[1] if k is None else k
         return list(_horner_ops(self, k) if self.variant == "horner" else _concat_ops(self, k))
@@ -190,17 +212,14 @@ class Plan:
         k = self.shape[1] if k is None else k
         if k == 0:
             return [], 1
+        blocks = self.blocks()
         if self.variant == "horner":
-            gemms, passes = [], 0
-            for _, pairs in _levels(self):
-                P = len(pairs)
-                segments = -(-P * k // self.block) + sum(1 for q in range(1, P) if q * k % self.block)
-                gemms.append((segments, P * k, 1))
-                passes += segments
-            return gemms, passes
+            gemms = [(sum(-(-k // blocks[ij]) for ij in pairs), len(pairs) * k, 1) for _, pairs in _levels(self)]
+            calls = sum(g[0] for g in gemms)
+            return gemms, max(calls - 1, 1)  # a pass after each GEMM but the first; one at least
         outer, inner = (self.u, self.v) if self.variant == "concat-b" else (self.v, self.u)
-        chunks = -(-k // self.block)
-        return [(outer * chunks, outer * k, inner)], outer * chunks * (inner + 1) + outer - 1
+        calls = sum(-(-k // blocks[i]) for i in range(outer))
+        return [(calls, outer * k, inner)], calls * inner  # per GEMM: inner - 1 combines and one step
 
     def cost(self, shape: tuple[int, int, int] | None = None) -> float:
         """Modelled time, in multiply-adds of a large fp64 GEMM."""
@@ -212,6 +231,11 @@ class Plan:
             mm, nn = (m, n * wide) if self.variant != "concat-a" else (m * wide, n)
             total += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
                 1 + GEMM_MN_OVERHEAD / max(mm, 1) + GEMM_MN_OVERHEAD / max(nn, 1))
+        if self.variant != "horner":
+            # beyond the schedule: the concatenated words are copied side by side, and C is
+            # zeroed (its first pass adds onto it)
+            cat = self.v * k * n if self.variant == "concat-b" else self.u * m * k
+            total += WORD_PASS * cat + PASS * m * n
         return total + PASS * m * n * passes
 
     def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
@@ -248,6 +272,8 @@ class Plan:
         eng = get_engine(self.engine)
         m, k, n = self.shape
         a, b = self.a_bounds, self.b_bounds
+        _, wa, wb = _largest(self)
+        blocks = self.blocks()
         lines = [
             f"A @ B mod p for p = {self.p} ({self.p.bit_length()} bits), shape {m}x{k} @ {k}x{n}",
             f"  engine    : {eng.name} GEMM{' on the GPU' if self.device == 'cuda' else ''}, "
@@ -255,8 +281,9 @@ class Plan:
             f"  words     : ({self.u},{self.v})-product: A as {self.u} word(s) in base 2**{self.a_shift} "
             f"(|a_i| <= {', '.join(map(str, a))}), B as {self.v} word(s) in base 2**{self.b_shift} "
             f"(|b_j| <= {', '.join(map(str, b))})",
-            f"  block     : lambda = {self.block}: {self.block} * {max(a)} * {max(b)} + {self.c_bound} "
-            f"<= {eng.L_text} (k * a_max * b_max + c_max <= L)",
+            f"  block     : lambda = {self.block}: {self.block} * {wa} * {wb} + 0 <= {eng.L_text} "
+            "(k * a_max * b_max + c_max <= L; c_max = 0: each GEMM writes a fresh array, reduced "
+            f"to |x| <= {self.reductions[0].r_max} before it is added)",
             f"  variant   : {_VARIANT_TEXT[self.variant]}",
             f"  schedule  : {self.gemm_count()} GEMM call(s), "
             f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
@@ -266,6 +293,10 @@ class Plan:
         if self.scale_steps:
             lines.insert(5, f"  scaling   : accumulator multiplied by 2**g, g in {list(self.scale_steps)}, "
                             "then reduced with p split in two halves (exact modular scaling)")
+        if len(set(blocks.values())) > 1:
+            what = "word pair (i, j)" if self.variant == "horner" else "word"
+            lines.insert(4, f"  blocks    : by {what}: " + ", ".join(f"{key}: {blk}" for key, blk in blocks.items())
+                         + " (larger words, shorter blocks)")
         return "\n".join(lines)
 
 
@@ -307,16 +338,36 @@ def _gemm_cost(m: int, k: int, n: int) -> float:
 
 @lru_cache(maxsize=256)
 def _reductions(p: int, steps: tuple[int, ...]) -> tuple[Reduction, dict[int, Reduction]]:
-    # accumulators never exceed the largest engine limit, 2**53
+    # GEMM outputs and accumulators never exceed the largest engine limit, 2**53; a
+    # scaling multiplies what that reduction leaves (the schedule reduces first)
     acc = Reduction.for_bound(p, max(e.L for e in ENGINES.values()))
-    bound = acc.r_max
-    for _ in range(8):
-        scaled = {g: Reduction.for_bound(p, bound * 2**g) for g in steps}
-        new = max([acc.r_max] + [r.r_max for r in scaled.values()])
-        if new == bound:
-            return acc, scaled
-        bound = new
-    raise ValueError(f"accumulator bound does not settle for p = {p}")
+    return acc, {g: Reduction.for_bound(p, acc.r_max * 2**g) for g in steps}
+
+
+def _lambdas(pl: Plan) -> dict:
+    """``(lambda, a_max, b_max)`` of each kind of GEMM the plan makes (keys as :meth:`Plan.blocks`):
+    the largest exact inner dimension of a GEMM writing a fresh array, ``c_max = 0``."""
+    L = get_engine(pl.engine).L
+    a, b = pl.a_bounds, pl.b_bounds
+    if pl.variant == "horner":
+        pairs = {(i, j): (a[i], b[j]) for i in range(pl.u) for j in range(pl.v)}
+    elif pl.variant == "concat-b":
+        pairs = {i: (a[i], max(b)) for i in range(pl.u)}
+    else:
+        pairs = {j: (max(a), b[j]) for j in range(pl.v)}
+    return {key: (_contract.max_block(x, y, 0, L), x, y) for key, (x, y) in pairs.items()}
+
+
+def _largest(pl: Plan) -> tuple[int, int, int]:
+    """The longest block of :func:`_lambdas` with its words, among GEMMs whose words do not
+    vanish (a word that is always zero, as the top word of tiny moduli can be, takes any
+    block and would make the plan's block meaningless)."""
+    lams = _lambdas(pl).values()
+    return max([lam for lam in lams if lam[1] * lam[2]] or lams)
+
+
+def _blocks(pl: Plan) -> dict:
+    return {key: min(pl.block, lam) for key, (lam, _, _) in _lambdas(pl).items()}
 
 
 def _levels(pl: Plan) -> list[tuple[int, list[tuple[int, int]]]]:
@@ -329,84 +380,73 @@ def _levels(pl: Plan) -> list[tuple[int, list[tuple[int, int]]]]:
 
 
 def _chunks(k: int, block: int) -> list[tuple[int, int]]:
-    return [(k0, min(k0 + block, k)) for k0 in range(0, k, block)]
+    """``[0, k)`` in the fewest intervals of width at most ``block``, of equal widths (no
+    thin last GEMM, which would cost a whole pass for a few columns)."""
+    width = -(-k // -(-k // block))
+    return [(k0, min(k0 + width, k)) for k0 in range(0, k, width)]
 
 
-def _pack(pairs, k: int, block: int) -> list[list[tuple[int, int, int, int]]]:
-    """Cut the stream of (pair, k-range) of one word group into intervals of width <= block."""
-    intervals: list[list[tuple[int, int, int, int]]] = [[]]
-    room = block
-    for i, j in pairs:
-        k0 = 0
-        while k0 < k:
-            if room == 0:
-                intervals.append([])
-                room = block
-            k1 = min(k, k0 + room)
-            intervals[-1].append((i, j, k0, k1))
-            room -= k1 - k0
-            k0 = k1
-    return intervals
+def _fold(pl: Plan, bound: int, g: int) -> tuple[bool, int]:
+    """The pass ``C <- pre(C) + red(T)`` for an accumulator bounded by ``bound``, scaled by
+    ``2**g``: whether ``C`` must be reduced first (the sum must stay within the engine's
+    exact range), and the bound after the pass."""
+    acc, scaled = pl.reductions
+    if g:
+        return True, scaled[g].r_max + acc.r_max
+    reduce = bound + acc.r_max > get_engine(pl.engine).L
+    return reduce, (acc.r_max if reduce else bound) + acc.r_max
 
 
 def _horner_ops(pl: Plan, k: int) -> Iterator[tuple]:
     """Horner over word groups: ``C = ((G_top * 2**g1 + G_next) * 2**g2 + ...)``.
 
-    Inside a group, GEMMs accumulate into C (through the workspace T) until the
-    group's inner dimension reaches ``block``; then one fused pass reduces C, and
-    at the end of a group also scales it by the power of two down to the next.
+    Every GEMM writes a fresh array (the first ``C``, the others ``T``), each word
+    pair in blocks as long as its own words allow (:meth:`Plan.blocks`); after each
+    GEMM but the first one pass adds ``T``, reduced, to ``C``, which is reduced itself
+    only when the sum could leave the engine's exact range, and multiplied by the
+    power of two down to its group when ``T`` is the first of a new group.
     """
     if k == 0:
-        yield ("final", None)
+        yield ("final", None, 0, False)
         return
-    levels = _levels(pl)
-    started = False
-    for idx, (e, pairs) in enumerate(levels):
-        g = e - levels[idx + 1][0] if idx + 1 < len(levels) else 0
-        intervals = _pack(pairs, k, pl.block)
-        for n_int, interval in enumerate(intervals):
-            src = None
-            for i, j, k0, k1 in interval:
-                if src == "T":
-                    yield ("add",)
-                if started:
-                    yield ("gemm", i, j, k0, k1, "T")
-                    src = "T"
-                else:
-                    yield ("gemm", i, j, k0, k1, "C")
-                    started, src = True, None
-            last_interval = n_int == len(intervals) - 1
-            if last_interval and idx == len(levels) - 1:
-                yield ("final", src)
-            else:
-                yield ("step", src, True, g if last_interval else 0)
+    levels, blocks = _levels(pl), pl.blocks()
+    pieces = [(e, i, j, k0, k1) for e, pairs in levels for i, j in pairs for k0, k1 in _chunks(k, blocks[i, j])]
+    e, i, j, k0, k1 = pieces[0]
+    yield ("gemm", i, j, k0, k1, "C")
+    bound = get_engine(pl.engine).L  # a GEMM's output, not reduced
+    for n, (e_next, i, j, k0, k1) in enumerate(pieces[1:], 2):
+        yield ("gemm", i, j, k0, k1, "T")
+        reduce, after = _fold(pl, bound, e - e_next)
+        yield ("final", "T", e - e_next, reduce) if n == len(pieces) else ("step", e - e_next, reduce)
+        e, bound = e_next, after
+    if len(pieces) == 1:
+        yield ("final", None, 0, False)
 
 
 def _concat_ops(pl: Plan, k: int) -> Iterator[tuple]:
     """Alg 3.3 with the words of B concatenated (``concat-a`` runs it on the transpose).
 
-    For each word ``i`` of A, top first, and each k-block: ``Tcat = A_i [B_0 ... B_{v-1}]``;
-    Horner over ``j`` inside ``Tcat`` (``("combine", j, add, scale)``: one pass
-    each) leaves ``S = sum_j 2**(b_shift*j) A_i B_j`` reduced, and ``C += S`` is
-    reduced. Between two words of A, ``C`` is scaled by ``2**a_shift``.
+    For each word ``i`` of A, top first, and each of its k-blocks: ``Tcat = A_i [B_0 ...
+    B_{v-1}]``; Horner over ``j`` inside ``Tcat`` (``("combine", j, g)``, one pass each:
+    ``S <- 2**g S + T_j``, both reduced) leaves ``S = sum_j 2**(b_shift*j) A_i B_j`` in
+    the columns of ``B_{v-1}``, and one pass adds it, reduced, to ``C`` (which starts at
+    zero), multiplying ``C`` by ``2**a_shift`` first at the first block of a word.
     """
     if k == 0:
-        yield ("final", None)
+        yield ("final", None, 0, False)
         return
     u, v, sa, sb = (pl.u, pl.v, pl.a_shift, pl.b_shift) if pl.variant == "concat-b" else (
         pl.v, pl.u, pl.b_shift, pl.a_shift)
-    chunks = _chunks(k, pl.block)
+    blocks = pl.blocks()
+    bound = 0
     for i in range(u - 1, -1, -1):
-        if i < u - 1:
-            yield ("step", None, False, sa)
-        for k0, k1 in chunks:
+        for n, (k0, k1) in enumerate(_chunks(k, blocks[i])):
             yield ("gemm", i, None, k0, k1, "Tcat")
-            for j in range(v - 1, -1, -1):
-                yield ("combine", j, j < v - 1, sb if j else 0)
-            if i == 0 and k1 == k:
-                yield ("final", "S")
-            else:
-                yield ("step", "S", True, 0)
+            for j in range(v - 2, -1, -1):
+                yield ("combine", j, sb)
+            g = sa if n == 0 and i < u - 1 else 0
+            reduce, bound = _fold(pl, bound, g)
+            yield ("final", "S", g, reduce) if i == 0 and k1 == k else ("step", g, reduce)
 
 
 # ------------------------------------------------------------------- planner
@@ -449,10 +489,10 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
                     c_bound = pl.c_bound
                 except ValueError:
                     continue
-                lam = _contract.max_block(max(pl.a_bounds), max(pl.b_bounds), c_bound, eng.L)
-                if lam < 1:
+                lams = [lam for lam, _, _ in _lambdas(pl).values()]
+                if min(lams) < 1 or not _contract.is_exact(1, c_bound, 1, c_bound, eng.L):
                     continue
-                out.append(replace(pl, block=lam))
+                out.append(replace(pl, block=_largest(pl)[0]))
     return out
 
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ._engines import engines_on, get_engine
-from ._plan import Plan, _best_plan, _gemm_cost, _tiling
+from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling
 from ._rns import MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, int8_moduli, planned_range, primes_below
 from ._tiles import Tiling
 
@@ -112,8 +112,10 @@ class RNSPlan:
         m, k, n = self.shape if shape is None else shape
         N = len(self.moduli)
         # the largest modulus has the smallest block: its plan bounds every other's cost
-        total = N * _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner",
-                               self.device).cost((m, k, n))
+        sub = _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner", self.device)
+        total = N * sub.cost((m, k, n))
+        if self.engine == "fp64" and sub.gemm_count(k) == 1:
+            total -= N * PASS * m * n  # one exact GEMM per modulus: the CRT reduces its sums, no pass does
         L = (self.p or self.basis.M * N).bit_length() // 16 + 1  # limbs of the reconstruction
         passes = (LIFT + RESIDUE * N) * (m * k + k * n) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * m * n
         return total + passes * (GPU_PASS_FACTOR if self.device == "cuda" else 1.0)

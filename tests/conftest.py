@@ -185,8 +185,8 @@ def _nvcc(*args: str, timeout: float = 300) -> None:
 P, I32, I64, U64, F64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_double
 HARNESS_SIGNATURES = {
     "balanced_words_f64": (P, I64, I64, I32, I32, P),
-    "mw_step": (P, P, I64, F64, F64, F64, F64, F64, F64, F64),
-    "mw_finalize": (P, P, I64, F64, F64, F64, I64, P),
+    "mw_step": (P, P, I64) + (F64,) * 10,
+    "mw_finalize": (P, P, I64) + (F64,) * 13 + (I64, P),
     "ozaki_residues_i8": (P, I64, P, I32, P),
     "ozaki_twom_i8": (P, P, I64, P, P, I32, P, P),
     "int_residues_i8": (P, I64, P, I32, P),

@@ -15,13 +15,15 @@ void balanced_words_f64(const long long* x, long long n, long long p, int s, int
 }
 
 void mw_step(double* x, const double* t, long long n, double q1, double hi1, double lo1, double scale,
-             double q2, double hi2, double lo2) {
-    HOST_LOOP(e, n) modlin::mw_step_at(x, t, q1, hi1, lo1, scale, q2, hi2, lo2, e);
+             double q2, double hi2, double lo2, double qt, double hit, double lot) {
+    HOST_LOOP(e, n) modlin::mw_step_at(x, t, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot, e);
 }
 
-void mw_finalize(const double* x, const double* t, long long n, double q, double hi, double lo, long long p,
-                 long long* out) {
-    HOST_LOOP(e, n) modlin::mw_finalize_at(x, t, q, hi, lo, p, out, e);
+void mw_finalize(const double* x, const double* t, long long n, double q1, double hi1, double lo1, double scale,
+                 double q2, double hi2, double lo2, double qt, double hit, double lot, double q, double hi,
+                 double lo, long long p, long long* out) {
+    HOST_LOOP(e, n) modlin::mw_finalize_at(x, t, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot, q, hi, lo, p,
+                                           out, e);
 }
 
 void ozaki_residues_i8(const double* x, long long n, const int* moduli, int N, signed char* out) {

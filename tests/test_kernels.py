@@ -202,15 +202,21 @@ STEP_CASES = _step_cases()
 def test_mw_step(harness, rng, p, y_max, scale_exp, red, scaled):
     x = _float_data(rng, y_max // 2, 500)
     t = rng.permutation(x)
+    none = (0.0, 0.0, 0.0)
     for add in (False, True):
-        for r1, r2 in ((red, scaled), (red, None), (None, scaled), (None, None)):
+        for r1, r2, rt in ((red, scaled, red), (red, None, red), (None, scaled, None), (None, None, red),
+                           (None, None, None)):
+            q1, q2, qt = (r.constants() if r is not None else none for r in (r1, r2, rt))
             want = x.copy().reshape(1, -1)
-            _modular.step(want, t.reshape(1, -1) if add else None, r1, scale_exp, r2)
+            _modular._step(want, t.reshape(1, -1), add, *q1, float(2**scale_exp), *q2, *qt)
             got = x.copy()
-            q1 = r1.constants() if r1 is not None else (0.0, 0.0, 0.0)
-            q2 = r2.constants() if r2 is not None else (0.0, 0.0, 0.0)
-            harness.mw_step(_ptr(got), _ptr(t) if add else None, got.size, *q1, float(2**scale_exp), *q2)
+            harness.mw_step(_ptr(got), _ptr(t) if add else None, got.size, *q1, float(2**scale_exp), *q2, *qt)
             _same_bits(got, want.reshape(-1))
+            # step()'s shortcuts without scaling (_fold, _fold_reduced) give the same values
+            # (a zero's sign aside: the identity reduction of -0.0 gives +0.0)
+            fast = x.copy().reshape(1, -1)
+            _modular.step(fast, t.reshape(1, -1) if add else None, r1, scale_exp, r2, rt)
+            assert np.array_equal(fast, want)
 
 
 def _finalize_cases():
@@ -234,13 +240,17 @@ def test_mw_finalize(harness, rng, p, red):
     x = np.concatenate([_float_data(rng, half, 2000), multiples, [-v for v in multiples], [v - 1 for v in multiples]])
     x = np.rint(x)  # finalize's contract: integer values (the remainder is then one)
     t = np.rint(rng.permutation(x))
+    none = (0.0, 0.0, 0.0)
     for add in (False, True):
-        want = np.empty((1, x.size), dtype=np.int64)
-        _modular.finalize(x.reshape(1, -1), want, red, t.reshape(1, -1) if add else None)
-        got = np.empty(x.size, dtype=np.int64)
-        harness.mw_finalize(_ptr(x), _ptr(t) if add else None, x.size, *red.constants(), p, _ptr(got))
-        _same_bits(got, want.reshape(-1))
-        assert got.min() >= 0 and got.max() < p
+        for pre in (None, red):
+            want = np.empty((1, x.size), dtype=np.int64)
+            _modular.finalize(x.reshape(1, -1), want, red, t.reshape(1, -1) if add else None, pre)
+            got = np.empty(x.size, dtype=np.int64)
+            q1 = pre.constants() if pre is not None else none
+            harness.mw_finalize(_ptr(x), _ptr(t) if add else None, x.size, *q1, 1.0, *none, *red.constants(),
+                                *red.constants(), p, _ptr(got))
+            _same_bits(got, want.reshape(-1))
+            assert got.min() >= 0 and got.max() < p
 
 
 # ------------------------------------------------------------------ Ozaki residues

@@ -175,6 +175,29 @@ def test_every_candidate_around_its_own_block(p, rng):
         assert ran > 0
 
 
+@pytest.mark.parametrize("p", [251, 2**24 - 3, 2**31 - 1, 2**35 - 31, 2**40 - 87, 2**50 - 27, 2**52 - 47, 8388593])
+def test_worst_case_at_each_word_pairs_block(p):
+    """Every GEMM writes a fresh array (``c_max = 0``) and each word pair has its own block
+    (:meth:`Plan.blocks`): all entries ``p - 1``, and the balanced extremes ``+-(p-1)/2`` in
+    every combination of signs, with ``k`` at, one past and several multiples of each block,
+    so that every GEMM reaches its bound and the accumulator grows over many passes."""
+    h = (p - 1) // 2
+    ran = 0
+    for c in all_candidates(p):
+        for lam in sorted(set(c.blocks().values())):
+            if lam > NATIVE_LIMIT:
+                continue
+            for k in sorted({lam, lam + 1, 2 * lam, 3 * lam, 3 * lam + 1}):
+                for x, y in ((p - 1, p - 1), (h, h), (-h, h), (-h, -h)):
+                    A, B = np.full((3, k), x, dtype=np.int64), np.full((k, 2), y, dtype=np.int64)
+                    try:
+                        assert_exact(modlin.matmul(A, B, p, plan=c), A, B, p)
+                    except AssertionError as exc:
+                        raise AssertionError(f"{plan_id(c)}, k = {k}, entries {x}, {y}: {exc}") from None
+                    ran += 1
+    assert ran > 0
+
+
 @pytest.mark.parametrize("p", [2**24 - 3, 2**31 - 1, 2**40 - 87, 2**52 - 47, 2**52 - 1, 10**12, 1000])
 def test_chosen_plan_over_several_blocks(p, rng):
     """Without ``plan=``: the planner's choice, with k past its block when the block is small."""

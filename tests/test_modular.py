@@ -131,16 +131,18 @@ def test_step_reduces_anything_up_to_2_53(p):
 
 @pytest.mark.parametrize("p", PS)
 def test_step_with_addend(p, rng):
-    """``x + t`` reaching 2**53 exactly, in both signs."""
+    """``x + red(t)`` with ``t`` a fresh GEMM output reaching 2**53 in both signs: ``x`` kept
+    (a reduced accumulator), or reduced first (a GEMM output itself)."""
     red = red_for(p, 2**53)
-    ys = adversarial_y(p, 2**53)
-    y = np.array(ys, dtype=np.float64)
-    part = np.trunc(y / 2) + rng.integers(-3, 4, y.size) * (np.abs(y) < 2**52)
-    x = part.reshape(2, -1) if y.size % 2 == 0 else part.reshape(1, -1)
-    t = (y - part).reshape(x.shape)
-    assert np.array_equal(x + t, y.reshape(x.shape))  # the sum itself is exact
-    step(x, t, red)
-    check_reduced(to_ints(x), ys, p, red.r_max)
+    ts = adversarial_y(p, 2**53)
+    t = np.array(ts, dtype=np.float64).reshape(1, -1)
+    xs = rng.integers(-red.r_max, red.r_max + 1, t.size).tolist()
+    x = np.array(xs, dtype=np.float64).reshape(1, -1)
+    step(x, t, None, 0, None, red)
+    check_reduced(to_ints(x), [a + b for a, b in zip(xs, ts)], p, 2 * red.r_max)
+    x = np.array(ts[::-1], dtype=np.float64).reshape(1, -1)
+    step(x, t, red, 0, None, red)
+    check_reduced(to_ints(x), [a + b for a, b in zip(ts[::-1], ts)], p, 2 * red.r_max)
 
 
 def _plans_with_scaling(p):
@@ -156,7 +158,8 @@ def _plans_with_scaling(p):
 @pytest.mark.parametrize("p", [3, 251, 65521, 2**24 - 3, 2**31 - 1, 2**40 - 87, 2**50 - 27, 2**52 - 47,
                                2**52 - 1])
 def test_step_modular_scaling(p):
-    """``x <- scaled(2**g * x)`` for ``|x| <= c_bound``, and fused with a reduction of ``x + t``."""
+    """``x <- scaled(2**g * x)`` for a reduced ``|x| <= acc.r_max``, and fused with a first
+    reduction of ``x`` and a reduced addend."""
     plans = _plans_with_scaling(p)
     assert plans
     for pl in plans:
@@ -164,17 +167,18 @@ def test_step_modular_scaling(p):
         c_bound = pl.c_bound
         assert acc.r_max <= c_bound and all(r.r_max <= c_bound for r in scaled.values())
         for g, sred in scaled.items():
-            assert sred.y_max >= c_bound * 2**g  # the scaled reduction covers the scaled accumulator
-            xs = sorted({v for v in adversarial_y(p, c_bound) if abs(v) <= c_bound} | {c_bound, -c_bound})
+            r = acc.r_max
+            assert sred.y_max >= r * 2**g  # the scaled reduction covers the scaled, reduced accumulator
+            xs = sorted({v for v in adversarial_y(p, r) if abs(v) <= r} | {r, -r})
             x = np.array(xs, dtype=np.float64).reshape(1, -1)
             step(x, None, None, g, sred)
             check_reduced(to_ints(x), [v * 2**g for v in xs], p, sred.r_max)
-            # fused: reduce x + t (up to 2**53), then scale and reduce again
+            # fused: reduce x (up to 2**53), scale, reduce again, add a reduced t
             ys = adversarial_y(p, 2**53)
             x = np.array(ys, dtype=np.float64).reshape(1, -1)
-            t = np.zeros_like(x)
-            step(x, t, acc, g, sred)
-            check_reduced(to_ints(x), [v * 2**g for v in ys], p, c_bound)
+            t = np.array(ys[::-1], dtype=np.float64).reshape(1, -1)
+            step(x, t, acc, g, sred, acc)
+            check_reduced(to_ints(x), [v * 2**g + w for v, w in zip(ys, ys[::-1])], p, sred.r_max + acc.r_max)
 
 
 @pytest.mark.parametrize("p, u, sa", [(3, 2, 45), (509, 2, 45), (4093, 3, 29), (2**31 - 1, 2, 20),
@@ -187,7 +191,8 @@ def test_step_wide_scaling(p, u, sa):
     for g, sred in scaled.items():
         if sred.y_max > 2**60:
             assert sred.z > 0  # c * p would not be exact unsplit
-        xs = sorted({v for v in adversarial_y(p, pl.c_bound) if abs(v) <= pl.c_bound} | {pl.c_bound, -pl.c_bound})
+        r = acc.r_max
+        xs = sorted({v for v in adversarial_y(p, r) if abs(v) <= r} | {r, -r})
         x = np.array(xs, dtype=np.float64).reshape(1, -1)
         step(x, None, None, g, sred)
         check_reduced(to_ints(x), [v * 2**g for v in xs], p, sred.r_max)
@@ -210,7 +215,7 @@ def test_step_on_float32_words(p):
     for pl in cands:
         a2, scaled = pl.reductions
         for g, sred in scaled.items():
-            xs = [v for v in adversarial_y(p, pl.c_bound) if abs(v) <= pl.c_bound]
+            xs = [v for v in adversarial_y(p, a2.r_max) if abs(v) <= a2.r_max]
             x = np.array(xs, dtype=np.float32).reshape(1, -1)
             step(x, None, None, g, sred)
             check_reduced(to_ints(x), [v * 2**g for v in xs], p, pl.c_bound)
@@ -246,14 +251,14 @@ def test_finalize_gives_residues_in_range(p, rng):
     out = np.full(x.shape, -1, dtype=np.int64)
     finalize(x, out, red)
     assert [int(v) for v in out.ravel()] == [y % p for y in ys]
-    # with an addend: x + t is what is reduced
-    y = np.array(ys, dtype=np.float64)
-    part = np.trunc(y / 3)
-    x = part.reshape(1, -1)
-    t = (y - part).reshape(1, -1)
-    out = np.full(x.shape, -1, dtype=np.int64)
-    finalize(x, out, red, t)
-    assert [int(v) for v in out.ravel()] == [y % p for y in ys]
+    # with an addend, a fresh GEMM output: x + red(t) is what is reduced, x reduced first or not
+    xs = [y // 3 for y in ys]
+    for pre in (None, red):
+        x = np.array(xs if pre is None else ys[::-1], dtype=np.float64).reshape(1, -1)
+        want = [(a + b) % p for a, b in zip(xs if pre is None else ys[::-1], ys)]
+        out = np.full(x.shape, -1, dtype=np.int64)
+        finalize(x, out, red, np.array(ys, dtype=np.float64).reshape(1, -1), pre)
+        assert [int(v) for v in out.ravel()] == want
 
 
 @pytest.mark.parametrize("p", [2, 3, 7, 256, 2**23])

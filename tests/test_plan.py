@@ -2,8 +2,8 @@
 
 Plans are checked three ways: against the contract recomputed here with Python
 integers, against a Python-integer interpreter of their schedules (which must
-compute ``A @ B`` and never accumulate more than ``block`` terms between two
-reductions), and end to end against the oracle with hypothesis-drawn moduli,
+compute ``A @ B``, run every GEMM within its word pair's block and keep every sum
+of reduced values within the engine's range), and end to end against the oracle with hypothesis-drawn moduli,
 shapes and values (including hand-built plans that pass ``check()``).
 """
 
@@ -30,10 +30,34 @@ REGIME_PRIMES = [3, 251, 65521, 2**20 - 3, 2**24 - 3, 2**26 - 5, 2**31 - 1, 2**3
 MODULI = sorted({2, 4, 6, 256, 1000, 2**32, 10**12, 2**52 - 1, *REGIME_PRIMES})
 
 
-def contract_holds(pl: Plan) -> bool:
-    """``block * a_max * b_max + c_max <= L``, recomputed from the plan's bounds."""
+def gemm_words(pl: Plan) -> dict:
+    """The word bounds ``(a_max, b_max)`` of each kind of GEMM the plan makes, keyed as
+    :meth:`Plan.blocks`: word pairs for Horner, the iterated side's words (against the
+    largest word of the concatenated side) for concatenation."""
+    a, b = pl.a_bounds, pl.b_bounds
+    if pl.variant == "horner":
+        return {(i, j): (a[i], b[j]) for i in range(pl.u) for j in range(pl.v)}
+    if pl.variant == "concat-b":
+        return {i: (a[i], max(b)) for i in range(pl.u)}
+    return {j: (max(a), b[j]) for j in range(pl.v)}
+
+
+def largest_block(pl: Plan) -> int:
+    """The longest exact block of any of the plan's GEMMs, each writing a fresh array (c_max = 0)."""
     L = ENGINES[pl.engine].L
-    return pl.block * max(pl.a_bounds) * max(pl.b_bounds) + pl.c_bound <= L
+    words = [w for w in gemm_words(pl).values() if w[0] * w[1]]  # vanishing words take any block
+    return max(L // (x * y) for x, y in words) if words else L
+
+
+def contract_holds(pl: Plan) -> bool:
+    """Recomputed from the plan's bounds: every GEMM's ``block * a_max * b_max + 0 <= L``
+    (each writes a fresh array), the plan's block is one that some GEMM takes, and a
+    reduced accumulator plus a reduced GEMM output fit ``L``."""
+    L = ENGINES[pl.engine].L
+    words, blocks = gemm_words(pl), pl.blocks()
+    return (all(blocks[key] * x * y <= L for key, (x, y) in words.items())
+            and pl.block <= largest_block(pl)
+            and 2 * pl.c_bound <= L)
 
 
 # ----------------------------------------------------------------- contract
@@ -94,11 +118,14 @@ def check_candidate(pl: Plan, p: int):
     assert pl.engine in ENGINES and pl.variant in ("horner", "concat-b", "concat-a")
     assert pl.block >= 1
     L = ENGINES[pl.engine].L
-    assert _contract.is_exact(pl.block, max(pl.a_bounds), max(pl.b_bounds), pl.c_bound, L)
     assert contract_holds(pl)
     pl.check()
-    # the block is the largest the contract allows (it is lambda, not just some exact block)
+    # the block is the largest the contract allows (it is lambda, not just some exact block),
+    # and so is each GEMM's
     assert not contract_holds(dataclasses.replace(pl, block=pl.block + 1))
+    for key, (x, y) in gemm_words(pl).items():
+        assert _contract.is_exact(pl.blocks()[key], x, y, 0, L)
+        assert pl.blocks()[key] == pl.block or not _contract.is_exact(pl.blocks()[key] + 1, x, y, 0, L)
     # the word bounds hold for the values that stress them
     h = p // 2
     x = np.array([h, -h, h - 1, (p - 1) // 2, -((p - 1) // 2), p - 1, 0], dtype=np.int64)
@@ -296,10 +323,10 @@ def test_explain_says_what_and_why(p):
         assert f"lambda = {pl.block}" in text
         assert f"({pl.u},{pl.v})" in text and "word" in text
         assert f"2**{pl.a_shift}" in text and f"2**{pl.b_shift}" in text
-        amax, bmax = max(pl.a_bounds), max(pl.b_bounds)
+        amax, bmax = min((w for w in gemm_words(pl).values() if w[0] * w[1]), key=lambda w: w[0] * w[1])
         # the inequality it prints is the contract, and it holds
-        assert f"{pl.block} * {amax} * {bmax} + {pl.c_bound}" in text
-        assert pl.block * amax * bmax + pl.c_bound <= eng.L
+        assert f"{pl.block} * {amax} * {bmax} + 0" in text
+        assert pl.block * amax * bmax <= eng.L
         assert {"fp64": "2**53", "fp32": "2**24"}.get(pl.engine, str(eng.L)) in text
         assert f"{pl.gemm_count()} GEMM" in text
         if pl.scale_steps:
@@ -312,48 +339,52 @@ def simulate(pl: Plan, k: int, a_words: list[list[int]], b_words: list[list[int]
     """Run ``pl.schedule(k)`` on one row of A and one column of B with exact integers.
 
     ``a_words[i][x]`` is word ``i`` of ``A[0, x]``. Reductions are identities here
-    (exact integers need none); the widths accumulated between reductions are
-    checked against the block, and a workspace is never overwritten before it is
-    added. Returns ``C[0, 0]`` as an exact integer.
+    (exact integers need none); beside the values, the bounds the kernels' values obey
+    are tracked: a GEMM of at most its block (within the contract, :func:`contract_holds`)
+    gives at most ``L``, a reduction at most ``acc.r_max`` (``scaled[g].r_max`` after a
+    scaling), and every sum of the passes must stay within ``L``; a workspace is never
+    overwritten before it is added. Returns ``C[0, 0]`` as an exact integer.
     """
     ops = pl.schedule(k)
     assert ops and ops[-1][0] == "final", "a schedule ends with the final pass"
     assert sum(1 for op in ops if op[0] == "final") == 1
+    L = ENGINES[pl.engine].L
+    acc, scaled = pl.reductions
+    blocks = pl.blocks()
 
     def dot(i, j, k0, k1):
         assert 0 <= k0 < k1 <= k
         return sum(a_words[i][x] * b_words[j][x] for x in range(k0, k1))
 
+    def fold(bound, g, reduce):
+        """The bound after ``C <- pre(C) + red(T)``, checking that the sum is exact."""
+        pre = scaled[g].r_max if g else (acc.r_max if reduce else bound)
+        assert pre + acc.r_max <= L, "a pass adds beyond the engine's exact range"
+        return pre + acc.r_max
+
     if pl.variant == "horner":
-        C, T, pending, width = None, None, False, 0
+        C, T, pending, bound = None, None, False, None
         covered = {}
         for op in ops:
             kind = op[0]
             if kind == "gemm":
                 _, i, j, k0, k1, dst = op
-                assert k1 - k0 <= pl.block
+                assert k1 - k0 <= blocks[i, j]
                 covered.setdefault((i, j), []).append((k0, k1))
-                width += k1 - k0
                 if dst == "C":
                     assert C is None, "only the very first GEMM writes C directly"
-                    C = dot(i, j, k0, k1)
+                    C, bound = dot(i, j, k0, k1), L
                 else:
-                    assert not pending, "workspace T overwritten before it was added"
+                    assert C is not None and not pending, "workspace T overwritten before it was added"
                     T, pending = dot(i, j, k0, k1), True
-            elif kind == "add":
-                assert pending
-                C, pending = C + T, False
             elif kind in ("step", "final"):
-                assert width <= pl.block, f"{width} terms accumulated between reductions > block {pl.block}"
-                width = 0
-                src = op[1]
-                assert (src == "T") == pending
-                if pending:
-                    C, pending = C + T, False
-                if kind == "step":
-                    _, _, reduce, g = op
-                    assert reduce
-                    C *= 2**g
+                g, reduce = op[-2], op[-1]
+                if kind == "step" or op[1] == "T":
+                    assert pending
+                    bound = fold(bound, g, reduce)
+                    C, pending = C * 2**g + T, False
+                else:
+                    assert not pending and g == 0
             else:
                 raise AssertionError(f"unexpected op {op}")
         # every word pair covers [0, k) exactly once
@@ -369,25 +400,24 @@ def simulate(pl: Plan, k: int, a_words: list[list[int]], b_words: list[list[int]
         outer, inner, ow, iw = pl.u, pl.v, a_words, b_words
     else:
         outer, inner, ow, iw = pl.v, pl.u, b_words, a_words
-    C, S, Tcat = 0, None, None
+    C, S, Tcat, bound, sbound = 0, None, None, 0, None
     covered = {}
     for op in ops:
         kind = op[0]
         if kind == "gemm":
             _, i, j, k0, k1, dst = op
-            assert j is None and dst == "Tcat" and k1 - k0 <= pl.block
+            assert j is None and dst == "Tcat" and k1 - k0 <= blocks[i]
             covered.setdefault(i, []).append((k0, k1))
             Tcat = [sum(ow[i][x] * iw[jj][x] for x in range(k0, k1)) for jj in range(inner)]
+            S, sbound = Tcat[inner - 1], L
         elif kind == "combine":
-            _, j, add, g = op
-            S = ((S + Tcat[j]) if add else Tcat[j]) * 2**g
-        elif kind == "step":
-            _, src, reduce, g = op
-            if src == "S":
-                C += S
-            C *= 2**g
-        elif kind == "final":
-            C += S
+            _, j, g = op
+            sbound = fold(sbound, g, True)
+            S = S * 2**g + Tcat[j]
+        elif kind in ("step", "final"):
+            g, reduce = op[-2], op[-1]
+            bound = fold(bound, g, reduce)
+            C = C * 2**g + S
         else:
             raise AssertionError(f"unexpected op {op}")
     assert set(covered) == set(range(outer))
@@ -448,7 +478,7 @@ def test_counts_agree_with_schedule():
                 words = pl.u * pl.v if pl.variant == "horner" else (pl.u if pl.variant == "concat-b" else pl.v)
                 assert sum(g[1] for g in groups) == words * k
             else:
-                assert ops == [("final", None)] and groups == []
+                assert ops == [("final", None, 0, False)] and groups == []
             assert all(g[2] == (1 if pl.variant == "horner" else
                                 (pl.v if pl.variant == "concat-b" else pl.u)) for g in groups)
 
@@ -511,7 +541,7 @@ def test_any_plan_that_passes_check_is_exact(pl, data):
         pl.check()
     except ValueError:
         assume(False)
-    lam = _contract.max_block(max(pl.a_bounds), max(pl.b_bounds), pl.c_bound, ENGINES[pl.engine].L)
+    lam = largest_block(pl)
     pl = dataclasses.replace(pl, block=min(lam, data.draw(st.sampled_from([1, 2, 3, lam]), label="block")))
     pl.check()
     p, h = pl.p, pl.p // 2
@@ -534,7 +564,7 @@ def test_hand_built_plans_with_wide_shifts(p, u, v, sa, sb, variant, rng):
     pl = Plan(p, "fp64", u, v, sa, sb, 1, variant, (2, 2, 2))
     pl.check()
     assert max(pl.scale_steps) >= 29
-    lam = _contract.max_block(max(pl.a_bounds), max(pl.b_bounds), pl.c_bound, ENGINES["fp64"].L)
+    lam = largest_block(pl)
     h = p // 2
     for block in sorted({1, 2, min(lam, 3)}):
         run = dataclasses.replace(pl, block=block)

@@ -64,7 +64,7 @@ MATMUL_CASES = [
 @pytest.mark.parametrize("p, shape, engine, variant", MATMUL_CASES)
 def test_matmul_same_for_any_threads(rng, p, shape, engine, variant):
     m, k, n = shape
-    pl = modlin.plan(p, m, k, n, engine=engine)
+    pl = modlin.plan(p, m, k, n, engine=engine, variant=variant)
     assert getattr(pl, "variant", None) == variant  # the case tests the plan it is meant to
     A = rand_ints(rng, (m, k), 0, p)
     B = rand_ints(rng, (k, n), 0, p)
