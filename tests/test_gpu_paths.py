@@ -471,3 +471,33 @@ def test_gaussian_gpu_working_memory_within_the_model(gpu, rng, algorithm):
         finally:
             tracemalloc.stop()
         assert peak - re.nbytes - im.nbytes <= t.peak, (t.grid, peak, t.peak)
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, 2**61 - 1])
+def test_dask_arrays_of_gpu_chunks(gpu, rng, p):
+    """A dask array of CuPy chunks runs each chunk pair through the GPU path (matmul: each
+    pair's product mod p, added mod p on the device; gaussian; ozaki: the device's residue
+    kernels, adds and CRT); results equal to the CPU ones, chunks of the GPU's type (the
+    gathered whole is the stand-in's NumPy concatenation: real CuPy's would stay on the device)."""
+    da = pytest.importorskip("dask.array")
+    from modlin import gaussian
+
+    def lazy(x, chunks):
+        return da.from_array(gpu(x), chunks=chunks, asarray=False)
+
+    A, B = rng.integers(0, p, (20, 26)), rng.integers(0, p, (26, 14))
+    C = modlin.matmul(lazy(A, (8, 10)), lazy(B, (9, 7)), p)
+    assert isinstance(C._meta, FakeCupyArray)
+    assert isinstance(C.blocks[1, 0].compute(scheduler="sync"), FakeCupyArray)
+    assert np.array_equal(np.asarray(C.compute(scheduler="sync")), modlin.matmul(A, B, p))
+    m = 1048573
+    Z = (rng.integers(0, m, (12, 10)), rng.integers(0, m, (12, 10)))
+    W = (rng.integers(0, m, (10, 6)), rng.integers(0, m, (10, 6)))
+    re, im = gaussian.matmul(tuple(lazy(x, 5) for x in Z), tuple(lazy(x, 4) for x in W), m, algorithm="3m")
+    want = gaussian.matmul(Z, W, m, algorithm="3m")
+    assert all(np.array_equal(np.asarray(x.compute(scheduler="sync")), w) for x, w in zip((re, im), want))
+    X = rng.standard_normal((12, 18)) + 1j * rng.standard_normal((12, 18))
+    Y = rng.standard_normal((18, 9)) + 1j * rng.standard_normal((18, 9))
+    Z = ozaki.zgemm(lazy(X, (5, 7)), lazy(Y, (6, 4)), engine="int8", algorithm="hybrid")
+    assert isinstance(Z.blocks[0, 1].compute(scheduler="sync"), FakeCupyArray)
+    assert same_bits(np.asarray(Z.compute(scheduler="sync")), ozaki.zgemm(X, Y, engine="int8", algorithm="hybrid"))
