@@ -570,15 +570,14 @@ def _crt_constants(moduli: tuple[int, ...], p: int | None):
 
 
 def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_object: bool = False,
-                overwrite: bool = False, arena: Arena | None = None) -> np.ndarray:
+                arena: Arena | None = None) -> np.ndarray:
     """Integers from their residues ``res`` (shape ``(N, ...)``: integers congruent to the
     values modulo ``m_i``, below ``2**53`` in magnitude; usually in ``[0, m_i)``).
 
     Returns the signed values (each in ``[-(M//2), (M-1)//2]``) as int64, or as an
     object array of Python ints when ``as_object``; with ``p``, the values
     modulo ``p`` in ``[0, p)`` (int64 for ``p <= 2**63``, object above).
-    With ``overwrite``, a contiguous float64 ``res`` is used as workspace (and
-    destroyed); else the workspace (a float64 copy) comes from ``arena`` when given.
+    The CRT's workspace (a float64 copy of ``res``) comes from ``arena`` when given.
 
     The CRT is ``C = sum_i y_i M/m_i - k M`` with ``y_i = res_i (M/m_i)**-1 mod m_i``
     and ``k = round(sum_i y_i / m_i)``. The sum is a float64 product of the ``y``
@@ -590,11 +589,8 @@ def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_objec
     """
     N = len(basis.moduli)
     E = math.prod(res.shape[1:])
-    if overwrite and res.dtype == np.float64 and res.flags.c_contiguous:
-        x = res.reshape(N, E)
-    else:
-        x = padded_rows(N, E, np.float64, arena, "products")
-        x[:, :E] = res.reshape(N, E)
+    x = padded_rows(N, E, np.float64, arena, "products")
+    x[:, :E] = res.reshape(N, E)
     return _reconstruct_rows(x, E, basis, p, as_object).reshape(res.shape[1:])
 
 
