@@ -12,6 +12,11 @@ shows medians: on a shared machine a single run can be off by a second.
 
 Run it from the repository root (``python benchmarks/cold_start.py``); ``--cases``
 picks cases, ``--repeats`` sets the count, ``--json FILE`` keeps the raw runs.
+By default the runs import the checkout, whose kernels are compiled on first use;
+``--installed DIR`` imports the copy installed in ``DIR`` instead, as a user's
+``pip install .`` does, whose wheel carries kernels compiled when it was built
+(``pip install --no-deps --target DIR .`` makes one): "cold" then means an empty
+user cache beside those shipped kernels.
 Not an asv benchmark: asv times calls inside one process, where only the first
 call of the first benchmark would be cold.
 """
@@ -81,10 +86,14 @@ print(json.dumps({{"numpy": t1 - t0, "import": t2 - t1, "call": t4 - t3, "again"
 """
 
 
+#: Where the runs import modlin from: the checkout, or ``--installed DIR``.
+SITE = ROOT
+
+
 def _env(cache: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_DEBUG_CACHE")}
     env["MODLIN_CACHE_DIR"] = cache
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(SITE) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 
@@ -95,7 +104,7 @@ def _specs(cache: str) -> int:
 def run_case(name: str, cache: str) -> dict:
     setup, call = CASES[name]
     code = RUNNER.format(n=N, setup=setup, call=call)
-    done = subprocess.run([sys.executable, "-c", code], env=_env(cache), cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], env=_env(cache), cwd=SITE, capture_output=True,
                           text=True, timeout=900)
     if done.returncode:
         raise RuntimeError(f"{name}: {done.stderr}")
@@ -106,7 +115,7 @@ def run_case(name: str, cache: str) -> dict:
 
 def run_demo(cache: str) -> dict:
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "modlin", "demo"], env=_env(cache), cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "modlin", "demo"], env=_env(cache), cwd=SITE,
                           capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
     if done.returncode:
@@ -165,7 +174,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-demo", action="store_true")
     ap.add_argument("--json", type=pathlib.Path, default=None, help="write the raw runs here")
+    ap.add_argument("--installed", type=pathlib.Path, default=None, metavar="DIR",
+                    help="import modlin from DIR (pip install --no-deps --target DIR .), not the checkout")
     args = ap.parse_args(argv)
+    global SITE
+    if args.installed is not None:
+        SITE = args.installed.resolve()
     runs = measure(args.cases, args.repeats, not args.no_demo)
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))

@@ -1,4 +1,4 @@
-"""numba compilation of modlin's kernels: one decorator, and where its cache lives.
+"""numba compilation of modlin's kernels: one decorator, and where compiled code lives.
 
 Every kernel is compiled with :func:`njit`, which is ``numba.njit(cache=True)``
 with one difference: the compiled machine code is cached in a per-user
@@ -21,6 +21,23 @@ source directory). When none of these can be written, a fresh temporary
 directory is used for this process, so a read-only home still never leads to
 writes inside the package.
 
+Kernels shipped in the wheel
+-----------------------------
+A wheel built from these sources (``pip install .`` builds one) also carries the
+kernels compiled on the machine that built it: ``setup.py`` runs ``modlin
+warmup`` on the copy being packaged with ``MODLIN_BUILD_KERNELS=1``, which sends
+every compiled specialisation to :data:`SHIPPED` (``modlin/_kernels``) and
+writes a manifest of what they were compiled for. They are files of the wheel:
+pip installs them, lists them in its record and removes them on uninstall, and
+nothing writes there at run time. A process looks a kernel up there first, then
+in the user cache, then compiles it (into the user cache). The shipped kernels
+are used only when the manifest matches this process: the same numba, numpy and
+Python versions, and the same sources (a digest of every ``.py`` file of the
+package, so an edited installed file disables all of them, not just its own:
+numba's cache does not see a change in a kernel that another file's kernel
+inlines). numba itself keys every specialisation on the CPU it was compiled for,
+so a wheel built elsewhere falls back to compiling, kernel by kernel.
+
 Loading a kernel from the cache skips numba's full initialisation. numba's own
 ``Cache.load_overload`` first refreshes its target context: it imports and
 registers every typing and lowering module numba has (and, through
@@ -34,14 +51,19 @@ internals), the load falls back to numba's own.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import os
+import sys
 import tempfile
 from functools import lru_cache
 
 import numba
+import numpy as np
 from numba.core import caching
 
-__all__ = ["njit", "cache_dir"]
+__all__ = ["njit", "cache_dir", "shipped"]
 
 #: Options every kernel is compiled with. ``nogil``: the passes of one product run on
 #: several Python threads at once (:mod:`modlin._threads`).
@@ -50,6 +72,11 @@ OPTIONS = {"cache": True, "nogil": True}
 _TAG = f"numba-{numba.__version__}-nogil"
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
+#: The kernels a wheel carries (see the module docstring).
+SHIPPED = os.path.join(_PACKAGE, "_kernels")
+_MANIFEST = "manifest.json"
+#: Set by ``setup.py`` while a wheel's kernels are compiled: they go to :data:`SHIPPED`.
+BUILDING = os.environ.get("MODLIN_BUILD_KERNELS") == "1"
 
 
 def cache_dir() -> str:
@@ -63,6 +90,47 @@ def cache_dir() -> str:
 
             root = AppDirs("modlin", appauthor=False).user_cache_dir
     return os.path.join(root, _TAG)
+
+
+@lru_cache(maxsize=1)
+def sources_digest() -> str:
+    """SHA-256 of every ``.py`` file of the installed package (relative paths and contents)."""
+    h = hashlib.sha256()
+    for top, dirs, files in os.walk(_PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "_kernels"))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(top, name)
+            h.update(os.path.relpath(path, _PACKAGE).replace(os.sep, "/").encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def _fingerprint() -> dict:
+    """What shipped kernels must have been compiled for to be used in this process."""
+    return {"numba": numba.__version__, "numpy": np.__version__, "python": "%d.%d" % sys.version_info[:2],
+            "sources": sources_digest()}
+
+
+def write_manifest() -> str:
+    """Record, beside the kernels just compiled into :data:`SHIPPED`, what they were compiled for."""
+    path = os.path.join(SHIPPED, _MANIFEST)
+    with open(path, "w") as f:
+        json.dump(_fingerprint(), f, indent=1)
+    return path
+
+
+@lru_cache(maxsize=1)
+def shipped() -> bool:
+    """Whether this copy of modlin carries compiled kernels it may use (see the module docstring)."""
+    if BUILDING:
+        return False
+    try:
+        with open(os.path.join(SHIPPED, _MANIFEST)) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return manifest == _fingerprint()
 
 
 @lru_cache(maxsize=1)
@@ -102,8 +170,35 @@ if _Locator not in _impl._locator_classes:
 
 
 class _Cache(caching.FunctionCache):
-    """numba's cache of compile results, loading them without the full initialisation of
-    numba's target context (see the module docstring)."""
+    """numba's cache of compile results, first looked up among the kernels shipped in the
+    wheel, and loaded without the full initialisation of numba's target context (see the
+    module docstring)."""
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        source_dir = os.path.dirname(os.path.abspath(inspect.getfile(py_func)))
+        self._shipped_path = os.path.normpath(os.path.join(SHIPPED, os.path.relpath(source_dir, _PACKAGE)))
+        self._shipped_file = None
+        if BUILDING:  # compiled for the wheel: the shipped directory is the cache
+            os.makedirs(self._shipped_path, exist_ok=True)
+            self._cache_file = self._shipped_tier()
+
+    def _shipped_tier(self) -> caching.IndexDataCacheFile:
+        if self._shipped_file is None:
+            self._shipped_file = caching.IndexDataCacheFile(
+                cache_path=self._shipped_path, filename_base=self._impl.filename_base,
+                source_stamp=sources_digest())
+        return self._shipped_file
+
+    def _load_overload(self, sig, target_context):
+        if not self._enabled:
+            return None
+        key = self._index_key(sig, target_context.codegen())
+        for tier in ((self._shipped_tier(), self._cache_file) if shipped() else (self._cache_file,)):
+            data = tier.load(key)
+            if data is not None:
+                return self._impl.rebuild(target_context, data)
+        return None
 
     def load_overload(self, sig, target_context):
         try:

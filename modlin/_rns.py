@@ -16,6 +16,7 @@ int64 or, through :mod:`modlin._pyints`, as Python ints.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -47,17 +48,23 @@ def int8_moduli() -> tuple[int, ...]:
     return tuple(chosen)
 
 
-@lru_cache(maxsize=64)
+#: Per ``top``, the primes below it found so far, in decreasing order: the planner asks for
+#: many counts below the same tops, and each prime is searched for once.
+_below: dict[int, list[int]] = {}
+_below_lock = threading.Lock()
+
+
 def primes_below(top: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes below ``top`` (fewer if there are not that many)."""
     from ._primes import prev_prime
 
-    out: list[int] = []
-    q = top
-    while len(out) < count and q > 3:
-        q = prev_prime(q - 1)
-        out.append(q)
-    return tuple(out)
+    with _below_lock:
+        found = _below.setdefault(top, [])
+        q = found[-1] if found else top
+        while len(found) < count and q > 3:
+            q = prev_prime(q - 1)
+            found.append(q)
+        return tuple(found[:count])
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ._progress import bar as progress_bar
 
-__all__ = ["paths", "warmup"]
+__all__ = ["paths", "warmup", "ship"]
 
 #: Moduli with their own product regime: fp32 and fp64 single words, (1,2), (1,3) and
 #: (2,2) multiword products, the largest multiword modulus, residue number systems with
@@ -216,10 +216,10 @@ def warmup(*, quiet: bool = False, stream=None) -> int:
 
     Progress goes to ``stream`` (default ``sys.stderr``) unless ``quiet``.
     """
-    from ._jit import cache_dir
+    from . import _jit
 
     stream = sys.stderr if stream is None else stream
-    root = pathlib.Path(cache_dir())
+    root = pathlib.Path(_jit.SHIPPED if _jit.BUILDING else _jit.cache_dir())
     before = _compiled(root)
     todo = paths()
     bar = None if quiet else progress_bar(len(todo), "modlin warmup", "path", stream)
@@ -244,3 +244,22 @@ def main(quiet: bool = False) -> int:
         print(f"modlin warmup: {n} kernel specialisation{'s' if n != 1 else ''} compiled into {cache_dir()} "
               f"in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def ship() -> int:
+    """Compile every path into the package's shipped kernels and write their manifest.
+
+    Run by ``setup.py``, with ``MODLIN_BUILD_KERNELS=1``, on the copy of the package a
+    wheel is being built from (see :mod:`modlin._jit`); returns the number compiled.
+    """
+    from . import _jit
+
+    if not _jit.BUILDING:
+        raise RuntimeError("ship() compiles into the package itself: only for a wheel being built, "
+                           "with MODLIN_BUILD_KERNELS=1")
+    t0 = time.perf_counter()
+    n = warmup(quiet=True)
+    where = _jit.write_manifest()
+    print(f"modlin: {n} kernel specialisations compiled for the wheel in {time.perf_counter() - t0:.1f} s "
+          f"({where})")
+    return n

@@ -2,18 +2,23 @@
 
 numba's default (the package's ``__pycache__``) leaves files pip does not own,
 which survive an uninstall and then shadow an editable install of modlin as an
-empty namespace package.
+empty namespace package. The one exception is the wheel's own kernels, compiled
+into ``modlin/_kernels`` while it is built and used only for the sources, numba,
+numpy and Python they were compiled for.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
 import numba
 import numpy as np
+import pytest
 
 import modlin
 from modlin import _jit
@@ -108,3 +113,112 @@ def _run_code(code: str, env_update: dict[str, str]) -> str:
                           cwd=str(PACKAGE.parent))
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+# --- kernels shipped in the wheel (setup.py compiles them into modlin/_kernels) ---
+
+SHIP = """
+import numpy as np
+from modlin import _jit
+from modlin.linalg._arith import parity
+assert _jit.BUILDING
+assert parity(np.array([1, 0, 2])) == 1
+print(_jit.write_manifest())
+"""
+
+# Runs the kernel, says whether the shipped kernels were usable and where modlin came from.
+USE = """
+import numpy as np
+import modlin
+from modlin import _jit
+from modlin.linalg._arith import parity
+assert parity(np.array([0, 1, 2])) == 0 and parity(np.array([1, 0, 2])) == 1
+print(_jit.shipped(), modlin.__file__)
+"""
+
+
+def _copy_package(site: pathlib.Path) -> pathlib.Path:
+    """A copy of this modlin under ``site`` (as an installed one would be), without caches."""
+    shutil.copytree(PACKAGE, site / "modlin", ignore=shutil.ignore_patterns("__pycache__", "_kernels"))
+    return site / "modlin"
+
+
+def _run_in(site: pathlib.Path, code: str, env_update: dict[str, str]) -> str:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MODLIN_CACHE_DIR", "NUMBA_CACHE_DIR", "MODLIN_BUILD_KERNELS")}
+    env.update(env_update, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(site))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def shipped_site(tmp_path_factory):
+    """A copy of the package whose ``_kernels`` holds the parity kernel, compiled as setup.py does."""
+    site = tmp_path_factory.mktemp("site")
+    package = _copy_package(site)
+    scratch = tmp_path_factory.mktemp("scratch")
+    manifest = _run_in(site, SHIP, {"MODLIN_BUILD_KERNELS": "1", "MODLIN_CACHE_DIR": str(scratch)})
+    assert pathlib.Path(manifest) == package / "_kernels" / "manifest.json"
+    assert _cached_files(scratch) == []  # compiled into the package copy, not the user cache
+    return site
+
+
+def test_build_mode_compiles_into_the_shipped_directory(shipped_site):
+    kernels = shipped_site / "modlin" / "_kernels"
+    assert any(f.name.startswith("_arith._parity_kernel") for f in _cached_files(kernels / "linalg"))
+    manifest = json.loads((kernels / "manifest.json").read_text())
+    assert manifest["numba"] == numba.__version__ and manifest["numpy"] == np.__version__
+    assert len(manifest["sources"]) == 64
+
+
+def test_shipped_kernels_are_loaded_instead_of_compiled(shipped_site, tmp_path):
+    used, where = _run_in(shipped_site, USE, {"MODLIN_CACHE_DIR": str(tmp_path)}).split()
+    assert used == "True" and pathlib.Path(where).parent == shipped_site / "modlin"
+    assert _cached_files(tmp_path) == []  # nothing compiled
+
+
+def _variant(shipped_site: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
+    site = tmp_path / "site"
+    shutil.copytree(shipped_site, site)
+    return site
+
+
+def test_an_edited_source_disables_the_shipped_kernels(shipped_site, tmp_path):
+    # the edit is in a file without the kernel: a kernel may inline code from any file
+    site = _variant(shipped_site, tmp_path)
+    with open(site / "modlin" / "_plan.py", "a") as f:
+        f.write("\n# edited after the wheel was built\n")
+    used, _ = _run_in(site, USE, {"MODLIN_CACHE_DIR": str(tmp_path / "user")}).split()
+    assert used == "False"
+    assert any("_parity_kernel" in f.name for f in _cached_files(tmp_path / "user"))  # compiled afresh
+
+
+@pytest.mark.parametrize("key, value", [("numba", "0.0.1"), ("numpy", "1.0"), ("python", "2.7")])
+def test_shipped_kernels_of_other_versions_are_not_used(shipped_site, tmp_path, key, value):
+    site = _variant(shipped_site, tmp_path)
+    path = site / "modlin" / "_kernels" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps({**manifest, key: value}))
+    used, _ = _run_in(site, USE, {"MODLIN_CACHE_DIR": str(tmp_path / "user")}).split()
+    assert used == "False"
+    assert any("_parity_kernel" in f.name for f in _cached_files(tmp_path / "user"))
+
+
+def test_without_a_manifest_the_shipped_kernels_are_not_used(shipped_site, tmp_path):
+    site = _variant(shipped_site, tmp_path)
+    (site / "modlin" / "_kernels" / "manifest.json").unlink()
+    used, _ = _run_in(site, USE, {"MODLIN_CACHE_DIR": str(tmp_path / "user")}).split()
+    assert used == "False"
+
+
+def test_ship_refuses_outside_a_wheel_build():
+    from modlin import _warmup
+
+    with pytest.raises(RuntimeError, match="MODLIN_BUILD_KERNELS"):
+        _warmup.ship()
+
+
+def test_the_checkout_ships_no_kernels():
+    assert not _jit.shipped() and not (PACKAGE / "_kernels").exists()

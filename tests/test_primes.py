@@ -81,3 +81,42 @@ def test_planning_does_not_import_galois():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_small_primes_are_the_primes_below_the_trial_bound():
+    small = _primes._small_primes()
+    assert small == tuple(int(q) for q in galois.primes(_primes.TRIAL_BOUND - 1))
+    assert small[-1] == 65521 and len(small) == 6542  # pi(2**16) = 6542
+
+
+def test_primes_below_any_order_of_counts():
+    from modlin._rns import primes_below
+
+    top = 2**22 + 1001  # a top no plan uses, so the search starts here
+    expected = [int(q) for q in galois.primes(top - 1)[::-1][:12]]
+    for count in (5, 2, 12, 7, 0):
+        assert primes_below(top, count) == tuple(expected[:count])
+    assert primes_below(20, 10) == (19, 17, 13, 11, 7, 5, 3)
+
+
+#: Factorisations of the bounds of _primes._BASE_COUNTS (the least strong pseudoprimes to the
+#: first 1, 2, 3, 4, 5, 6, 7, 9, 12, 13 prime bases, OEIS A014233)
+_PSEUDOPRIME_FACTORS = ((23, 89), (829, 1657), (2251, 11251), (151, 751, 28351), (6763, 10627, 29947),
+                        (1303, 16927, 157543), (10670053, 32010157), (149491, 747451, 34233211),
+                        (399165290221, 798330580441), (1287836182261, 2575672364521))
+
+
+@pytest.mark.parametrize("bound, factors", zip([b for b, _ in _primes._BASE_COUNTS], _PSEUDOPRIME_FACTORS))
+def test_is_prime_at_each_base_count_bound(bound, factors):
+    # each bound is the least strong pseudoprime to the bases used below it: composite, and
+    # the numbers around it are decided as galois decides them (galois 0.4 takes some of
+    # these bounds for primes, hence the known factors)
+    assert math.prod(factors) == bound and not _primes.is_prime(bound)
+    for n in range(bound - 60, bound + 60):
+        if n != bound:
+            assert _primes.is_prime(n) == bool(galois.is_prime(n)), n
+
+
+def test_is_prime_below_the_trial_bound_matches_the_sieve():
+    primes = set(_primes._small_primes())
+    assert all(_primes.is_prime(n) == (n in primes) for n in range(_primes.TRIAL_BOUND))
