@@ -20,9 +20,10 @@ import numpy as np
 
 from ._backend import is_cupy, namespace
 from ._jit import njit
-from ._threads import each
+from ._threads import each, each_row
+from ._tiles import scratch
 
-__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine",
+__all__ = ["Reduction", "balanced_words", "balanced_lift_int64", "twom_split", "twom_combine", "twom_finish",
            "word_bounds", "step", "finalize", "add_into"]
 
 
@@ -281,17 +282,35 @@ def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compile
         _images(re[e0:e1], im[e0:e1], s, m, minv, plus[e0:e1], minus[e0:e1])
 
 
+@njit(inline="always")
+def _combine1(x, y, inv2, inv2s, m, minv):  # pragma: no cover - compiled
+    """``((x + y)/2, (x - y)/(2s)) mod m`` for ``x, y`` in ``[0, m)`` (``inv2s = 1/(2s)``)."""
+    a = x + y
+    a = a - m if a >= m else a
+    b = x - y
+    b = b + m if b < 0 else b
+    return _mulmod1(a, inv2, m, minv), _mulmod1(b, inv2s, m, minv)
+
+
 @njit
 def _twom_combine_kernel(X, Y, inv2, inv2s, m, re, im):  # pragma: no cover - compiled
     """``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` (mod m) in one pass; ``X, Y`` in ``[0, m)``."""
     minv = 1.0 / np.float64(m)
     for i in range(X.shape[0]):
-        a = X[i] + Y[i]
-        a = a - m if a >= m else a
-        b = X[i] - Y[i]
-        b = b + m if b < 0 else b
-        re[i] = _mulmod1(a, inv2, m, minv)
-        im[i] = _mulmod1(b, inv2s, m, minv)
+        re[i], im[i] = _combine1(X[i], Y[i], inv2, inv2s, m, minv)
+
+
+@njit
+def _twom_finish_kernel(X, Y, q, hi, lo, inv2, inv2s, m, re, im):  # pragma: no cover - compiled
+    """:func:`_finalize_plain` of both real products' float sums, then
+    :func:`_twom_combine_kernel`, in one pass over 2-D slices (row by row, any strides)."""
+    fm = np.float64(m)
+    minv = 1.0 / fm
+    for i in range(X.shape[0]):
+        xr, yr, rr, ir = X[i], Y[i], re[i], im[i]
+        for j in range(xr.shape[0]):
+            rr[j], ir[j] = _combine1(_final1(xr[j], q, hi, lo, fm), _final1(yr[j], q, hi, lo, fm), inv2, inv2s,
+                                     m, minv)
 
 
 @njit
@@ -324,7 +343,7 @@ def twom_words(re: np.ndarray, im: np.ndarray, s: int, m: int, shift: int, u: in
     shape = re.shape
     re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
     im = np.ascontiguousarray(im, dtype=np.int64).reshape(-1)
-    plus, minus = np.empty((u, re.size), dtype=dtype), np.empty((u, re.size), dtype=dtype)
+    plus, minus = scratch((u, re.size), dtype), scratch((u, re.size), dtype)
     s, m, shift = np.int64(s), np.int64(m), np.int64(shift)
     each(lambda r: _twom_words_kernel(re, im, r.start, r.stop, s, m, shift, u, plus, minus), re.size, 2 * u)
     return plus.reshape((u,) + shape), minus.reshape((u,) + shape)
@@ -359,6 +378,21 @@ def twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarr
     each(lambda r: _twom_combine_kernel(X[r.start:r.stop], Y[r.start:r.stop], inv2, inv2s, m, re[r.start:r.stop],
                                         im[r.start:r.stop]), X.size, 2)
     return re.reshape(shape), im.reshape(shape)
+
+
+def twom_finish(X: np.ndarray, Y: np.ndarray, reduce: Reduction, s: int, re: np.ndarray, im: np.ndarray) -> None:
+    """:func:`finalize` of 2M's two real products then :func:`twom_combine`, fused: from the
+    float64 sums ``X, Y`` that :func:`modlin._multiword.multiply_words` leaves with
+    ``keep=True`` (reduced by ``reduce``, modulo ``m = reduce.p``, as ``finalize`` would),
+    ``re, im <- ((X + Y)/2, (X - Y)/(2s)) mod m`` as int64, written into the given arrays
+    (of ``X``'s shape, any strides). One pass where the two take three, and two fewer
+    int64 arrays."""
+    m = reduce.p
+    q = reduce.constants()
+    inv2, inv2s, m64 = np.int64((m + 1) // 2), np.int64(pow(2 * s, -1, m)), np.int64(m)
+    for xs, ys, rs, is_ in _slices(X, Y, re, im):
+        each_row(lambda r: _twom_finish_kernel(xs[r], ys[r], *q, inv2, inv2s, m64, rs[r], is_[r]),
+                 *xs.shape, 2)
 
 
 def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:
@@ -462,6 +496,18 @@ def _finalize(x, t, add, q1, hi1, lo1, scale, q2, hi2, lo2, qt, hit, lot, q, hi,
             outr[j] = np.int64(y)
 
 
+@njit(inline="always")
+def _final1(x, q, hi, lo, fp):  # pragma: no cover - compiled
+    """``red(x) mod p`` in ``[0, p)`` as int64 (``fp = p``), for an accumulator ``x``."""
+    y = _red(np.float64(x), q, hi, lo)
+    y -= np.floor(y * q) * fp  # as in _finalize: |y| <= p/2 + 4
+    if y >= fp:
+        y -= fp
+    elif y < 0:
+        y += fp
+    return np.int64(y)
+
+
 @njit
 def _finalize_plain(x, q, hi, lo, p, out):  # pragma: no cover - compiled
     """``out <- red(x) mod p`` in ``[0, p)`` as int64: :func:`_finalize` with no ``t``, no
@@ -472,13 +518,7 @@ def _finalize_plain(x, q, hi, lo, p, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
         xr, outr = x[i], out[i]
         for j in range(xr.shape[0]):
-            y = _red(np.float64(xr[j]), q, hi, lo)
-            y -= np.floor(y * q) * fp  # as in _finalize: |y| <= p/2 + 4
-            if y >= fp:
-                y -= fp
-            elif y < 0:
-                y += fp
-            outr[j] = np.int64(y)
+            outr[j] = _final1(xr[j], q, hi, lo, fp)
 
 
 # --------------------------------------------------------------------------- wrappers
@@ -528,7 +568,7 @@ def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype,
     if is_cupy(x):
         return _gpu_words(x, p, s, u, dtype)
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
-    words = np.empty((u, flat.size), dtype=dtype) if out is None else out.reshape(u, flat.size)
+    words = scratch((u, flat.size), dtype) if out is None else out.reshape(u, flat.size)
     p64, s64 = np.int64(p), np.int64(s)
     outside = each(lambda part: _residues_to_words(flat, part.start, part.stop, p64, s64, u, words), flat.size, u)
     if any(outside):  # some entries were not in [-p//2, p): reduce them all and redo

@@ -67,10 +67,18 @@ def multiply(pl: Plan, a: np.ndarray | Words, b: np.ndarray, out: np.ndarray,
 
 
 def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
-                   arena: Arena | None = None) -> np.ndarray:
+                   arena: Arena | None = None, keep: bool = False) -> np.ndarray:
     """:func:`multiply` on words already split (``aw``: ``(u, ..., m, k)``, ``bw``: ``(v, ..., k, n)``,
-    in the engine's dtype and within the plan's word bounds). ``out`` may be int64 or float64."""
+    in the engine's dtype and within the plan's word bounds). ``out`` may be int64 or float64.
+
+    With ``keep``, the final pass stops short of its last reduction: ``out`` (in the
+    engine's accumulator dtype) receives the sum that :func:`modlin._modular.finalize`
+    would reduce by ``pl.reductions[0]`` into ``[0, p)``, for a caller that fuses that
+    reduction into its own pass (:func:`modlin._modular.twom_finish`).
+    """
     eng = get_engine(pl.engine)
+    if keep and out.dtype != eng.acc_dtype:
+        raise ValueError(f"keep=True leaves the {eng.acc_dtype} sums, not {out.dtype}")
     if pl.variant == "concat-a":
         # (A B)^T = B^T A^T: concatenating the words of A is concatenating those of B^T.
         a, b, c, algorithm = bw.swapaxes(-1, -2), aw.swapaxes(-1, -2), out.swapaxes(-1, -2), _concat
@@ -84,28 +92,36 @@ def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
     depth = min(a.shape[-1], pl.block)
     t = 1 if is_cupy(out) else gemm_workers(c.size * a.shape[-1] * pl.gemm_count(), rows, depth)
     if t == 1:
-        algorithm(pl, a, b, c, eng, arena)
+        algorithm(pl, a, b, c, eng, arena, keep=keep)
         return out
     # each worker runs the whole schedule on its slab of rows, sharing the other side's words
     with region(t):
-        run(lambda job: algorithm(pl, a[..., job[1], :], b, c[..., job[1], :], eng, arena, job[0]),
+        run(lambda job: algorithm(pl, a[..., job[1], :], b, c[..., job[1], :], eng, arena, job[0], keep),
             list(enumerate(slabs(rows, t))))
     return out
 
 
-def _pass(op, C, T, out, pl: Plan) -> None:
+def _pass(op, C, T, out, pl: Plan, keep: bool = False) -> None:
     """Run a ``"step"`` or ``"final"`` operation of the schedule: ``C <- pre(C) + red(T)``
-    (into ``out``, reduced into ``[0, p)``, for the final one; ``T`` may be ``None``)."""
+    (into ``out``, reduced into ``[0, p)``, for the final one; ``T`` may be ``None``).
+
+    With ``keep`` the final one is the step's arithmetic into ``out``, which the
+    caller then reduces into ``[0, p)`` by ``acc`` (``finalize``'s last two operations)."""
     acc, scaled = pl.reductions
     g, reduce = op[-2], op[-1]
     pre = acc if reduce or g else None
     if op[0] == "step":
         _modular.step(C, T, pre, g, scaled.get(g), acc)
-    else:
+    elif not keep:
         _modular.finalize(C, out, acc, T, pre, g, scaled.get(g))
+    else:
+        if T is not None or pre is not None or g:
+            _modular.step(C, T, pre, g, scaled.get(g), acc)
+        if not np.may_share_memory(C, out):  # C is out itself, or a buffer of its own
+            out[...] = C
 
 
-def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0) -> None:
+def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0, keep: bool = False) -> None:
     k = aw.shape[-1]
     xp = namespace(out)
     if out.flags.c_contiguous and eng.acc_dtype.itemsize == out.dtype.itemsize:
@@ -124,10 +140,10 @@ def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0) -> None:
         elif k == 0:
             out[...] = 0
         else:
-            _pass(op, C, T if op[0] == "step" or op[1] == "T" else None, out, pl)
+            _pass(op, C, T if op[0] == "step" or op[1] == "T" else None, out, pl, keep)
 
 
-def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0) -> None:
+def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0, keep: bool = False) -> None:
     """Alg 3.3: ``aw`` holds the words iterated over, ``bcat`` the other side's words
     concatenated along their columns (``slab``: which of the row slabs running in
     parallel this is, naming its buffers in ``arena``)."""
@@ -154,4 +170,4 @@ def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0) -> None:
         elif k == 0:
             out[...] = 0
         else:
-            _pass(op, C, S, out, pl)
+            _pass(op, C, S, out, pl, keep)

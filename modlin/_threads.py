@@ -157,6 +157,15 @@ def run(fn: Callable[[T], object], items: Sequence[T]) -> list:
     return [first] + [f.result() for f in futures]
 
 
+def each_row(fn: Callable[[slice], T], rows: int, cols: int, passes: float = 1.0) -> list[T]:
+    """``fn(part)`` over slabs of rows (slices) covering ``range(rows)``, in parallel: an
+    element-wise job of ``passes`` passes over a ``rows x cols`` matrix of any strides,
+    which row-wise kernels walk slab by slab."""
+    t = row_workers(rows * cols * passes * COMBINE_PASS, rows)
+    with region(t):
+        return run(fn, slabs(rows, t))
+
+
 def each(fn: Callable[[range], T], n: int, passes: float = 1.0) -> list[T]:
     """``fn(part)`` over contiguous ranges covering ``range(n)``, in parallel: a flat
     element-wise job of ``passes`` passes over ``n`` entries (for the cost model, each

@@ -29,7 +29,7 @@ from ._convert import _index, float_integers, integer_operands, integers, max_ab
 from ._flint import FlintType
 
 from ._matmul import matmul as _matmul
-from ._modular import twom_combine, twom_split, twom_words
+from ._modular import twom_combine, twom_finish, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
 from ._primes import RHO_STEPS, factor
 
@@ -491,12 +491,9 @@ def _tiled_matmul(a, b, m: int, alg: str):
             def product(rows, inner, cols):
                 xt = [reduce(t[..., rows, inner], m, "A") for t in x]
                 yt = [reduce(t[..., inner, cols], m, "B") for t in y]
-                part = tile(xt, yt)
-                if inner.start:
-                    return part
-                for d, p in zip(dst, part):
-                    d[..., rows, cols] = p
-                return [d[..., rows, cols] for d in dst]
+                if inner.start:  # a later k-panel: added to the first's, in the output
+                    return tile(xt, yt)
+                return tile(xt, yt, out=[d[..., rows, cols] for d in dst])
 
             run(tiling, product, add=tile.add, bar=bar)
     return _shaped(re, im, shape)
@@ -524,24 +521,45 @@ class _TileProduct:
         _product(self.pl, x, y, self.m, out)
         return out
 
-    def __call__(self, x, y):
+    def __call__(self, x, y, out=None):
+        """The parts of the tile's product, written into ``out`` (a list of its arrays, any
+        strides) when given."""
         from . import _multiword
+        from ._engines import get_engine
+        from ._tiles import scratch
 
         m, s, pl = self.m, self.s, self.pl
-        if len(x) == 1:
-            return [self.real(x[0], y[0])]
-        if not self.words:
+        if self.words:
+            ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
+            bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
+            shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+            acc = get_engine(pl.engine).acc_dtype
+            if out is None:  # a later k-panel's, added into the output then dropped
+                out = [scratch(shape, np.int64) for _ in range(2)]
+            if acc == np.float64:
+                # the two real products' sums, reduced and combined into the output in one pass
+                X, Y = scratch(shape, acc), scratch(shape, acc)
+                _multiword.multiply_words(pl, ap, bp, X, keep=True)
+                del ap, bp
+                _multiword.multiply_words(pl, am, bm, Y, keep=True)
+                twom_finish(X, Y, pl.reductions[0], s, *out)
+                return out
+            X, Y = scratch(shape, np.int64), scratch(shape, np.int64)
+            _multiword.multiply_words(pl, ap, bp, X)
+            del ap, bp
+            _multiword.multiply_words(pl, am, bm, Y)
+            parts = twom_combine(X, Y, s, m)
+        elif len(x) == 1:
+            parts = [self.real(x[0], y[0])]
+        else:
             if self.alg != "2m":
                 x, y = [t % m for t in x], [t % m for t in y]
-            return list(_gauss(*x, *y, m, self.alg, self.real))
-        ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
-        bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
-        out = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
-        X, Y = np.empty(out, dtype=np.int64), np.empty(out, dtype=np.int64)
-        _multiword.multiply_words(pl, ap, bp, X)
-        del ap, bp
-        _multiword.multiply_words(pl, am, bm, Y)
-        return list(twom_combine(X, Y, s, m))
+            parts = list(_gauss(*x, *y, m, self.alg, self.real))
+        if out is None:
+            return list(parts)
+        for d, q in zip(out, parts):
+            d[...] = q
+        return out
 
     def add(self, acc, part):
         for x, y in zip(acc, part):

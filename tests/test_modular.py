@@ -400,3 +400,59 @@ def test_add_into_at_two_to_the_63():
     with modlin.limits(memory="2MiB"):  # k in several panels
         C = modlin.matmul(A, A.T, p)
     assert np.array_equal(C.astype(object), (A.astype(object) @ A.T.astype(object)) % p)
+
+
+def _twom_prime(top: int) -> int:
+    from modlin._primes import prev_prime
+
+    q = top
+    while True:
+        q = prev_prime(q - 1)
+        if q % 4 == 1:
+            return q
+
+
+@pytest.mark.parametrize("bits", [21, 31, 40, 50, 52])
+@pytest.mark.parametrize("k", [1, 300, 5000])
+def test_twom_finish_is_finalize_then_combine(bits, k, rng):
+    """The fused last pass of 2M (the sums ``multiply_words`` leaves with ``keep=True``,
+    reduced and combined in one kernel) gives the bits of ``finalize`` then ``twom_combine``
+    and the Python-int product, for single and multiword plans with k in one block and
+    in several, into strided outputs."""
+    from modlin._engines import get_engine
+    from modlin._modular import twom_finish
+    from modlin._multiword import multiply_words
+    from modlin.gaussian import sqrt_minus_one
+
+    m = _twom_prime(2**bits)
+    s = sqrt_minus_one(m)
+    pl = modlin.plan(m, 6, k, 5, engine="fp64")
+    assert isinstance(pl, Plan)
+    eng = get_engine(pl.engine)
+    x = [rng.integers(0, m, (6, k)) for _ in range(2)]
+    y = [rng.integers(0, m, (k, 5)) for _ in range(2)]
+    x[0][0, 0] = x[1][0, 0] = y[0][0, 0] = y[1][0, 0] = m - 1
+    ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, eng.dtype)
+    bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, eng.dtype)
+    sums = [np.empty((6, 5), dtype=eng.acc_dtype) for _ in range(2)]
+    multiply_words(pl, ap, bp, sums[0], keep=True)
+    multiply_words(pl, am, bm, sums[1], keep=True)
+    re, im = (np.full((6, 10), -7, dtype=np.int64)[:, ::2] for _ in range(2))
+    twom_finish(*sums, pl.reductions[0], s, re, im)
+    X, Y = np.empty((6, 5), dtype=np.int64), np.empty((6, 5), dtype=np.int64)
+    multiply_words(pl, ap, bp, X)
+    multiply_words(pl, am, bm, Y)
+    want_re, want_im = twom_combine(X, Y, s, m)
+    assert np.array_equal(re, want_re) and np.array_equal(im, want_im)
+    xo, yo = [t.astype(object) for t in x], [t.astype(object) for t in y]
+    assert np.array_equal(re.astype(object), (xo[0] @ yo[0] - xo[1] @ yo[1]) % m)
+    assert np.array_equal(im.astype(object), (xo[0] @ yo[1] + xo[1] @ yo[0]) % m)
+
+
+def test_keep_needs_the_accumulator_dtype():
+    from modlin._multiword import multiply_words
+
+    pl = modlin.plan(65521, 4, 4, 4, engine="fp64")
+    w = np.zeros((1, 4, 4))
+    with pytest.raises(ValueError, match="keep=True"):
+        multiply_words(pl, w, w, np.empty((4, 4), dtype=np.int64), keep=True)

@@ -329,3 +329,69 @@ def test_tiled_single_gemm_intmul(monkeypatch):
     assert seen[-1].grid[1] > 1  # the smallest budget cut k into panels too
     with modlin.limits(memory="10KiB"), pytest.raises(ValueError, match="smallest tile"):
         modlin.intmul(A[0], B)
+
+
+# --------------------------------------------------------------------- scratch pool
+
+def test_scratch_is_reused_only_when_nothing_refers_to_it():
+    pool = _tiles._Pool()
+    a = pool.empty((100, 10), np.float64)
+    view = a.reshape(-1)[5:].view(np.int64)  # derived twice: still refers to the buffer
+    del a
+    b = pool.empty((100, 10), np.float64)
+    assert not np.shares_memory(view, b)
+    address = view.__array_interface__["data"][0] - 5 * 8
+    del view
+    c = pool.empty((50, 20), np.int64)  # the same size: the idle buffer comes back
+    assert c.__array_interface__["data"][0] == address
+    assert not np.shares_memory(b, c)
+
+
+def test_scratch_pool_keeps_a_share_of_the_budget():
+    pool = _tiles._Pool()
+    with modlin.limits(memory="4MiB"):  # keeps at most 1 MiB idle
+        held = [pool.empty((2**17,), np.float64) for _ in range(3)]  # 1 MiB each
+        del held
+        kept = pool.empty((2**18,), np.float64)  # a new size: the idle ones are trimmed first
+        assert pool.idle_bytes() <= 2**20 and kept.nbytes == 2**21
+
+
+def test_scratch_under_concurrent_threads():
+    import threading
+
+    pool = _tiles._Pool()
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            n = int(rng.integers(1, 5000))
+            a = pool.empty((n,), np.int64)
+            a[:] = seed
+            b = pool.empty((n,), np.int64)
+            b[:] = -seed
+            if not (a == seed).all() or not (b == -seed).all():
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_products_reuse_scratch_and_stay_exact(rng):
+    from modlin import gaussian
+
+    p = 2**31 - 1
+    a, b = rng.integers(0, p, (70, 90)), rng.integers(0, p, (90, 60))
+    first = modlin.matmul(a, b, p)
+    again = modlin.matmul(a, b, p)  # on the first product's scratch, now idle
+    assert np.array_equal(first, ref_matmul(a, b, p)) and np.array_equal(first, again)
+    m = 1048601  # 1 mod 4
+    parts = [rng.integers(0, m, (40, 50)) for _ in range(2)], [rng.integers(0, m, (50, 30)) for _ in range(2)]
+    one = gaussian.matmul(*parts, m, algorithm="2m")
+    two = gaussian.matmul(*parts, m, algorithm="2m")
+    assert all(np.array_equal(u, v) for u, v in zip(one, two))
+    assert not np.shares_memory(one[0], two[0]) and not np.shares_memory(first, again)
