@@ -151,7 +151,7 @@ class Plan:
 
     def gemm_count(self, k: int | None = None) -> int:
         """GEMM calls the plan makes for inner dimension ``k`` (default: its own)."""
-        return sum(1 for op in self.schedule(k) if op[0] == "gemm")
+        return sum(1 for op in _schedule(self, self.shape[1] if k is None else k) if op[0] == "gemm")
 
     def check(self) -> None:
         """Raise ValueError unless every GEMM of the plan obeys the contract."""
@@ -202,8 +202,7 @@ class Plan:
         reduce)`` is the last such pass (``src``: ``"T"``, ``"S"`` or ``None``), reduced
         into ``[0, p)``. ``red`` is :attr:`reductions`' first, for any GEMM output.
         """
-        k = self.shape[1] if k is None else k
-        return list(_horner_ops(self, k) if self.variant == "horner" else _concat_ops(self, k))
+        return list(_schedule(self, self.shape[1] if k is None else k))
 
     def counts(self, k: int | None = None) -> tuple[list[tuple[int, int, int]], int]:
         """``(gemms, passes)`` of :meth:`schedule` without listing it: ``gemms`` holds
@@ -395,6 +394,14 @@ def _fold(pl: Plan, bound: int, g: int) -> tuple[bool, int]:
         return True, scaled[g].r_max + acc.r_max
     reduce = bound + acc.r_max > get_engine(pl.engine).L
     return reduce, (acc.r_max if reduce else bound) + acc.r_max
+
+
+@lru_cache(maxsize=4096)
+def _schedule(pl: Plan, k: int) -> tuple[tuple, ...]:
+    """:meth:`Plan.schedule` as a tuple, kept: a residue number system's memory model asks
+    each modulus' plan for its GEMM count at every group size and tile it weighs (thousands
+    of schedules per charpoly, a tenth of its time, before this cache)."""
+    return tuple(_horner_ops(pl, k) if pl.variant == "horner" else _concat_ops(pl, k))
 
 
 def _horner_ops(pl: Plan, k: int) -> Iterator[tuple]:
