@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
@@ -273,21 +274,29 @@ class _Pool:
     itself, as its base, so the buffer is idle exactly when the pool's list holds
     the only reference. A result that is a view of scratch is therefore never
     overwritten while it is alive, whoever holds it.
+
+    The pool never adds to a product's peak: before it takes fresh memory it frees
+    every idle buffer (an identical product finds all its buffers idle and takes
+    none), and when an array it handed out dies, idle buffers beyond the share of
+    the budget are freed, so no more than that is held between products.
     """
 
     def __init__(self):
         self._bufs: list[np.ndarray] = []  # least recently handed out first
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # trims run when arrays die, maybe inside empty()
 
-    def _idle(self, i: int) -> bool:
-        # the list's reference and getrefcount's own argument: no array uses it
-        return sys.getrefcount(self._bufs[i]) <= 2
+    def _idle(self, i: int, dying: int = 0) -> bool:
+        # the list's reference and getrefcount's own argument: no array uses it; the buffer
+        # (of id ``dying``) of an array being finalised is still its base, one more
+        return sys.getrefcount(self._bufs[i]) <= (3 if id(self._bufs[i]) == dying else 2)
 
     def empty(self, shape: tuple[int, ...], dtype) -> np.ndarray:
         """An uninitialised C-contiguous array: an idle buffer of at least its size (and at
         most twice, plus a MiB), else a new one."""
         dtype = np.dtype(dtype)
-        need = max(math.prod(shape) * dtype.itemsize, 1)
+        need = math.prod(shape) * dtype.itemsize
+        if need == 0:
+            return np.empty(shape, dtype=dtype)
         with self._lock:
             best = None
             for i in range(len(self._bufs)):
@@ -296,34 +305,42 @@ class _Pool:
                         and self._idle(i):
                     best = i
             if best is None:
-                self._trim()
+                self._trim(0)
                 buf = np.empty(need, dtype=np.uint8)
             else:
                 buf = self._bufs.pop(best)
             self._bufs.append(buf)
-            return buf[:need].view(dtype).reshape(shape)
+            out = buf[:need].view(dtype).reshape(shape)
+        # an id, not the buffer: the callback must not hold a reference to it (the buffer
+        # outlives the callback, the dying array being its base until then)
+        weakref.finalize(out, self._trim, None, id(buf)).atexit = False
+        return out
 
-    def _trim(self) -> None:
-        """Drop the least recently used idle buffers beyond the share of the budget."""
-        cap = int(current_limits().memory * POOL_SHARE)
-        idle = [i for i in range(len(self._bufs)) if self._idle(i)]
-        total = sum(self._bufs[i].size for i in idle)
-        drop = set()
-        for i in idle:
-            if total <= cap:
-                break
-            total -= self._bufs[i].size
-            drop.add(i)
-        self._bufs[:] = [b for i, b in enumerate(self._bufs) if i not in drop]
+    def _trim(self, cap: int | None = None, dying: int = 0) -> None:
+        """Free the least recently used idle buffers beyond ``cap`` bytes (default: the
+        share of the budget); ``dying``: the id of the buffer of an array being finalised
+        (which runs this, as that buffer may be idle once it is gone)."""
+        with self._lock:
+            if cap is None:
+                cap = int(current_limits().memory * POOL_SHARE)
+            idle = [i for i in range(len(self._bufs)) if self._idle(i, dying)]
+            total = sum(self._bufs[i].size for i in idle)
+            drop = set()
+            for i in idle:
+                if total <= cap:
+                    break
+                total -= self._bufs[i].size
+                drop.add(i)
+            if drop:
+                self._bufs[:] = [b for i, b in enumerate(self._bufs) if i not in drop]
 
     def idle_bytes(self) -> int:
         with self._lock:
             return sum(self._bufs[i].size for i in range(len(self._bufs)) if self._idle(i))
 
-    def clear(self) -> None:
-        """Forget every buffer (those in use stay alive with their arrays)."""
+    def held_bytes(self) -> int:
         with self._lock:
-            self._bufs.clear()
+            return sum(b.size for b in self._bufs)
 
 
 _POOL = _Pool()

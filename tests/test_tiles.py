@@ -351,9 +351,22 @@ def test_scratch_pool_keeps_a_share_of_the_budget():
     pool = _tiles._Pool()
     with modlin.limits(memory="4MiB"):  # keeps at most 1 MiB idle
         held = [pool.empty((2**17,), np.float64) for _ in range(3)]  # 1 MiB each
-        del held
-        kept = pool.empty((2**18,), np.float64)  # a new size: the idle ones are trimmed first
-        assert pool.idle_bytes() <= 2**20 and kept.nbytes == 2**21
+        assert pool.idle_bytes() == 0 and pool.held_bytes() == 3 * 2**20
+        del held  # as they die, the idle ones beyond the share are freed
+        assert pool.idle_bytes() == pool.held_bytes() == 2**20
+
+
+def test_scratch_pool_frees_idle_buffers_before_taking_fresh_memory():
+    pool = _tiles._Pool()
+    with modlin.limits(memory="1GiB"):
+        small = pool.empty((2**17,), np.float64)
+        del small  # 1 MiB idle, within the share
+        assert pool.idle_bytes() == 2**20
+        big = pool.empty((2**20,), np.float64)  # does not fit the idle one: it goes first
+        assert pool.held_bytes() == big.nbytes == 2**23
+        del big
+        again = pool.empty((2**20 - 5,), np.float64)  # fits the idle buffer: nothing new
+        assert pool.held_bytes() == 2**23 and again.size == 2**20 - 5
 
 
 def test_scratch_under_concurrent_threads():
@@ -395,3 +408,11 @@ def test_products_reuse_scratch_and_stay_exact(rng):
     two = gaussian.matmul(*parts, m, algorithm="2m")
     assert all(np.array_equal(u, v) for u, v in zip(one, two))
     assert not np.shares_memory(one[0], two[0]) and not np.shares_memory(first, again)
+
+
+def test_empty_scratch_takes_nothing_from_the_pool():
+    pool = _tiles._Pool()
+    for shape, dtype in (((0,), np.float64), ((3, 0), np.int64), ((0, 0, 2), np.int32)):
+        a = pool.empty(shape, dtype)
+        assert a.shape == shape and a.dtype == dtype
+    assert pool.held_bytes() == 0
