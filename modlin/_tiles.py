@@ -258,6 +258,9 @@ def pair_count(tiling: Tiling) -> int:
 
 #: Idle scratch buffers kept between products: at most this fraction of the memory budget.
 POOL_SHARE = 0.25
+#: Smaller scratch arrays are plain ``np.empty``: the C allocator reuses small blocks without
+#: new pages, and a pool of many would be slow to search.
+POOL_MIN = 2**20
 
 
 class _Pool:
@@ -292,10 +295,10 @@ class _Pool:
 
     def empty(self, shape: tuple[int, ...], dtype) -> np.ndarray:
         """An uninitialised C-contiguous array: an idle buffer of at least its size (and at
-        most twice, plus a MiB), else a new one."""
+        most twice, plus a MiB), else a new one; below :data:`POOL_MIN` bytes, ``np.empty``."""
         dtype = np.dtype(dtype)
         need = math.prod(shape) * dtype.itemsize
-        if need == 0:
+        if need < POOL_MIN:
             return np.empty(shape, dtype=dtype)
         with self._lock:
             best = None

@@ -335,16 +335,22 @@ def test_tiled_single_gemm_intmul(monkeypatch):
 
 def test_scratch_is_reused_only_when_nothing_refers_to_it():
     pool = _tiles._Pool()
-    a = pool.empty((100, 10), np.float64)
+    a = pool.empty((256, 512), np.float64)  # 1 MiB
     view = a.reshape(-1)[5:].view(np.int64)  # derived twice: still refers to the buffer
     del a
-    b = pool.empty((100, 10), np.float64)
+    b = pool.empty((256, 512), np.float64)
     assert not np.shares_memory(view, b)
     address = view.__array_interface__["data"][0] - 5 * 8
     del view
-    c = pool.empty((50, 20), np.int64)  # the same size: the idle buffer comes back
+    c = pool.empty((512, 256), np.int64)  # the same size: the idle buffer comes back
     assert c.__array_interface__["data"][0] == address
     assert not np.shares_memory(b, c)
+
+
+def test_small_scratch_is_plain_memory():
+    pool = _tiles._Pool()
+    a = pool.empty((100, 10), np.float64)
+    assert a.shape == (100, 10) and a.flags.c_contiguous and pool.held_bytes() == 0
 
 
 def test_scratch_pool_keeps_a_share_of_the_budget():
@@ -377,8 +383,8 @@ def test_scratch_under_concurrent_threads():
 
     def work(seed):
         rng = np.random.default_rng(seed)
-        for _ in range(200):
-            n = int(rng.integers(1, 5000))
+        for _ in range(40):
+            n = int(rng.integers(2**17, 2**19))  # 1-4 MiB of int64
             a = pool.empty((n,), np.int64)
             a[:] = seed
             b = pool.empty((n,), np.int64)
