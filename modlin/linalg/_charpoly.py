@@ -114,11 +114,21 @@ def _monic(c: np.ndarray, p: int) -> list[int]:
     return [(-int(x)) % p for x in c] + [1]
 
 
-def _horner(A: np.ndarray, f: list[int], X: np.ndarray, p: int) -> np.ndarray:
-    """``f(A) @ X mod p`` for a monic ``f``: one product with ``A`` per degree."""
+def _prepared(M: np.ndarray, p: int):
+    """``(plan, operand)``: ``M`` converted once (:func:`~modlin.linalg._arith.prepare_left`) for
+    its many products with thin blocks, which would otherwise split it into words or
+    residues again each time (half the time of a minimal polynomial's Krylov vectors)."""
+    pl = thin_plan(p, M.shape[0], 1)
+    return pl, prepare_left(pl, M, p)
+
+
+def _horner(A: np.ndarray, f: list[int], X: np.ndarray, p: int, left=None) -> np.ndarray:
+    """``f(A) @ X mod p`` for a monic ``f``: one product with ``A`` per degree (``left``:
+    :func:`_prepared`'s ``A``, made here if not given)."""
+    pl, L = left or _prepared(A, p)
     Y = X.copy()
     for c in reversed(f[:-1]):
-        Y = mul(A, Y, p)
+        Y = mul(L, Y, p, pl)
         if c:
             Y = _addmod(Y, X * c % p if X.dtype == object else _scale(X, c, p), p)
     return Y
@@ -149,8 +159,9 @@ def _random(rng, shape, p: int, dtype) -> np.ndarray:
 
 # --------------------------------------------------------------------------- Krylov stages
 
-def _krylov(M: np.ndarray, v: np.ndarray, p: int):
-    """The Krylov basis of ``v`` under ``M`` and the minimal polynomial of ``v``.
+def _krylov(M: np.ndarray, v: np.ndarray, p: int, left=None):
+    """The Krylov basis of ``v`` under ``M`` and the minimal polynomial of ``v`` (``left``:
+    :func:`_prepared`'s ``M``, made here if not given).
 
     Returns ``(K, R, f)``: ``K`` of shape ``(m, k)`` holds ``v, M v, ..., M**(k-1) v``
     (independent, and ``M**k v`` in their span), ``R`` are ``k`` rows on which
@@ -160,11 +171,12 @@ def _krylov(M: np.ndarray, v: np.ndarray, p: int):
     rank is found by one PLUQ per batch.
     """
     m = M.shape[0]
+    pl, L = left or _prepared(M, p)
     cols = [v]
     want = 2
     while True:
         while len(cols) < min(want, m + 1):
-            cols.append(mul(M, cols[-1][:, None], p)[:, 0])
+            cols.append(mul(L, cols[-1][:, None], p, pl)[:, 0])
         T = np.array(cols)  # rows: the Krylov vectors; rank profile = the first k of them
         P, Q, k = pluq_inplace(T.copy(), p)
         if k < len(cols):
@@ -534,12 +546,13 @@ def _minpoly(W: np.ndarray, p: int) -> list[int]:
     f = stages[0][0]
     G = np.array([g for _, g in stages[1:]]).T
     # lcm(f, minpoly(g)) = f * minpoly(f(A) g): each vector adds what f does not annihilate yet
-    Y = _horner(A, f, G, p)
+    left = _prepared(A, p)
+    Y = _horner(A, f, G, p, left)
     for j in range(Y.shape[1]):
         if Y[:, j].any():
-            h = _krylov(A, Y[:, j].copy(), p)[2]
+            h = _krylov(A, Y[:, j].copy(), p, left)[2]
             f = _pmul(f, h, p)
-            Y[:, j + 1:] = _horner(A, h, Y[:, j + 1:], p)
+            Y[:, j + 1:] = _horner(A, h, Y[:, j + 1:], p, left)
     return f
 
 
