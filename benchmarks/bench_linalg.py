@@ -164,6 +164,11 @@ class ManyInvariantFactors:
     def time_charpoly(self, kind, bits, n):
         modlin.linalg.charpoly(self.a, self.p)
 
+    def time_minpoly(self, kind, bits, n):
+        """Derogatory matrices: the Krylov stages and the least common multiple of their
+        vectors' minimal polynomials, on the matrix converted once (not per vector)."""
+        modlin.linalg.minpoly(self.a, self.p)
+
     def track_ratio_to_flint(self, kind, bits, n):
         """python-flint's ``nmod_mat.charpoly`` time over modlin's (medians of 3 interleaved runs)."""
         ratios = []
