@@ -8,7 +8,10 @@ kernels or different specialisations of them: moduli of each regime (single and
 multiword products on each engine and in each variant, residue number systems
 with int64, uint64 and Python-int results), int64 and object operands, the
 Gaussian, linear-algebra and Ozaki paths with their algorithms and engines.
-Later processes load the kernels from the cache instead.
+Later processes load the kernels from the cache instead. A wheel built by
+``pip install .`` carries them already (``setup.py`` runs :func:`ship` on the
+copy being packaged, see :mod:`modlin._jit`): the command is for installs whose
+wheel does not, such as editable ones or a wheel built on another machine type.
 
 The calls are small (a few milliseconds each once compiled) except where a path
 only starts at a size: the linear algebra recursions run just past

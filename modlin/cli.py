@@ -101,7 +101,8 @@ def parser() -> argparse.ArgumentParser:
                             description="Compile the numba kernels of every path into modlin's cache directory "
                                         "(MODLIN_CACHE_DIR, else NUMBA_CACHE_DIR/modlin, else the user cache "
                                         "directory), so that later processes load them instead of compiling "
-                                        "them on their first call.")
+                                        "them on their first call. A wheel built by 'pip install .' already "
+                                        "carries them; this is for editable installs and other machine types.")
     p_warm.add_argument("--quiet", action="store_true", help="no progress display and no summary line")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
