@@ -150,8 +150,10 @@ class Plan:
         return f"{self.engine} ({self.u},{self.v}) {self.variant}, lambda={min(self.block, 10**9)}"
 
     def gemm_count(self, k: int | None = None) -> int:
-        """GEMM calls the plan makes for inner dimension ``k`` (default: its own)."""
-        return sum(1 for op in _schedule(self, self.shape[1] if k is None else k) if op[0] == "gemm")
+        """GEMM calls the plan makes for inner dimension ``k`` (default: its own), counted by
+        :meth:`counts` without listing the schedule: the RNS memory model asks every
+        modulus' plan at every group size and tile it weighs."""
+        return sum(calls for calls, _, _ in self.counts(k)[0])
 
     def check(self) -> None:
         """Raise ValueError unless every GEMM of the plan obeys the contract."""
@@ -202,7 +204,8 @@ class Plan:
         reduce)`` is the last such pass (``src``: ``"T"``, ``"S"`` or ``None``), reduced
         into ``[0, p)``. ``red`` is :attr:`reductions`' first, for any GEMM output.
         """
-        return list(_schedule(self, self.shape[1] if k is None else k))
+        k = self.shape[1] if k is None else k
+        return list(_horner_ops(self, k) if self.variant == "horner" else _concat_ops(self, k))
 
     def counts(self, k: int | None = None) -> tuple[list[tuple[int, int, int]], int]:
         """``(gemms, passes)`` of :meth:`schedule` without listing it: ``gemms`` holds
@@ -394,14 +397,6 @@ def _fold(pl: Plan, bound: int, g: int) -> tuple[bool, int]:
         return True, scaled[g].r_max + acc.r_max
     reduce = bound + acc.r_max > get_engine(pl.engine).L
     return reduce, (acc.r_max if reduce else bound) + acc.r_max
-
-
-@lru_cache(maxsize=4096)
-def _schedule(pl: Plan, k: int) -> tuple[tuple, ...]:
-    """:meth:`Plan.schedule` as a tuple, kept: a residue number system's memory model asks
-    each modulus' plan for its GEMM count at every group size and tile it weighs (thousands
-    of schedules per charpoly, a tenth of its time, before this cache)."""
-    return tuple(_horner_ops(pl, k) if pl.variant == "horner" else _concat_ops(pl, k))
 
 
 def _horner_ops(pl: Plan, k: int) -> Iterator[tuple]:

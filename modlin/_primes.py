@@ -5,7 +5,8 @@ The planners need primes just below ``2**26`` (residue number systems) or ``2**2
 these, but importing it costs a few tenths of a second (and numba's initialisation
 with it) in every process whose first product needs one. Below
 :data:`DETERMINISTIC_LIMIT` the Miller-Rabin test with the first thirteen primes as
-bases (fewer below smaller bounds, :data:`_BASE_COUNTS`) is exact (Sorenson and Webster, "Strong pseudoprimes to twelve prime bases",
+bases (fewer below smaller bounds, :data:`_BASE_COUNTS`) is exact (Sorenson and
+Webster, "Strong pseudoprimes to twelve prime bases",
 Math. Comp. 86 (2017): no strong pseudoprime to the bases 2..37 is below
 ``3.3 * 10**24``); above it galois is asked. Factoring is bounded (:func:`factor`), so a
 modulus that cannot be factored quickly is reported instead of left to run. The answers are galois's, except on the strong pseudoprimes that

@@ -153,7 +153,7 @@ class RNSPlan:
         pad = 8 * 4160 * (N + 2 * group)  # padded_rows: each row starts 4 KiB + 64 bytes apart
         pieces = 2 * self.pieces() * (ea + eb)
         products = 8 * N * e + pad
-        one_gemm = self.engine == "fp64" and all(s.gemm_count(k) == 1 for s in self.subplans)
+        one_gemm = _one_gemm(self, k)
         multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e)
         crt = 18 * e + crt_scratch(N, self.p or self.basis.M, e)
         return pieces + max(8 * max(ea, eb), products + multiply, products + crt)
@@ -200,6 +200,14 @@ class RNSPlan:
             f"  tiles     : {self.tiling().describe('whose residues add up before one CRT per tile')}",
         ]
         return "\n".join(lines)
+
+
+@lru_cache(maxsize=1024)
+def _one_gemm(pl: RNSPlan, k: int) -> bool:
+    """Whether the product modulo each of ``pl``'s moduli is a single fp64 GEMM for inner
+    dimension ``k`` (its sums then need no accumulator). Kept: the memory model asks at
+    every group size and tile it weighs, thousands of times per charpoly."""
+    return pl.engine == "fp64" and all(s.gemm_count(k) == 1 for s in pl.subplans)
 
 
 def _engine_moduli(engine: str, halves: int, bound: int) -> tuple[int, ...]:

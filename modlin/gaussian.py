@@ -529,7 +529,13 @@ class _TileProduct:
         from ._tiles import scratch
 
         m, s, pl = self.m, self.s, self.pl
-        if self.words:
+        if len(x) == 1:
+            parts = [self.real(x[0], y[0])]
+        elif not self.words:
+            if self.alg != "2m":
+                x, y = [t % m for t in x], [t % m for t in y]
+            parts = list(_gauss(*x, *y, m, self.alg, self.real))
+        else:
             ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
             bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
             shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
@@ -549,12 +555,6 @@ class _TileProduct:
             del ap, bp
             _multiword.multiply_words(pl, am, bm, Y)
             parts = twom_combine(X, Y, s, m)
-        elif len(x) == 1:
-            parts = [self.real(x[0], y[0])]
-        else:
-            if self.alg != "2m":
-                x, y = [t % m for t in x], [t % m for t in y]
-            parts = list(_gauss(*x, *y, m, self.alg, self.real))
         if out is None:
             return list(parts)
         for d, q in zip(out, parts):

@@ -114,11 +114,11 @@ def _monic(c: np.ndarray, p: int) -> list[int]:
     return [(-int(x)) % p for x in c] + [1]
 
 
-def _prepared(M: np.ndarray, p: int):
+def _prepared(M: np.ndarray, p: int, n: int = 1):
     """``(plan, operand)``: ``M`` converted once (:func:`~modlin.linalg._arith.prepare_left`) for
-    its many products with thin blocks, which would otherwise split it into words or
-    residues again each time (half the time of a minimal polynomial's Krylov vectors)."""
-    pl = thin_plan(p, M.shape[0], 1)
+    its many products with blocks of about ``n`` columns, which would otherwise split it into
+    words or residues again each time (half the time of a minimal polynomial's Krylov vectors)."""
+    pl = thin_plan(p, M.shape[0], n)
     return pl, prepare_left(pl, M, p)
 
 
@@ -403,8 +403,7 @@ def _block_krylov(W: np.ndarray, p: int, rng) -> list[int]:
     """
     n = W.shape[0]
     b = block_size(n)
-    pl = thin_plan(p, n, b)
-    A = prepare_left(pl, W, p)  # converted once for all its products
+    pl, A = _prepared(W, p, b)
     blocks = [_random(rng, (n, b), p, W.dtype)]
     vec = np.arange(b)
     for powers, cols in _rounds(n, b):
