@@ -413,7 +413,7 @@ def _twom_prime(top: int) -> int:
 
 
 @pytest.mark.parametrize("bits", [21, 31, 40, 50, 52])
-@pytest.mark.parametrize("k", [1, 300, 5000])
+@pytest.mark.parametrize("k", [1, 300, 5000, "block", "block+1"])
 def test_twom_finish_is_finalize_then_combine(bits, k, rng):
     """The fused last pass of 2M (the sums ``multiply_words`` leaves with ``keep=True``,
     reduced and combined in one kernel) gives the bits of ``finalize`` then ``twom_combine``
@@ -426,6 +426,9 @@ def test_twom_finish_is_finalize_then_combine(bits, k, rng):
 
     m = _twom_prime(2**bits)
     s = sqrt_minus_one(m)
+    if isinstance(k, str):  # at and one past the plan's largest exact block
+        k = modlin.plan(m, 6, 2**15, 5, engine="fp64").block + (k == "block+1")
+        k = min(k, 2**15 + 1)
     pl = modlin.plan(m, 6, k, 5, engine="fp64")
     assert isinstance(pl, Plan)
     eng = get_engine(pl.engine)
