@@ -8,7 +8,10 @@ with it) in every process whose first product needs one. Below
 bases (fewer below smaller bounds, :data:`_BASE_COUNTS`) is exact (Sorenson and
 Webster, "Strong pseudoprimes to twelve prime bases",
 Math. Comp. 86 (2017): no strong pseudoprime to the bases 2..37 is below
-``3.3 * 10**24``); above it galois is asked. Factoring is bounded (:func:`factor`), so a
+``3.3 * 10**24``); above it the Baillie-PSW test decides (those bases, then a strong
+Lucas test: no composite is known to pass, and FLINT and PARI decide with it; galois
+0.4's ten Miller-Rabin bases take the limit itself, a strong pseudoprime to 2..41, for
+a prime). Factoring is bounded (:func:`factor`), so a
 modulus that cannot be factored quickly is reported instead of left to run. The answers are galois's, except on the strong pseudoprimes that
 galois 0.4 takes for primes (3825123056546413051 = 149491 * 747451 * 34233211 is
 one): for the planners' moduli, below ``2**26``, the two always agree.
@@ -41,22 +44,25 @@ RHO_STEPS = 2**18
 
 
 def is_prime(n: int) -> bool:
-    """Whether the integer ``n`` is prime (exact; galois beyond :data:`DETERMINISTIC_LIMIT`)."""
+    """Whether the integer ``n`` is prime: exact below :data:`DETERMINISTIC_LIMIT`, the
+    Baillie-PSW test beyond (no composite is known to pass it)."""
     if n < 2:
         return False
     for q in _BASES:
         if n % q == 0:
             return n == q
     if n >= DETERMINISTIC_LIMIT:
-        import galois
+        return _strong_probable_prime(n, _BASES) and _strong_lucas(n)
+    return _strong_probable_prime(n, _BASES[:next(b for bound, b in _BASE_COUNTS if n < bound)])
 
-        return bool(galois.is_prime(n))
+
+def _strong_probable_prime(n: int, bases) -> bool:
+    """Miller-Rabin: whether the odd ``n`` passes the strong test to every base."""
     d, s = n - 1, 0
     while d % 2 == 0:
         d //= 2
         s += 1
-    count = next(b for bound, b in _BASE_COUNTS if n < bound)
-    for a in _BASES[:count]:
+    for a in bases:
         x = pow(a, d, n)
         if x == 1 or x == n - 1:
             continue
@@ -67,6 +73,54 @@ def is_prime(n: int) -> bool:
         else:
             return False
     return True
+
+
+def _jacobi(a: int, n: int) -> int:
+    """The Jacobi symbol ``(a / n)`` for odd ``n > 0``."""
+    a %= n
+    result = 1
+    while a:
+        while a % 2 == 0:
+            a //= 2
+            if n % 8 in (3, 5):
+                result = -result
+        a, n = n, a
+        if a % 4 == 3 and n % 4 == 3:
+            result = -result
+        a %= n
+    return result if n == 1 else 0
+
+
+def _strong_lucas(n: int) -> bool:
+    """The strong Lucas probable-prime test with Selfridge's parameters, for odd ``n`` with
+    no small factor: with the strong test to base 2, the Baillie-PSW test, which no
+    composite is known to pass (FLINT and PARI decide primality with it)."""
+    if math.isqrt(n) ** 2 == n:
+        return False  # no D with (D / n) = -1 exists for a square
+    D = 5
+    while _jacobi(D, n) != -1:
+        D = -D - 2 if D > 0 else -D + 2
+    P, Q = 1, (1 - D) // 4
+    d, s = n + 1, 0
+    while d % 2 == 0:
+        d //= 2
+        s += 1
+
+    def half(x: int) -> int:  # x / 2 mod n
+        return (x + n if x % 2 else x) // 2 % n
+
+    U, V, Qk = 1, P, Q % n  # U_1, V_1, Q**1, then up the bits of d
+    for bit in bin(d)[3:]:
+        U, V, Qk = U * V % n, (V * V - 2 * Qk) % n, Qk * Qk % n
+        if bit == "1":
+            U, V, Qk = half(P * U + V), half(D * U + P * V), Qk * Q % n
+    if U == 0 or V == 0:
+        return True
+    for _ in range(s - 1):
+        V, Qk = (V * V - 2 * Qk) % n, Qk * Qk % n
+        if V == 0:
+            return True
+    return False
 
 
 def prev_prime(n: int) -> int:

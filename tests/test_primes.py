@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import flint
 import galois
 import pytest
 
@@ -108,13 +109,33 @@ _PSEUDOPRIME_FACTORS = ((23, 89), (829, 1657), (2251, 11251), (151, 751, 28351),
 
 @pytest.mark.parametrize("bound, factors", zip([b for b, _ in _primes._BASE_COUNTS], _PSEUDOPRIME_FACTORS))
 def test_is_prime_at_each_base_count_bound(bound, factors):
-    # each bound is the least strong pseudoprime to the bases used below it: composite, and
-    # the numbers around it are decided as galois decides them (galois 0.4 takes some of
-    # these bounds for primes, hence the known factors)
+    # each bound is the least strong pseudoprime to the bases used below it: composite (galois
+    # 0.4 takes some of these bounds for primes, hence the known factors), and the numbers
+    # around it are decided as python-flint decides them
     assert math.prod(factors) == bound and not _primes.is_prime(bound)
     for n in range(bound - 60, bound + 60):
-        if n != bound:
-            assert _primes.is_prime(n) == bool(galois.is_prime(n)), n
+        assert _primes.is_prime(n) == bool(flint.fmpz(n).is_prime()), n
+
+
+def _next_prime(x: int) -> int:
+    x |= 1
+    while not flint.fmpz(x).is_prime():
+        x += 2
+    return x
+
+
+def test_baillie_psw_beyond_the_deterministic_limit():
+    """Above DETERMINISTIC_LIMIT is_prime is Baillie-PSW: against python-flint's proven answers
+    on random odd numbers of 82 to 300 bits, primes, products of two primes and squares."""
+    rng = random.Random(7)
+    for bits in (82, 100, 128, 200, 300):
+        for _ in range(150):
+            x = rng.getrandbits(bits) | (1 << (bits - 1)) | 1
+            if x >= _primes.DETERMINISTIC_LIMIT:
+                assert _primes.is_prime(x) == bool(flint.fmpz(x).is_prime()), x
+    for _ in range(40):
+        q, r = _next_prime(rng.getrandbits(90) | 2**89), _next_prime(rng.getrandbits(60) | 2**59)
+        assert _primes.is_prime(q) and not _primes.is_prime(q * r) and not _primes.is_prime(q * q)
 
 
 def test_is_prime_below_the_trial_bound_matches_the_sieve():
