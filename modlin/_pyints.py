@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import marshal
 import math
+import struct
 from functools import cache
 
 import numpy as np
@@ -248,9 +249,10 @@ def _transpose_block(tile, T, c0):  # pragma: no cover - compiled
 
 
 @njit
-def _halves_from_marshal(buf, out):  # pragma: no cover - compiled
+def _halves_from_marshal(buf, out, work, T, T16):  # pragma: no cover - compiled
     """Fill ``out[:, e]`` (uint16, ``(H, E)``) with the two's-complement pieces
-    of entry ``e`` of a stream already validated by :func:`_scan_marshal`.
+    of entry ``e`` of a stream already validated by :func:`_scan_marshal`
+    (``work``, ``T``: :func:`_reader_scratch`'s buffers, ``T16`` the uint16 view of ``T``).
 
     Entries go ``_BLOCK`` at a time: a pass over their headers (a chain from
     each entry's start to the next one's) copies each entry's chunks into a
@@ -262,16 +264,11 @@ def _halves_from_marshal(buf, out):  # pragma: no cover - compiled
     """
     H, E = out.shape
     W = (H + 3) // 4
-    nc = W + (W - 1) // 15 + 1  # chunks up to word W - 1's upper one
+    nc = work.shape[0] - W - 4
     reach = 8 * nc
-    CH = np.zeros((nc, _BLOCK), dtype=np.int64)
-    NEG = np.zeros(_BLOCK, dtype=np.int64)
-    LOW = np.zeros(_BLOCK, dtype=np.int64)
-    R = np.zeros(_BLOCK, dtype=np.int64)
-    C = np.empty(_BLOCK, dtype=np.int64)
-    tile = np.empty((W, _BLOCK), dtype=np.int64)
-    T = np.empty((4 * W, _FLUSH // 4), dtype=np.int64)
-    T16 = T.view(np.uint16)
+    CH = work[:nc]
+    NEG, LOW, R, C = work[nc], work[nc + 1], work[nc + 2], work[nc + 3]
+    tile = work[nc + 4:]
     n = buf.shape[0]
     pos = 5
     for e0 in range(0, E, _BLOCK):
@@ -308,6 +305,17 @@ def _halves_from_marshal(buf, out):  # pragma: no cover - compiled
                     dst[k] = src[k]
 
 
+def _reader_scratch(H: int) -> tuple[np.ndarray, np.ndarray]:
+    """The buffers of :func:`_halves_from_marshal` for ``H`` pieces: rows of :data:`_BLOCK`
+    lanes for each entry block's ``nc`` chunks (up to word ``W - 1``'s upper one), its signs,
+    low values, chunk counts and carries, and its ``W`` words; and the rows of :data:`_FLUSH`
+    entries' pieces. Made here, not in the kernel: allocating there would make its cached
+    code import ``numba.np.arrayobj`` when first loaded (40 ms of a first call)."""
+    W = (H + 3) // 4
+    nc = W + (W - 1) // 15 + 1
+    return np.zeros((nc + 4 + W, _BLOCK), dtype=np.int64), np.empty((4 * W, _FLUSH // 4), dtype=np.int64)
+
+
 def _to_halves_marshal(x: np.ndarray) -> np.ndarray | None:
     """:func:`to_halves` through ``marshal.dumps`` and two numba passes."""
     E = x.size
@@ -320,7 +328,8 @@ def _to_halves_marshal(x: np.ndarray) -> np.ndarray | None:
         return None
     out = np.empty((H, E), dtype=np.uint16)
     if E:
-        _halves_from_marshal(buf, out)
+        work, T = _reader_scratch(H)
+        _halves_from_marshal(buf, out, work, T, T.view(np.uint16))
     return out
 
 
@@ -391,48 +400,44 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
 # --------------------------------------------------------------------------- from limbs
 
 @njit
-def _append_marshal(limbs, neg, e_start, e_stop, buf, pos):  # pragma: no cover - compiled
+def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile):  # pragma: no cover - compiled
     """Append the marshal items of ``±magnitude`` per entry ``e_start <= e < e_stop`` to
-    ``buf[:pos]``. (Bounds rather than a slice of ``limbs``: the kernel is compiled for
-    C-contiguous limbs only, where slices of columns would need a second specialisation.)
+    ``buf[:pos]``, as far as ``buf`` surely holds them. (Bounds rather than a slice of
+    ``limbs``: the kernel is compiled for C-contiguous limbs only, where slices of columns
+    would need a second specialisation.)
 
-    Returns ``(buf, pos)``, the stream now ``buf[:pos]``; ``pos = -1`` on a limb
-    that is not an integer in ``[0, 65536)``. ``buf`` is replaced by one twice
-    as large whenever an entry block might not fit, so one pass suffices.
+    Returns ``(pos, e)``: the stream is now ``buf[:pos]`` and holds the entries before ``e``
+    (``e < e_stop`` when the next block of entries might not fit: :func:`_write_marshal`
+    then grows ``buf`` and goes on); ``pos = -1`` on a limb that is not an integer in
+    ``[0, 65536)``.
 
-    Limbs are read through a ``(_BLOCK, L + 1)`` tile, filled row by row: reading
-    each entry's column of ``limbs`` touches ``L`` lines ``E`` items apart,
-    which share one cache set when ``E`` is a power of two. The extra zero
-    column lets every 15-bit digit be cut from two neighbouring limbs without
-    a branch.
+    Limbs are read through ``tile`` (int64 ``(_BLOCK, L + 1)``, its last column zero),
+    filled row by row: reading each entry's column of ``limbs`` touches ``L`` lines ``E``
+    items apart, which share one cache set when ``E`` is a power of two. The extra zero
+    column lets every 15-bit digit be cut from two neighbouring limbs without a branch.
     """
-    lv = limbs[:, e_start:e_stop]  # indexed from 0 below, as LLVM vectorises best
-    nv = neg[e_start:e_stop]
-    L, E = lv.shape
+    L = limbs.shape[0]
     most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry
-    tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
-    for e0 in range(0, E, _BLOCK):
-        nb = min(_BLOCK, E - e0)
+    for e0 in range(e_start, e_stop, _BLOCK):
+        nb = min(_BLOCK, e_stop - e0)
+        if pos + nb * most > buf.shape[0]:
+            return pos, e0
         bad = False
         for j in range(L):
+            lv = limbs[j, e0:e0 + nb]  # indexed from 0, as LLVM vectorises best
             for b in range(nb):
-                x = lv[j, e0 + b]
+                x = lv[b]
                 ok = (x >= 0) & (x <= 0xFFFF)  # False for NaN too
                 h = np.int64(x) if ok else np.int64(0)
                 bad |= (not ok) | (h != x)  # h != x: a fractional float
                 tile[b, j] = h
         if bad:
-            return buf, np.int64(-1)
-        if pos + nb * most > buf.shape[0]:
-            grown = np.empty(max(2 * buf.shape[0], pos + nb * most), np.uint8)
-            for i in range(pos):  # a loop: a slice assignment compiles numba's shape-error message
-                grown[i] = buf[i]
-            buf = grown
+            return np.int64(-1), e0
         for b in range(nb):
             t = L - 1  # the top nonzero limb
             while t >= 0 and tile[b, t] == 0:
                 t -= 1
-            sign = nv[e0 + b]
+            sign = neg[e0 + b]
             if t <= 1:
                 m = tile[b, 0] if t >= 0 else np.int64(0)
                 if t == 1:
@@ -454,17 +459,28 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos):  # pragma: no cover 
                 buf[pos + 2 * i] = d & 0xFF
                 buf[pos + 2 * i + 1] = d >> 8
             pos += 2 * nd
-    return buf, np.int64(pos)
+    return pos, e_stop
 
 
-@njit
-def _write_marshal(limbs, neg, e_start, e_stop, buf):  # pragma: no cover - compiled
+def _write_marshal(limbs: np.ndarray, neg: np.ndarray, e_start: int, e_stop: int,
+                   buf: np.ndarray) -> tuple[np.ndarray, int]:
     """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry ``e_start <= e <
-    e_stop``, as ``(buf, n)`` with the stream ``buf[:n]``, written into ``buf`` (at least
-    5 bytes) or into a larger buffer if it does not fit (see :func:`_append_marshal`)."""
+    e_stop``, as ``(buf, n)`` with the stream ``buf[:n]`` (``n = -1`` on a bad limb), written
+    into ``buf`` (at least 5 bytes) or into a larger buffer if it does not fit, twice as
+    large each time, so each entry is written once."""
+    L = limbs.shape[0]
+    most = 5 + 2 * ((16 * L + 14) // 15)
     buf[0] = _LIST
-    _write_i32(buf, 1, e_stop - e_start)
-    return _append_marshal(limbs, neg, e_start, e_stop, buf, np.int64(5))
+    buf[1:5] = np.frombuffer(struct.pack("<i", e_stop - e_start), dtype=np.uint8)
+    tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
+    pos, e = 5, e_start
+    while True:
+        pos, e = _append_marshal(limbs, neg, e, e_stop, buf, np.int64(pos), tile)
+        if pos < 0 or e == e_stop:
+            return buf, int(pos)
+        grown = np.empty(max(2 * buf.shape[0], pos + _BLOCK * most), dtype=np.uint8)
+        grown[:pos] = buf[:pos]
+        buf = grown
 
 
 #: Entries per marshal stream: one stream per chunk keeps its buffer small and

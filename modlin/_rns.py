@@ -56,14 +56,19 @@ _below_lock = threading.Lock()
 
 def primes_below(top: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes below ``top`` (fewer if there are not that many)."""
-    from ._primes import prev_prime
+    from ._primes import TRIAL_BOUND, prev_prime, primes_between
 
     with _below_lock:
         found = _below.setdefault(top, [])
-        q = found[-1] if found else top
-        while len(found) < count and q > 3:
-            q = prev_prime(q - 1)
-            found.append(q)
+        q = found[-1] if found else top  # every prime in [q, top) is found
+        while len(found) < count and q > 3:  # odd primes only
+            if q <= TRIAL_BOUND**2:  # a window at a time, as many as needed
+                lo = max(3, q - 64 * (count - len(found)))
+                found += primes_between(lo, q)
+                q = lo
+            else:
+                q = prev_prime(q - 1)
+                found.append(q)
         return tuple(found[:count])
 
 
@@ -447,17 +452,18 @@ def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
 
 
 @njit
-def _crt_weights(x, lo, hi, moduli, w, k, flag):  # pragma: no cover - compiled
+def _crt_weights(x, lo, hi, moduli, w, k, flag, work):  # pragma: no cover - compiled
     """Residues ``x[i, e]``, ``lo <= e < hi`` (float64 integers below ``2**53`` in magnitude, congruent
     to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
     with ``w_i = (M / m_i)**-1 mod m_i``, so that ``C = sum y_i M / m_i - k M``.
 
     ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
     ``flag[e]`` marks a fraction too close to 1/2 for the float sum to round it surely.
+    ``work``: float64 scratch of shape ``(2, CHUNK)``.
     """
     N = x.shape[0]
-    f = np.empty(CHUNK)
-    kk = np.empty(CHUNK)
+    f = work[0]
+    kk = work[1]
     for e0 in range(lo, hi, CHUNK):
         e1 = min(hi, e0 + CHUNK)
         c = e1 - e0
@@ -472,11 +478,12 @@ def _crt_weights(x, lo, hi, moduli, w, k, flag):  # pragma: no cover - compiled
 
 
 @njit
-def _carry(t, acc, top):  # pragma: no cover - compiled
+def _carry(t, acc, top, carry):  # pragma: no cover - compiled
     """``acc + t`` (float64 ``(L, c)``, exact integers) normalised into 16-bit limbs in ``acc``;
-    what passes the top limb is added to ``top``. Limb-outer loops vectorise over entries."""
+    what passes the top limb is added to ``top`` (``carry``: scratch of ``c`` entries).
+    Limb-outer loops vectorise over entries."""
     L, c = t.shape
-    carry = np.zeros(c)
+    carry[:] = 0.0
     for j in range(L):
         for e in range(c):
             v = t[j, e] + acc[j, e] + carry[e]
@@ -488,11 +495,12 @@ def _carry(t, acc, top):  # pragma: no cover - compiled
 
 
 @njit
-def _sub_limbs(acc, q, pl, top):  # pragma: no cover - compiled
-    """``acc <- acc - q * pl`` in 16-bit limbs (float64), the final borrow added to ``top``.
-    Each ``q * pl[j]`` is below ``2**53``: ``q < 2**37``, limbs below ``2**16``."""
+def _sub_limbs(acc, q, pl, top, b):  # pragma: no cover - compiled
+    """``acc <- acc - q * pl`` in 16-bit limbs (float64), the final borrow added to ``top``
+    (``b``: scratch of ``c`` entries). Each ``q * pl[j]`` is below ``2**53``: ``q < 2**37``,
+    limbs below ``2**16``."""
     L, c = acc.shape
-    b = np.zeros(c)
+    b[:] = 0.0
     for j in range(L):
         for e in range(c):
             v = acc[j, e] - q[e] * pl[j] + b[e]
@@ -504,7 +512,7 @@ def _sub_limbs(acc, q, pl, top):  # pragma: no cover - compiled
 
 
 @njit
-def _reduce(acc, top, pl, ps):  # pragma: no cover - compiled
+def _reduce(acc, top, pl, ps, d, work):  # pragma: no cover - compiled
     """``V = top * 2**(16 L) + value(acc)``, with ``0 <= V < 2**37 p``, reduced modulo ``p``
     into ``acc`` (``top`` becomes 0); ``pl`` are the limbs of ``p`` (``L >= 3``) and ``ps`` is
     ``p / 2**(16 (L - 3))`` as a float (at least ``2**32`` unless ``L = 3``).
@@ -512,17 +520,21 @@ def _reduce(acc, top, pl, ps):  # pragma: no cover - compiled
     The quotient is estimated from the top three limbs: its error is below ``2**-13``
     (rounding of a quotient below ``2**37``, and the dropped limbs), so biased down by
     ``2**-10`` it is the true one or one less, and one conditional subtraction is left.
+    ``d`` (shaped like ``acc``) and ``work`` (``(3, c)``) are scratch.
     """
     L, c = acc.shape
-    q = np.empty(c)
+    q, below, b = work[0, :c], work[1, :c], work[2, :c]
     for e in range(c):
         vs = ((top[e] * 65536.0 + acc[L - 1, e]) * 65536.0 + acc[L - 2, e]) * 65536.0 + acc[L - 3, e]
         q[e] = max(np.floor(vs / ps - 2.0**-10), 0.0)
-    _sub_limbs(acc, q, pl, top)  # now 0 <= V < 2p: top is 0 or 1
-    d = acc.copy()
-    below = top.copy()
+    _sub_limbs(acc, q, pl, top, b)  # now 0 <= V < 2p: top is 0 or 1
+    for j in range(L):  # loops: an array copy would bring back the import that the scratch avoids
+        for e in range(c):
+            d[j, e] = acc[j, e]
+    for e in range(c):
+        below[e] = top[e]
     q[:] = 1.0
-    _sub_limbs(d, q, pl, below)  # V - p, non-negative iff below >= 0
+    _sub_limbs(d, q, pl, below, b)  # V - p, non-negative iff below >= 0
     for j in range(L):
         for e in range(c):
             acc[j, e] += (below[e] >= 0.0) * (d[j, e] - acc[j, e])
@@ -530,10 +542,11 @@ def _reduce(acc, top, pl, ps):  # pragma: no cover - compiled
 
 
 @njit
-def _negate(acc, top):  # pragma: no cover - compiled
-    """Magnitudes of two's-complement values (``top`` is -1 for negatives, else 0)."""
+def _negate(acc, top, carry):  # pragma: no cover - compiled
+    """Magnitudes of two's-complement values (``top`` is -1 for negatives, else 0; ``carry``:
+    scratch of ``c`` entries)."""
     L, c = acc.shape
-    carry = np.ones(c)
+    carry[:] = 1.0
     for j in range(L):
         for e in range(c):
             ng = top[e] < 0.0
@@ -633,25 +646,27 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
         """The CRT of the entries ``part``: written to ``out``, or as limbs to be written."""
         if not part:
             return []
-        _crt_weights(x, part.start, part.stop, moduli, w, k, flag)
+        # the kernels' scratch comes from here: one allocating inside would make numba's cached
+        # kernel import numba.np.arrayobj on its first load (40 ms of a first call)
+        _crt_weights(x, part.start, part.stop, moduli, w, k, flag, np.empty((2, CHUNK)))
         limbs = []
         t = None
         for e0 in range(part.start, part.stop, step):
             e1 = min(part.stop, e0 + step)
             c = e1 - e0
             if t is None or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
-                t = np.empty((L, c))
+                t, d, work = np.empty((L, c)), np.empty((L, c)), np.empty((3, c))
             acc = np.multiply.outer(kfac, k[e0:e1])  # -k M (mod p): at most N * 2**16 per limb
             top = np.zeros(c)
             for i0 in range(0, N, CRT_BLOCK):
                 i1 = min(N, i0 + CRT_BLOCK)
                 np.matmul(cst[i0:i1].T, x[i0:i1, e0:e1], out=t)
-                _carry(t, acc, top)
+                _carry(t, acc, top, work[0])
                 if p is not None:
-                    _reduce(acc, top, pl, ps)
+                    _reduce(acc, top, pl, ps, d, work)
             if p is None:
                 neg[e0:e1] = top < 0
-                _negate(acc, top)
+                _negate(acc, top, work[0])
             if small:
                 _limbs_to_int64(acc, neg[e0:e1], out[e0:e1])
             else:  # the limbs are integers below 2**16 by construction

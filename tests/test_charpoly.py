@@ -185,6 +185,24 @@ def test_block_krylov_zero_pivots(block, rng, monkeypatch, p):
     assert calls
 
 
+@pytest.mark.parametrize("p", [2**31 - 1, P61, P63])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_evaluations_split_across_threads(block, rng, monkeypatch, p, threads):
+    """The evaluations and determinants of block Krylov, cut into ranges of points for the
+    threads (forced here on small matrices): the same polynomial whatever the cut, also when
+    some ranges meet zero pivots."""
+    import modlin
+    from modlin import _threads
+
+    monkeypatch.setattr(_threads, "MIN_WORK", 0)
+    monkeypatch.setattr(_charpoly, "MIN_POINTS", 3)
+    shift = np.roll(np.eye(30, dtype=np.int64), 1, axis=0)
+    with modlin.limits(threads=threads):
+        for A in (rand(rng, (37, 37), p), shift, companion([0] * 30, p)):
+            A = native(A, p)
+            assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)
+
+
 @pytest.mark.parametrize("p", [2**31 - 1, P127])
 def test_default_threshold_n200(rng, p):
     """n = 200 at the default threshold: block Krylov for a random matrix, stages for a derogatory one."""

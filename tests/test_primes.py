@@ -98,6 +98,21 @@ def test_primes_below_any_order_of_counts():
     for count in (5, 2, 12, 7, 0):
         assert primes_below(top, count) == tuple(expected[:count])
     assert primes_below(20, 10) == (19, 17, 13, 11, 7, 5, 3)
+    big = 2**32 + 1000  # above the sieve's reach: prime by prime
+    q1 = int(galois.prev_prime(big - 1))
+    q2 = int(galois.prev_prime(q1 - 1))
+    assert primes_below(big, 2) == (q1, q2)
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 0), (0, 3), (2, 3), (3, 3), (10, 5), (0, 3000), (2**22 - 5000, 2**22),
+                                    (2**26 - 4096, 2**26 + 1), (65521, 65536 + 200), (2**32 - 2000, 2**32)])
+def test_primes_between_is_the_primes_of_the_window_largest_first(lo, hi):
+    assert _primes.primes_between(lo, hi) == [q for q in range(hi - 1, lo - 1, -1) if _primes.is_prime(q)]
+
+
+def test_primes_between_refuses_windows_beyond_its_sieve():
+    with pytest.raises(ValueError, match="sieves below"):
+        _primes.primes_between(2**32, 2**32 + 10)
 
 
 #: Factorisations of the bounds of _primes._BASE_COUNTS (the least strong pseudoprimes to the

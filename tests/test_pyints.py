@@ -430,7 +430,7 @@ def test_int_writer_empty_and_errors():
 def test_each_direction_checks_only_its_own_kernels():
     # reading Python ints never compiles (or loads) the writer's kernels, nor writing the reader's
     code = ("import numpy as np\nfrom modlin import _pyints as P\n"
-            "P.{call}\nprint(len(P._scan_marshal.signatures), len(P._write_marshal.signatures))")
+            "P.{call}\nprint(len(P._scan_marshal.signatures), len(P._append_marshal.signatures))")
     for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
                        ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,

@@ -923,7 +923,7 @@ def test_planned_bases_never_need_the_exact_fallback(rng):
         x = _canonical(vals, basis).astype(np.float64)
         k, flag = np.empty(len(vals)), np.empty(len(vals), dtype=np.bool_)
         rns._crt_weights(x, 0, len(vals), np.array(basis.moduli, dtype=np.int64), rns._crt_constants(basis.moduli, None)[0],
-                         k, flag)
+                         k, flag, np.empty((2, rns.CHUNK)))
         assert not flag.any()
         assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, as_object=True)] == vals
 

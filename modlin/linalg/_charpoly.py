@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from .._jit import njit
+from .._threads import run, slabs, workers
 from ..typing import ArrayLike
 from ._arith import (
     INT64_LIMIT,
@@ -57,6 +58,10 @@ MIN_BLOCK_KRYLOV = 96
 
 #: The random vectors: the results do not depend on them, and a fixed seed keeps timings repeatable.
 SEED = 0x6D6F646C
+
+#: Interpolation points per worker of the evaluations and determinants, at least (their
+#: loops over points are the vectorised ones).
+MIN_POINTS = 64
 
 
 def block_size(n: int) -> int:
@@ -489,10 +494,17 @@ def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
     if wide:  # t as Montgomery forms t R mod p
         T = np.array([int(x) * pow(2, 64, p) % p for x in t], dtype=np.int64)
     xd = xd.astype(np.int64)
-    M = np.empty((m, m, r), dtype=np.int64)
-    _evaluate_kernel(C, T, xd, np.int64(p), wide, mont[0], M)
     dets = np.empty(r, dtype=np.int64)
-    _dets_kernel(M, np.int64(p), wide, mont, dets)
+
+    def points(part: slice) -> None:
+        """Evaluations and determinants at some of the points, in arrays of their own: the
+        kernels' loops from 0 over whole C-contiguous rows are the ones LLVM vectorises."""
+        M = np.empty((m, m, part.stop - part.start), dtype=np.int64)
+        _evaluate_kernel(C, T[part], np.ascontiguousarray(xd[:, part]), np.int64(p), wide, mont[0], M)
+        _dets_kernel(M, np.int64(p), wide, mont, dets[part])
+
+    # about m**2 q + m**3 / 3 products per point, each point on its own: split across the threads
+    run(points, slabs(r, workers(r * m * m * (q + m / 3), r // MIN_POINTS)))
     zero_pivot = np.flatnonzero(dets < 0)
     if zero_pivot.size:  # evaluated again (the kernel overwrote them), then eliminated with row exchanges
         Z = np.empty((m, m, zero_pivot.size), dtype=np.int64)
