@@ -8,6 +8,7 @@ compared, cached, and handed back to :func:`modlin.matmul` by a user.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -35,6 +36,36 @@ GEMM_K_OVERHEAD = 24.0
 GEMM_MN_OVERHEAD = 16.0
 PASS = 40.0
 WORD_PASS = 25.0
+
+#: Memory bandwidth (GB/s) of the element-wise passes on ``c`` cores, ``(c, BW(c))``:
+#: measured here for 1 and 2 (the reduction pass), assumed for 16 cores on one socket
+#: and 64 on two (docs/guide/large.rst); log-log interpolation between, flat beyond.
+BANDWIDTH = ((1, 14.0), (2, 25.0), (16, 150.0), (64, 300.0))
+
+#: The cores :data:`PASS` and :data:`WORD_PASS` were measured on.
+CALIBRATION_THREADS = 2
+
+
+def pass_scale(threads: int | None = None) -> float:
+    """How many times dearer an element-wise pass is, in units of GEMM time, on ``threads``
+    cores (default: :func:`modlin.limits`' threads) than on the machine the cost model was
+    measured on: the GEMMs are compute-bound and scale with the cores ``c``, the passes are
+    memory-bound and scale with the bandwidth ``BW(c)`` (:data:`BANDWIDTH`), so a pass costs
+    ``c / BW(c)`` GEMM multiply-adds per byte, relative to the calibration's.
+
+    >>> from modlin._plan import pass_scale
+    >>> pass_scale(2), round(pass_scale(16), 2), round(pass_scale(64), 2)
+    (1.0, 1.33, 2.67)
+    """
+    c = max(1, current_limits().threads if threads is None else int(threads))
+    pts = BANDWIDTH
+    if c >= pts[-1][0]:
+        bw = pts[-1][1]
+    else:
+        (c0, b0), (c1, b1) = next((a, b) for a, b in zip(pts, pts[1:]) if c < b[0])
+        bw = b0 * (b1 / b0) ** (math.log(c / c0) / math.log(c1 / c0))
+    base = dict(pts)[CALIBRATION_THREADS]
+    return (c / bw) / (CALIBRATION_THREADS / base)
 
 _SHAPES = ((1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4), (4, 1), (2, 3), (3, 2), (3, 3))
 
@@ -223,27 +254,30 @@ class Plan:
         calls = sum(-(-k // blocks[i]) for i in range(outer))
         return [(calls, outer * k, inner)], calls * inner  # per GEMM: inner - 1 combines and one step
 
-    def cost(self, shape: tuple[int, int, int] | None = None) -> float:
-        """Modelled time, in multiply-adds of a large fp64 GEMM."""
+    def cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
+        """Modelled time, in multiply-adds of a large fp64 GEMM on ``threads`` cores (default:
+        :func:`modlin.limits`' threads; the passes' share grows with them, see :func:`pass_scale`)."""
         m, k, n = self.shape if shape is None else shape
         rel = relative_cost(self.engine, self.device)
-        total = WORD_PASS * (self.u * m * k + self.v * k * n)
+        scale = pass_scale(threads) if self.device == "cpu" else 1.0
+        words = WORD_PASS * (self.u * m * k + self.v * k * n)
+        gemm = 0.0
         gemms, passes = self.counts(k)
         for calls, inner, wide in gemms:
             mm, nn = (m, n * wide) if self.variant != "concat-a" else (m * wide, n)
-            total += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
+            gemm += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
                 1 + GEMM_MN_OVERHEAD / max(mm, 1) + GEMM_MN_OVERHEAD / max(nn, 1))
         if self.variant != "horner":
             # beyond the schedule: the concatenated words are copied side by side, and C is
             # zeroed (its first pass adds onto it)
             cat = self.v * k * n if self.variant == "concat-b" else self.u * m * k
-            total += WORD_PASS * cat + PASS * m * n
-        return total + PASS * m * n * passes
+            words += WORD_PASS * cat + PASS * m * n
+        return gemm + scale * (words + PASS * m * n * passes)
 
-    def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
-        """Modelled time relative to one float64 GEMM of the same shape."""
+    def relative_cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
+        """Modelled time relative to one float64 GEMM of the same shape (on ``threads`` cores)."""
         m, k, n = self.shape if shape is None else shape
-        return self.cost((m, k, n)) / max(_gemm_cost(m, k, n), 1.0)
+        return self.cost((m, k, n), threads) / max(_gemm_cost(m, k, n), 1.0)
 
     def workspace(self, shape: tuple[int, int, int] | None = None) -> int:
         """Bytes the product allocates beyond its operands and result, for ``shape``
@@ -289,7 +323,8 @@ class Plan:
             f"  variant   : {_VARIANT_TEXT[self.variant]}",
             f"  schedule  : {self.gemm_count()} GEMM call(s), "
             f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
-            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
+            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape "
+            f"({'model' if self.device == 'cuda' else f'model, on {current_limits().threads} cores'})",
             f"  tiles     : {self.tiling().describe()}",
         ]
         if self.scale_steps:
@@ -498,8 +533,15 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
     return out
 
 
+def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: str = "cpu",
+               threads: int | None = None) -> Plan:
+    """The cheapest exact plan on ``threads`` cores (default: :func:`modlin.limits`' threads)."""
+    return _best_plan_on(p, m, k, n, engine, words, variant, device,
+                         current_limits().threads if threads is None else threads)
+
+
 @lru_cache(maxsize=512)
-def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: str = "cpu") -> Plan:
+def _best_plan_on(p: int, m: int, k: int, n: int, engine, words, variant, device: str, threads: int) -> Plan:
     if engine is not None:
         get_engine(engine)
         relative_cost(engine, device)  # refuses an engine the device lacks
@@ -509,7 +551,7 @@ def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: s
             f"no exact plan for p = {p} with engine={engine!r}, words={words!r}, variant={variant!r}; "
             "drop a restriction to let the planner choose"
         )
-    return min(cands, key=lambda c: (c.cost(), c.u * c.v, c.variant != "horner"))
+    return min(cands, key=lambda c: (c.cost(threads=threads), c.u * c.v, c.variant != "horner"))
 
 
 def _check_modulus(p) -> int:

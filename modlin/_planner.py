@@ -12,6 +12,7 @@ import numbers
 from typing import Literal
 
 from ._engines import get_engine, relative_cost
+from ._limits import current as current_limits
 from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus
 from ._rnsplan import RNSPlan, as_moduli, rns_plan
 
@@ -30,6 +31,7 @@ def plan(
     variant: Variant | None = None,
     moduli=None,
     device: str = "cpu",
+    threads: int | None = None,
 ) -> Plan | RNSPlan:
     """Choose how to compute an ``m x k`` by ``k x n`` product modulo ``p``.
 
@@ -62,6 +64,12 @@ def plan(
         Where the product will run. On ``"cuda"`` (CuPy arrays) the planner
         weighs the GPU's engines, fp64 (DGEMM) and int8 (tensor cores, many
         times the fp64 throughput), and residue number systems use int8 moduli.
+    threads : int, optional
+        The cores the product will run on (default: :func:`modlin.limits`'
+        threads). The GEMMs scale with the cores and the element-wise passes
+        with the memory bandwidth, which grows more slowly, so on many cores
+        the cost model weighs passes more and may prefer plans with fewer of
+        them (see "Large problems" in the guide).
 
     Returns
     -------
@@ -90,6 +98,11 @@ def plan(
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be a non-negative int, got {val!r}")
     m, k, n = int(m), int(k), int(n)
+    if threads is None:
+        threads = current_limits().threads
+    elif not isinstance(threads, numbers.Integral) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    threads = int(threads)
     if engine is not None:
         get_engine(engine)
         relative_cost(engine, device)  # refuses a device without this engine
@@ -107,16 +120,16 @@ def plan(
                 f"multiword products take moduli below 2**52; p = {p} has {p.bit_length()} bits: "
                 "use algorithm='rns' (or 'auto')"
             )
-        return _best_plan(p, m, k, n, engine, None if words is None else tuple(words), variant, device)
+        return _best_plan(p, m, k, n, engine, None if words is None else tuple(words), variant, device, threads)
     if device == "cuda" and engine not in (None, "int8") and algorithm == "auto" and moduli is None \
             and p < MAX_MODULUS:
-        return _best_plan(p, m, k, n, engine, None, None, device)  # GPU RNS plans are int8 ones
+        return _best_plan(p, m, k, n, engine, None, None, device, threads)  # GPU RNS plans are int8 ones
     rns = rns_plan(p, k * (p // 2) ** 2, (m, k, n), engine=engine,
-                   moduli=None if moduli is None else as_moduli(moduli), device=device)
+                   moduli=None if moduli is None else as_moduli(moduli), device=device, threads=threads)
     if algorithm == "rns" or moduli is not None or p >= MAX_MODULUS:
         return rns
     try:
-        multi = _best_plan(p, m, k, n, engine, None, None, device)
+        multi = _best_plan(p, m, k, n, engine, None, None, device, threads)
     except ValueError:
         return rns
-    return multi if multi.cost() <= rns.cost() else rns
+    return multi if multi.cost(threads=threads) <= rns.cost(threads=threads) else rns

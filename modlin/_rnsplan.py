@@ -17,7 +17,8 @@ from functools import lru_cache
 import numpy as np
 
 from ._engines import engines_on, get_engine
-from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling
+from ._limits import current as current_limits
+from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling, pass_scale
 from ._rns import MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, int8_moduli, planned_range, primes_below
 from ._tiles import Tiling
 
@@ -107,23 +108,26 @@ class RNSPlan:
         """GEMM calls over all moduli."""
         return sum(sub.gemm_count(k) for sub in self.subplans)
 
-    def cost(self, shape: tuple[int, int, int] | None = None) -> float:
-        """Modelled time in multiply-adds of a large fp64 GEMM."""
+    def cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
+        """Modelled time in multiply-adds of a large fp64 GEMM on ``threads`` cores (default:
+        :func:`modlin.limits`' threads; see :func:`~modlin._plan.pass_scale`)."""
         m, k, n = self.shape if shape is None else shape
         N = len(self.moduli)
+        scale = GPU_PASS_FACTOR if self.device == "cuda" else pass_scale(threads)
         # the largest modulus has the smallest block: its plan bounds every other's cost
-        sub = _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner", self.device)
-        total = N * sub.cost((m, k, n))
+        sub = _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner", self.device, threads)
+        total = N * sub.cost((m, k, n), threads)
         if self.engine == "fp64" and sub.gemm_count(k) == 1:
-            total -= N * PASS * m * n  # one exact GEMM per modulus: the CRT reduces its sums, no pass does
+            # one exact GEMM per modulus: the CRT reduces its sums, no pass does
+            total -= N * PASS * m * n * (1.0 if self.device == "cuda" else scale)
         L = (self.p or self.basis.M * N).bit_length() // 16 + 1  # limbs of the reconstruction
         passes = (LIFT + RESIDUE * N) * (m * k + k * n) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * m * n
-        return total + passes * (GPU_PASS_FACTOR if self.device == "cuda" else 1.0)
+        return total + passes * scale
 
-    def relative_cost(self, shape: tuple[int, int, int] | None = None) -> float:
-        """Modelled time relative to one float64 GEMM of the same shape."""
+    def relative_cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
+        """Modelled time relative to one float64 GEMM of the same shape (on ``threads`` cores)."""
         m, k, n = self.shape if shape is None else shape
-        return self.cost((m, k, n)) / max(_gemm_cost(m, k, n), 1.0)
+        return self.cost((m, k, n), threads) / max(_gemm_cost(m, k, n), 1.0)
 
     def pieces(self) -> int:
         """16-bit pieces per operand entry the model assumes: those of a balanced residue
@@ -196,7 +200,8 @@ class RNSPlan:
             "  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
             + (" on the GPU" if self.device == "cuda" else "")
             + f", {self.gemm_count()} GEMM call(s) in all",
-            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape (model)",
+            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape "
+            f"({'model' if self.device == 'cuda' else f'model, on {current_limits().threads} cores'})",
             f"  tiles     : {self.tiling().describe('whose residues add up before one CRT per tile')}",
         ]
         return "\n".join(lines)
@@ -227,8 +232,9 @@ def _cover(moduli: tuple[int, ...], bound: int) -> tuple[int, ...] | None:
     return None if count is None else moduli[:count]
 
 
-def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: str = "cpu") -> tuple[int, ...]:
-    """The cheapest moduli (by the cost model) for products bounded by ``bound``."""
+def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: str = "cpu",
+                  threads: int | None = None) -> tuple[int, ...]:
+    """The cheapest moduli (by the cost model, on ``threads`` cores) for products bounded by ``bound``."""
     eng = get_engine(engine)
     if engine == "int8":
         found = _cover(int8_moduli(), bound)
@@ -246,7 +252,7 @@ def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: 
         if moduli is None:
             continue
         try:
-            cost = RNSPlan(None, bound, moduli, engine, shape, device).cost()
+            cost = RNSPlan(None, bound, moduli, engine, shape, device).cost(threads=threads)
         except ValueError:  # the engine has no exact single-word product for these moduli
             continue
         if best is None or cost < best[0]:
@@ -256,14 +262,20 @@ def choose_moduli(bound: int, shape: tuple[int, int, int], engine: str, device: 
     return best[1]
 
 
-@lru_cache(maxsize=256)
 def rns_plan(p: int | None, bound: int, shape: tuple[int, int, int], *, engine: str | None = None,
-             moduli: tuple[int, ...] | None = None, device: str = "cpu") -> RNSPlan:
-    """The RNS plan for a product bounded by ``bound`` (see :func:`modlin.plan`).
+             moduli: tuple[int, ...] | None = None, device: str = "cpu", threads: int | None = None) -> RNSPlan:
+    """The RNS plan for a product bounded by ``bound`` (see :func:`modlin.plan`), the cheapest
+    on ``threads`` cores (default: :func:`modlin.limits`' threads).
 
     On the GPU residue number systems run on int8 moduli only: that is where
     its throughput is.
     """
+    return _rns_plan_on(p, bound, shape, engine, moduli, device, current_limits().threads if threads is None else threads)
+
+
+@lru_cache(maxsize=256)
+def _rns_plan_on(p: int | None, bound: int, shape: tuple[int, int, int], engine: str | None,
+                 moduli: tuple[int, ...] | None, device: str, threads: int) -> RNSPlan:
     if device == "cuda" and engine not in (None, "int8"):
         raise ValueError("on the GPU residue number systems use the int8 engine")
     if device == "cuda":
@@ -273,16 +285,16 @@ def rns_plan(p: int | None, bound: int, shape: tuple[int, int, int], *, engine: 
         pl.check()
         return pl
     if engine:
-        return RNSPlan(p, bound, choose_moduli(bound, shape, engine, device), engine, shape, device)
+        return RNSPlan(p, bound, choose_moduli(bound, shape, engine, device, threads), engine, shape, device)
     plans = []
     for e in engines_on(device):
         try:
-            plans.append(RNSPlan(p, bound, choose_moduli(bound, shape, e, device), e, shape, device))
+            plans.append(RNSPlan(p, bound, choose_moduli(bound, shape, e, device, threads), e, shape, device))
         except ValueError:  # this engine's moduli cannot cover the bound; another can
             continue
     if not plans:
         raise ValueError(f"no engine's moduli cover a {bound.bit_length()}-bit bound")
-    return min(plans, key=lambda pl: pl.cost())
+    return min(plans, key=lambda pl: pl.cost(threads=threads))
 
 
 def as_moduli(moduli) -> tuple[int, ...]:

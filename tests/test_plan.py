@@ -235,6 +235,46 @@ def test_plan_restrictions():
         modlin.plan(7.0, 4, 4, 4)
 
 
+def test_pass_scale_follows_the_bandwidth_model():
+    from modlin._plan import BANDWIDTH, CALIBRATION_THREADS, pass_scale
+
+    assert pass_scale(CALIBRATION_THREADS) == 1.0
+    bw = dict(BANDWIDTH)
+    for c, b in BANDWIDTH:  # at the table's points: c / BW(c) against the calibration's
+        assert pass_scale(c) == pytest.approx((c / b) / (CALIBRATION_THREADS / bw[CALIBRATION_THREADS]))
+    scales = [pass_scale(c) for c in range(2, 300)]
+    assert all(a < b for a, b in zip(scales, scales[1:]))  # dearer with every core past the calibration
+    assert pass_scale(128) == pytest.approx(2 * pass_scale(64))  # bandwidth flat beyond the table
+    assert pass_scale(0) == pass_scale(1)
+    with modlin.limits(threads=16):
+        assert pass_scale() == pass_scale(16)
+
+
+def test_cost_model_sees_threads():
+    """More cores make the passes dearer against the GEMMs, so the planner may pick plans with
+    fewer of them; each choice is the cheapest for its own thread count, and the default is
+    the thread count of :func:`modlin.limits`."""
+    shapes = [(4096, 4096, 4096), (2048, 2048, 2048), (1000, 1000, 48), (8192, 8192, 8192)]
+    for p in (2**24 - 3, 2**31 - 1, 2**50 - 27, 2**61 - 1, 2**127 - 1):
+        for shape in shapes:
+            chosen = {t: modlin.plan(p, *shape, threads=t) for t in (1, 2, 16, 64)}
+            for t, pl in chosen.items():
+                for other in chosen.values():
+                    assert pl.cost(threads=t) <= other.cost(threads=t) * (1 + 1e-12)
+                assert pl.relative_cost(threads=64) >= pl.relative_cost(threads=2)
+            with modlin.limits(threads=16):
+                assert modlin.plan(p, *shape) == chosen[16]
+                assert chosen[16].cost() == chosen[16].cost(threads=16)
+    # on 2 cores a 50-bit product at n = 4096 goes through 5 residues; on 64, whose passes cost
+    # 2.7 times as much against the GEMMs, through the (2,3) words' 6 GEMMs and few passes
+    assert type(modlin.plan(2**50 - 27, 4096, 4096, 4096, threads=2)).__name__ == "RNSPlan"
+    wide = modlin.plan(2**50 - 27, 4096, 4096, 4096, threads=64)
+    assert isinstance(wide, Plan) and wide.gemm_count() == 6
+    for bad in (0, -2, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="threads must be a positive int"):
+            modlin.plan(7, 4, 4, 4, threads=bad)
+
+
 def test_plan_is_frozen_plain_data():
     pl = modlin.plan(2**31 - 1, 16, 16, 16)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -331,6 +371,8 @@ def test_explain_says_what_and_why(p):
         assert f"{pl.gemm_count()} GEMM" in text
         if pl.scale_steps:
             assert "scaling" in text
+        with modlin.limits(threads=16):  # the modelled cost is for the cores the product runs on
+            assert f"about {pl.relative_cost(threads=16):.2f} x" in pl.explain() and "on 16 cores" in pl.explain()
 
 
 # ----------------------------------------------------------------- schedules
