@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+import numpy as np
+
 __all__ = ["is_prime", "prev_prime", "primes_between", "factor", "crt"]
 
 #: Miller-Rabin with :data:`_BASES` decides primality exactly below this bound.
@@ -137,21 +139,29 @@ def prev_prime(n: int) -> int:
 
 def primes_between(lo: int, hi: int) -> list[int]:
     """The primes ``q`` with ``lo <= q < hi <= TRIAL_BOUND**2``, largest first: a sieve of the
-    window by the primes below ``sqrt(hi)`` (about a millisecond for a window of 2**12 below
-    2**26, where :func:`prev_prime` tests each odd number in turn: 15 ms of the planning of
-    a first 127-bit product)."""
+    window by the primes below ``sqrt(hi)``, every multiple struck out by one NumPy indexing
+    (a tenth of a millisecond for a window of 2**10 below 2**26, where :func:`prev_prime`
+    tests each odd number in turn: 15 ms of the planning of a first 127-bit product)."""
     if hi > TRIAL_BOUND**2:
         raise ValueError(f"primes_between sieves below {TRIAL_BOUND}**2, not up to {hi}")
     lo = max(lo, 2)
     if hi <= lo:
         return []
-    sieve = bytearray([1]) * (hi - lo)
-    for q in _small_primes():
-        if q * q >= hi:
-            break
-        start = max(q * q, -(-lo // q) * q)  # the first multiple in the window that is not q
-        sieve[start - lo::q] = bytes(len(range(start, hi, q)))
-    return [lo + i for i in range(hi - lo - 1, -1, -1) if sieve[i]]
+    qs = _small_primes_array()
+    qs = qs[qs * qs < hi]
+    first = np.maximum(qs * qs, -(-lo // qs) * qs)  # the first multiple in the window that is not q
+    counts = np.maximum((hi - 1 - first) // qs + 1, 0)
+    start = np.cumsum(counts) - counts
+    step = np.repeat(qs, counts)
+    hits = np.repeat(first - lo, counts) + step * (np.arange(int(counts.sum())) - np.repeat(start, counts))
+    prime = np.ones(hi - lo, dtype=bool)
+    prime[hits] = False
+    return (lo + np.flatnonzero(prime)[::-1]).tolist()
+
+
+@lru_cache(maxsize=1)
+def _small_primes_array() -> np.ndarray:
+    return np.array(_small_primes(), dtype=np.int64)
 
 
 @lru_cache(maxsize=1)
