@@ -91,6 +91,8 @@ class Basis:
                     f"RNS moduli must be integers in [2, 2**26) (products of two residues must be "
                     f"exact in float64), got {m!r}"
                 )
+        if math.lcm(*self.moduli) == math.prod(self.moduli):  # pairwise coprime: one check, not N**2
+            return
         for i, a in enumerate(self.moduli):
             for b in self.moduli[:i]:
                 if math.gcd(a, b) != 1:
