@@ -18,7 +18,7 @@ from .._plan import MAX_MODULUS, Plan
 from .._planner import plan
 from .._rnsplan import RNSPlan
 
-__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "reduce", "prepare_left", "mul", "thin_plan",
+__all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
            "mulsub", "negate", "parity"]
 
 #: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
@@ -119,6 +119,17 @@ def montgomery(p: int) -> tuple[np.uint64, np.int64, np.int64, np.int64]:
     """The constants of :func:`redc` for an odd ``p < 2**63``: ``-p**-1 mod 2**64`` and
     ``R, R**2, R**3 mod p`` for ``R = 2**64`` (the Montgomery forms of 1, of ``R`` and of ``R**2``)."""
     return (np.uint64(-pow(p, -1, 2**64) % 2**64), *(np.int64(pow(2, 64 * e, p)) for e in (1, 2, 3)))
+
+
+_NO_MONTGOMERY = (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+
+
+def kernel_montgomery(p: int, wide: bool) -> tuple[np.uint64, np.int64, np.int64, np.int64]:
+    """The Montgomery constants a kernel takes: :func:`montgomery`'s for a ``wide`` odd ``p``,
+    else placeholders of the same types (one specialisation serves both), whose first
+    entry, 0, tells the kernel to multiply by :func:`mulmod` instead (Montgomery's
+    reduction needs an odd modulus; :func:`modlin.linalg.trsm` takes any)."""
+    return montgomery(p) if wide and p % 2 else _NO_MONTGOMERY
 
 
 @njit(inline="always")

@@ -37,7 +37,7 @@ from ._arith import (
     INT64_LIMIT,
     inverse,
     is_wide,
-    montgomery,
+    kernel_montgomery,
     mul,
     mulmod,
     mulsub,
@@ -478,7 +478,7 @@ def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
     xd = np.array([powers[e] for e in d[keep].tolist()], dtype=object)  # x**d_i
     xr = np.array([pow(int(x), r, p) for x in t], dtype=object)
     wide = X.dtype != object and is_wide(p)
-    mont = montgomery(p) if wide else (np.uint64(0), np.int64(0), np.int64(0), np.int64(0))
+    mont = kernel_montgomery(p, wide)
     if X.dtype == object:  # one product with the powers of the points, in Python ints
         V = np.empty((r, q), dtype=object)
         V[:, 0] = 1

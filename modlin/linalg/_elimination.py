@@ -12,25 +12,50 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import njit
-from ._arith import inverse, is_wide, mulmod, submul
+from ._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
 
 __all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
 
 
 # --------------------------------------------------------------------------- PLUQ of a small block
 
+@njit(inline="always")
+def _scaled(lam, p, mont, montg):  # pragma: no cover - compiled
+    """The factor of :func:`_submul_by`'s updates by ``lam``: ``lam`` itself, or where ``montg``
+    (a wide odd ``p``, ``mont`` its :func:`~modlin.linalg._arith.kernel_montgomery` constants)
+    its Montgomery form ``lam R mod p`` (one :func:`~modlin.linalg._arith.redc` by ``R**2``)."""
+    return redc(lam, mont[2], p, mont[0]) if montg else lam
+
+
+@njit(inline="always")
+def _mul_by(x, f, p, pinv, wide, mont, montg):  # pragma: no cover - compiled
+    """``lam x mod p`` for ``f = _scaled(lam)``: where ``montg``, Montgomery's product of the
+    residue ``x`` by the form ``lam R`` is ``lam x mod p`` itself, at less than half the cost of
+    :func:`~modlin.linalg._arith.mulmod`'s limb-split product (no form to convert back)."""
+    return redc(x, f, p, mont[0]) if montg else mulmod(x, f, p, pinv, wide)
+
+
+@njit(inline="always")
+def _submul_by(c, x, f, p, pinv, wide, mont, montg):  # pragma: no cover - compiled
+    """``(c - lam x) mod p`` for ``f = _scaled(lam)`` (see :func:`_mul_by`)."""
+    t = c - _mul_by(x, f, p, pinv, wide, mont, montg)
+    return t + p * (t < 0)
+
+
 @njit
-def _eliminate(a, p, wide, pivot_rows, cols):  # pragma: no cover - compiled
+def _eliminate(a, p, wide, mont, pivot_rows, cols):  # pragma: no cover - compiled
     """Row-by-row elimination of the C-contiguous block ``a``, in place; returns the rank.
 
     Rows are taken in order; the pivot of a row is its nonzero entry (after the
     updates by the pivots above it) in the column of least original index, so
     the pivots are the rank profile matrix of ``a``. A pivot's column is swapped
     to position ``r`` (``cols`` tracks the original index at each position), its
-    multipliers are stored below it, and the rows below are updated.
+    multipliers are stored below it, and the rows below are updated (``mont``:
+    :func:`~modlin.linalg._arith.montgomery`'s constants for a wide ``p``).
     """
     m, n = a.shape
     pinv = 1.0 / np.float64(p)
+    montg = wide and mont[0] != 0
     for c in range(n):
         cols[c] = c
     r = 0
@@ -55,9 +80,10 @@ def _eliminate(a, p, wide, pivot_rows, cols):  # pragma: no cover - compiled
             if lam != 0:
                 lam = mulmod(lam, inv, p, pinv, wide)
                 a[y, r] = lam
+                f = _scaled(lam, p, mont, montg)
                 row = a[y, r + 1:]
                 for c in range(row.shape[0]):
-                    row[c] = submul(row[c], lam, u[c], p, pinv, wide)
+                    row[c] = _submul_by(row[c], u[c], f, p, pinv, wide, mont, montg)
         r += 1
     return r
 
@@ -99,7 +125,7 @@ def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     if a.dtype == object:
         r = _eliminate_object(a, p, pivot_rows, cols)
     else:
-        r = int(_eliminate(a, np.int64(p), is_wide(p), pivot_rows, cols))
+        r = int(_eliminate(a, np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), pivot_rows, cols))
     others = np.ones(m, dtype=bool)
     others[pivot_rows[:r]] = False
     P = np.concatenate([pivot_rows[:r], np.flatnonzero(others)])
@@ -113,26 +139,30 @@ def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
 # --------------------------------------------------------------------------- triangular inverse
 
 @njit
-def _lower_inverse(t, p, wide, unit, x):  # pragma: no cover - compiled
+def _lower_inverse(t, p, wide, mont, unit, x):  # pragma: no cover - compiled
     """``x = t**-1 mod p`` for the lower triangle of ``t`` (its diagonal taken as ones
-    when ``unit``): row ``i`` of ``x`` is ``t[i,i]**-1 (e_i - sum_j<i t[i,j] x[j])``."""
+    when ``unit``): row ``i`` of ``x`` is ``t[i,i]**-1 (e_i - sum_j<i t[i,j] x[j])``
+    (``mont``: as for :func:`_eliminate`)."""
     k = t.shape[0]
     pinv = 1.0 / np.float64(p)
+    montg = wide and mont[0] != 0
     x[:, :] = 0
     for i in range(k):
         row = x[i, :i]
         for j in range(i):
             lam = t[i, j]
             if lam != 0:
+                f = _scaled(lam, p, mont, montg)
                 xj = x[j, :j + 1]
                 for c in range(j + 1):
-                    row[c] = submul(row[c], lam, xj[c], p, pinv, wide)
+                    row[c] = _submul_by(row[c], xj[c], f, p, pinv, wide, mont, montg)
         if unit:
             x[i, i] = 1
         else:
             d = inverse(t[i, i], p)
+            f = _scaled(d, p, mont, montg)
             for c in range(i):
-                row[c] = mulmod(row[c], d, p, pinv, wide)
+                row[c] = _mul_by(row[c], f, p, pinv, wide, mont, montg)
             x[i, i] = d
 
 
@@ -151,7 +181,7 @@ def lower_inverse(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
             x[i, i] = d
         return x
     x = np.empty((k, k), dtype=np.int64)
-    _lower_inverse(np.ascontiguousarray(T), np.int64(p), is_wide(p), unit, x)
+    _lower_inverse(np.ascontiguousarray(T), np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), unit, x)
     return x
 
 
