@@ -47,6 +47,16 @@ code links against, numba's runtime (NRT: the allocator behind ``np.empty`` in a
 kernel); the first kernel that has to be compiled gets the full refresh from
 numba's compiler, as before. Should the shortcut fail (another numba with other
 internals), the load falls back to numba's own.
+
+What a first call still pays, once per process (measured with a warm cache):
+NRT's initialisation, which compiles its small LLVM module (25-37 ms); NumPy's
+``numpy.ma``, which numba's typing of an array argument imports (10-15 ms);
+numba's scan of the installed packages' entry points (6-29 ms, with the number
+of packages); and 3-6 ms per specialisation loaded. A kernel that allocates
+(``np.empty``, ``np.zeros``, ``.copy()``, an array assigned to a slice) also makes
+its cached code rebuild an environment in ``numba.np.arrayobj``, whose import
+costs 40 ms more: so the kernels of the paths that must start fast (the CRT, the
+Python-int conversions) take their scratch arrays from their callers.
 """
 
 from __future__ import annotations
