@@ -163,6 +163,7 @@ def _linalg(p: int) -> None:
     linalg.pluq(a[:, : n // 2], p)
     linalg.charpoly(a, p)  # n >= MIN_BLOCK_KRYLOV: the block Krylov path's kernels
     linalg.minpoly(low[:12, :12], p)  # the Krylov stages
+    _charpoly._squarefree([1, 3, 1], p)  # block Krylov's minpoly check (compiled below 2**63)
     linalg.matrix_power(a, 3, p)
     if p < _arith.INT64_LIMIT:  # runs only where an evaluation meets a zero pivot
         _charpoly._dets_pivoting(np.zeros((1, 2, 2), dtype=np.int64), np.int64(p), _arith.is_wide(p),

@@ -329,6 +329,12 @@ def test_squarefree_against_python(rng, p):
         cases.append(f)
     if p < 10:
         cases.append([1] + [0] * (p - 1) + [1])  # x**p + 1 = (x + 1)**p: derivative 0
+    long = [list(rand(rng, 5, p)) + [1] for _ in range(40)]  # degree 200: long remainder sequences
+    for repeat in (False, True):
+        f = [1]
+        for g in long + long[:1] * repeat:
+            f = _charpoly._pmul(f, g, p)
+        cases.append(f)
     for f in cases:
         assert _charpoly._squarefree(f, p) == py_squarefree(f, p), (f, p)
 

@@ -101,14 +101,43 @@ def _pmod(f: list[int], g: list[int], p: int) -> list[int]:
     return r
 
 
+@njit
+def _gcd_degree(a, b, p, wide):  # pragma: no cover - compiled
+    """The degree of ``gcd(a, b) mod p`` for int64 residue coefficients, low degree first
+    (both overwritten; ``-1`` when both are zero): Euclid's remainders, ``O(deg a deg b)``
+    modular products."""
+    pinv = 1.0 / np.float64(p)
+    da, db = a.shape[0] - 1, b.shape[0] - 1
+    while da >= 0 and a[da] == 0:
+        da -= 1
+    while db >= 0 and b[db] == 0:
+        db -= 1
+    while db >= 0:
+        lead = inverse(b[db], p)
+        for i in range(da - db, -1, -1):  # a <- a mod b, top coefficient first
+            q = mulmod(a[i + db], lead, p, pinv, wide)
+            if q != 0:
+                for j in range(db + 1):
+                    a[i + j] = submul(a[i + j], q, b[j], p, pinv, wide)
+        da = min(da, db - 1)
+        while da >= 0 and a[da] == 0:
+            da -= 1
+        a, b = b, a
+        da, db = db, da
+    return da
+
+
 def _squarefree(f: list[int], p: int) -> bool:
-    """Whether the monic ``f`` has no repeated factor: ``gcd(f, f') = 1`` (and ``f' != 0``)."""
+    """Whether the monic ``f`` has no repeated factor: ``gcd(f, f') = 1`` (and ``f' != 0``).
+    Below ``2**63`` in a compiled loop (a Python one took 0.4 s at degree 1000)."""
     a = f
     b = [i * c % p for i, c in enumerate(f)][1:]
     while b and b[-1] == 0:
         b.pop()
     if not b:
         return len(f) <= 1
+    if p < INT64_LIMIT:
+        return _gcd_degree(np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.int64(p), is_wide(p)) == 0
     while b:
         a, b = b, _pmod(a, b, p)
     return len(a) == 1
