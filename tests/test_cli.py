@@ -181,10 +181,15 @@ def _cache_files(root) -> dict[str, float]:
     return {str(f): f.stat().st_mtime_ns for f in root.rglob("*") if f.suffix in (".nbi", ".nbc")}
 
 
-def test_warmup_compiles_every_path_ahead(tmp_path):
+def test_warmup_compiles_every_path_ahead():
+    # Into this session's own cache, which the other tests share: from an empty one it took
+    # 70 s of CI, which the wheel build there repeats anyway (it runs the same warmup into an
+    # empty directory, and CI then checks that `modlin demo` compiles nothing).
+    from modlin._jit import cache_dir
+
     root = pathlib.Path(modlin.__file__).parent.parent
-    env = {k: v for k, v in os.environ.items() if k not in ("MODLIN_CACHE_DIR", "NUMBA_CACHE_DIR")}
-    env["MODLIN_CACHE_DIR"] = str(tmp_path)
+    env = dict(os.environ)
+    cache = pathlib.Path(cache_dir())
 
     def run(*args):
         r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=900, env=env,
@@ -195,18 +200,18 @@ def test_warmup_compiles_every_path_ahead(tmp_path):
     r = run("-m", "modlin", "warmup")
     assert "modlin warmup" in r.stderr and "ozaki" in r.stderr  # the progress display, on stderr
     assert r.stdout.startswith("modlin warmup:") and "compiled into" in r.stdout
-    files = _cache_files(tmp_path)
+    files = _cache_files(cache)
     indexes = {pathlib.Path(f).name.split("-")[0] for f in files if f.endswith(".nbi")}
     for kernel in ("_modular._step", "_modular._finalize", "_rns._crt_weights", "_pyints._scan_marshal",
                    "_modular._twom_words_kernel", "_elimination._eliminate", "_crtfloat._to_double_kernel"):
         assert kernel in indexes
     # a fresh process's first calls load every kernel they need: nothing compiled, no file added
     assert run("-c", FIRST_CALLS).stdout.split() == ["0"]
-    assert _cache_files(tmp_path) == files
+    assert _cache_files(cache) == files
     # warming up again compiles nothing; --quiet prints nothing
     r = run("-m", "modlin", "warmup", "--quiet")
     assert r.stdout == "" and r.stderr == ""
-    assert _cache_files(tmp_path) == files
+    assert _cache_files(cache) == files
 
 
 def test_warmup_progress_line_without_tqdm(monkeypatch):
