@@ -9,13 +9,14 @@ product, else from the machine.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 import threading
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-__all__ = ["Limits", "limits", "current", "parse_size", "format_size", "default_memory"]
+__all__ = ["Limits", "limits", "current", "parse_size", "format_size", "default_memory", "planning_threads"]
 
 #: The default budget is a quarter of the physical memory, capped here.
 DEFAULT_MEMORY_CAP = 4 * 2**30
@@ -91,6 +92,16 @@ def _threads(value, what: str) -> int:
     if isinstance(value, bool) or n < 1 or isinstance(value, float) and n != value:
         raise ValueError(f"{what} must be a positive int, got {value!r}")
     return n
+
+
+def planning_threads(threads) -> int:
+    """The cores a plan is weighed for: ``threads`` (a positive int), or when None those of
+    :func:`current`."""
+    if threads is None:
+        return current().threads
+    if not isinstance(threads, numbers.Integral) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    return int(threads)
 
 
 def _flag(value, what: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Iterator, Literal
 
 from . import _contract
 from ._engines import ENGINES, engines_on, get_engine, relative_cost
-from ._limits import current as current_limits
+from ._limits import current as current_limits, planning_threads
 from ._modular import Reduction, word_bounds
 from ._tiles import Tiling, choose as choose_tiles
 
@@ -66,6 +66,17 @@ def pass_scale(threads: int | None = None) -> float:
         bw = b0 * (b1 / b0) ** (math.log(c / c0) / math.log(c1 / c0))
     base = dict(pts)[CALIBRATION_THREADS]
     return (c / bw) / (CALIBRATION_THREADS / base)
+
+
+def device_pass_scale(device: str, threads: int | None = None) -> float:
+    """:func:`pass_scale` on the CPU; 1 on a GPU, whose cost model does not count cores."""
+    return pass_scale(threads) if device == "cpu" else 1.0
+
+
+def cost_line(pl) -> str:
+    """The ``cost`` line of :meth:`Plan.explain` and :meth:`RNSPlan.explain <modlin.RNSPlan.explain>`."""
+    where = "model" if pl.device == "cuda" else f"model, on {current_limits().threads} cores"
+    return f"  cost      : about {pl.relative_cost():.2f} x one float64 GEMM of the same shape ({where})"
 
 _SHAPES = ((1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4), (4, 1), (2, 3), (3, 2), (3, 3))
 
@@ -259,7 +270,7 @@ class Plan:
         :func:`modlin.limits`' threads; the passes' share grows with them, see :func:`pass_scale`)."""
         m, k, n = self.shape if shape is None else shape
         rel = relative_cost(self.engine, self.device)
-        scale = pass_scale(threads) if self.device == "cpu" else 1.0
+        scale = device_pass_scale(self.device, threads)
         words = WORD_PASS * (self.u * m * k + self.v * k * n)
         gemm = 0.0
         gemms, passes = self.counts(k)
@@ -323,8 +334,7 @@ class Plan:
             f"  variant   : {_VARIANT_TEXT[self.variant]}",
             f"  schedule  : {self.gemm_count()} GEMM call(s), "
             f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
-            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape "
-            f"({'model' if self.device == 'cuda' else f'model, on {current_limits().threads} cores'})",
+            cost_line(self),
             f"  tiles     : {self.tiling().describe()}",
         ]
         if self.scale_steps:
@@ -536,8 +546,7 @@ def candidates(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | N
 def _best_plan(p: int, m: int, k: int, n: int, engine, words, variant, device: str = "cpu",
                threads: int | None = None) -> Plan:
     """The cheapest exact plan on ``threads`` cores (default: :func:`modlin.limits`' threads)."""
-    return _best_plan_on(p, m, k, n, engine, words, variant, device,
-                         current_limits().threads if threads is None else threads)
+    return _best_plan_on(p, m, k, n, engine, words, variant, device, planning_threads(threads))
 
 
 @lru_cache(maxsize=512)

@@ -12,7 +12,7 @@ import numbers
 from typing import Literal
 
 from ._engines import get_engine, relative_cost
-from ._limits import current as current_limits
+from ._limits import planning_threads
 from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus
 from ._rnsplan import RNSPlan, as_moduli, rns_plan
 
@@ -98,11 +98,7 @@ def plan(
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be a non-negative int, got {val!r}")
     m, k, n = int(m), int(k), int(n)
-    if threads is None:
-        threads = current_limits().threads
-    elif not isinstance(threads, numbers.Integral) or isinstance(threads, bool) or threads < 1:
-        raise ValueError(f"threads must be a positive int, got {threads!r}")
-    threads = int(threads)
+    threads = planning_threads(threads)
     if engine is not None:
         get_engine(engine)
         relative_cost(engine, device)  # refuses a device without this engine

@@ -417,7 +417,7 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile):  # pragma: no 
     column lets every 15-bit digit be cut from two neighbouring limbs without a branch.
     """
     L = limbs.shape[0]
-    most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry
+    most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry (:func:`_most_bytes`)
     for e0 in range(e_start, e_stop, _BLOCK):
         nb = min(_BLOCK, e_stop - e0)
         if pos + nb * most > buf.shape[0]:
@@ -462,6 +462,12 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile):  # pragma: no 
     return pos, e_stop
 
 
+def _most_bytes(L: int) -> int:
+    """Bytes of the longest marshal item of an entry of ``L`` 16-bit limbs: its header and
+    ``ceil(16 L / 15)`` 15-bit digits of two bytes."""
+    return 5 + 2 * ((16 * L + 14) // 15)
+
+
 def _write_marshal(limbs: np.ndarray, neg: np.ndarray, e_start: int, e_stop: int,
                    buf: np.ndarray) -> tuple[np.ndarray, int]:
     """The ``marshal.dumps(list, 2)`` stream of ``±magnitude`` per entry ``e_start <= e <
@@ -469,7 +475,6 @@ def _write_marshal(limbs: np.ndarray, neg: np.ndarray, e_start: int, e_stop: int
     into ``buf`` (at least 5 bytes) or into a larger buffer if it does not fit, twice as
     large each time, so each entry is written once."""
     L = limbs.shape[0]
-    most = 5 + 2 * ((16 * L + 14) // 15)
     buf[0] = _LIST
     buf[1:5] = np.frombuffer(struct.pack("<i", e_stop - e_start), dtype=np.uint8)
     tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
@@ -478,7 +483,7 @@ def _write_marshal(limbs: np.ndarray, neg: np.ndarray, e_start: int, e_stop: int
         pos, e = _append_marshal(limbs, neg, e, e_stop, buf, np.int64(pos), tile)
         if pos < 0 or e == e_stop:
             return buf, int(pos)
-        grown = np.empty(max(2 * buf.shape[0], pos + _BLOCK * most), dtype=np.uint8)
+        grown = np.empty(max(2 * buf.shape[0], pos + _BLOCK * _most_bytes(L)), dtype=np.uint8)
         grown[:pos] = buf[:pos]
         buf = grown
 
@@ -522,8 +527,7 @@ def _ints_marshal(limbs: np.ndarray, neg: np.ndarray, out: np.ndarray, buf: np.n
     (perhaps grown), for the next call."""
     L, E = limbs.shape
     if buf is None:
-        most = 5 + 2 * ((16 * L + 14) // 15)
-        buf = np.empty(max(5, min(5 + min(E, _STREAM_ENTRIES) * most, _MAX_FIRST_BUFFER)), dtype=np.uint8)
+        buf = np.empty(max(5, min(5 + min(E, _STREAM_ENTRIES) * _most_bytes(L), _MAX_FIRST_BUFFER)), dtype=np.uint8)
     for e0 in range(0, E, _STREAM_ENTRIES):
         e1 = min(E, e0 + _STREAM_ENTRIES)
         buf, n = _write_marshal(limbs, neg, e0, e1, buf)

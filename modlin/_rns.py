@@ -525,7 +525,7 @@ def _reduce(acc, top, pl, ps, d, work):  # pragma: no cover - compiled
     ``d`` (shaped like ``acc``) and ``work`` (``(3, c)``) are scratch.
     """
     L, c = acc.shape
-    q, below, b = work[0, :c], work[1, :c], work[2, :c]
+    q, below, b = work[0], work[1], work[2]
     for e in range(c):
         vs = ((top[e] * 65536.0 + acc[L - 1, e]) * 65536.0 + acc[L - 2, e]) * 65536.0 + acc[L - 3, e]
         q[e] = max(np.floor(vs / ps - 2.0**-10), 0.0)

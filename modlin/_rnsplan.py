@@ -17,8 +17,8 @@ from functools import lru_cache
 import numpy as np
 
 from ._engines import engines_on, get_engine
-from ._limits import current as current_limits
-from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling, pass_scale
+from ._limits import planning_threads
+from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
 from ._rns import MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, int8_moduli, planned_range, primes_below
 from ._tiles import Tiling
 
@@ -113,16 +113,16 @@ class RNSPlan:
         :func:`modlin.limits`' threads; see :func:`~modlin._plan.pass_scale`)."""
         m, k, n = self.shape if shape is None else shape
         N = len(self.moduli)
-        scale = GPU_PASS_FACTOR if self.device == "cuda" else pass_scale(threads)
+        sub_scale = device_pass_scale(self.device, threads)  # what the moduli' plans charge a pass
         # the largest modulus has the smallest block: its plan bounds every other's cost
         sub = _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner", self.device, threads)
         total = N * sub.cost((m, k, n), threads)
         if self.engine == "fp64" and sub.gemm_count(k) == 1:
             # one exact GEMM per modulus: the CRT reduces its sums, no pass does
-            total -= N * PASS * m * n * (1.0 if self.device == "cuda" else scale)
+            total -= N * PASS * m * n * sub_scale
         L = (self.p or self.basis.M * N).bit_length() // 16 + 1  # limbs of the reconstruction
         passes = (LIFT + RESIDUE * N) * (m * k + k * n) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * m * n
-        return total + passes * scale
+        return total + passes * (GPU_PASS_FACTOR if self.device == "cuda" else sub_scale)
 
     def relative_cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
         """Modelled time relative to one float64 GEMM of the same shape (on ``threads`` cores)."""
@@ -200,8 +200,7 @@ class RNSPlan:
             "  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
             + (" on the GPU" if self.device == "cuda" else "")
             + f", {self.gemm_count()} GEMM call(s) in all",
-            f"  cost      : about {self.relative_cost():.2f} x one float64 GEMM of the same shape "
-            f"({'model' if self.device == 'cuda' else f'model, on {current_limits().threads} cores'})",
+            cost_line(self),
             f"  tiles     : {self.tiling().describe('whose residues add up before one CRT per tile')}",
         ]
         return "\n".join(lines)
@@ -270,7 +269,7 @@ def rns_plan(p: int | None, bound: int, shape: tuple[int, int, int], *, engine: 
     On the GPU residue number systems run on int8 moduli only: that is where
     its throughput is.
     """
-    return _rns_plan_on(p, bound, shape, engine, moduli, device, current_limits().threads if threads is None else threads)
+    return _rns_plan_on(p, bound, shape, engine, moduli, device, planning_threads(threads))
 
 
 @lru_cache(maxsize=256)

@@ -51,11 +51,11 @@ def _eliminate(a, p, wide, mont, pivot_rows, cols):  # pragma: no cover - compil
     the pivots are the rank profile matrix of ``a``. A pivot's column is swapped
     to position ``r`` (``cols`` tracks the original index at each position), its
     multipliers are stored below it, and the rows below are updated (``mont``:
-    :func:`~modlin.linalg._arith.montgomery`'s constants for a wide ``p``).
+    :func:`~modlin.linalg._arith.kernel_montgomery`'s constants).
     """
     m, n = a.shape
     pinv = 1.0 / np.float64(p)
-    montg = wide and mont[0] != 0
+    montg = mont[0] != 0  # kernel_montgomery's placeholders (0) where p is narrow or even
     for c in range(n):
         cols[c] = c
     r = 0
@@ -145,7 +145,7 @@ def _lower_inverse(t, p, wide, mont, unit, x):  # pragma: no cover - compiled
     (``mont``: as for :func:`_eliminate`)."""
     k = t.shape[0]
     pinv = 1.0 / np.float64(p)
-    montg = wide and mont[0] != 0
+    montg = mont[0] != 0  # kernel_montgomery's placeholders (0) where p is narrow or even
     x[:, :] = 0
     for i in range(k):
         row = x[i, :i]
