@@ -106,6 +106,24 @@ class FlintNmodMat:
         self.call()
 
 
+class WideLinalg(Linalg):
+    """:class:`Linalg` modulo a 61-bit prime: products through residue number systems, base
+    cases in Montgomery form (``linalg._elimination``)."""
+
+    params = (list(ELIMINATION_FUNCTIONS), [61], [1024])
+    primes = POLY_PRIMES
+
+    def peakmem_linalg(self, function, bits, n):
+        self.call()
+
+
+class FlintWideLinalg(FlintNmodMat):
+    """Comparison: python-flint ``nmod_mat`` for :class:`WideLinalg`."""
+
+    params = (list(ELIMINATION_FUNCTIONS), [61], [1024])
+    primes = POLY_PRIMES
+
+
 class Polynomials(Linalg):
     """``linalg.charpoly``, ``minpoly`` and ``matrix_power(A, 2**64)`` of an ``n x n`` matrix."""
 
