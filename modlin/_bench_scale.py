@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-__all__ = ["run_scale_table", "SCALE_CASES"]
+__all__ = ["run_scale_table", "scale_cases", "SCALE_CASES"]
 
 #: The rows: (label, kind, argument). ``matmul``: modulo the prime; ``zgemm``: ozaki.zgemm.
 SCALE_CASES = (
@@ -116,6 +116,10 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
                     out=sys.stdout, progress=sys.stderr) -> list[dict]:
     """Time and peak memory of big products under the default budget and under ``memory``.
 
+    The header is printed first and each row as soon as its two children have
+    run, so that a long table (about an hour here) shows what it has measured
+    even when it is stopped early.
+
     Parameters
     ----------
     sizes : sequence of int
@@ -125,7 +129,8 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
     repeats : int
         Steady-state products per row; the medians are shown.
     cases : sequence
-        Rows, as in :data:`SCALE_CASES`; ``ozaki.zgemm`` rows run at the sizes up to 4096.
+        Rows, as in :data:`SCALE_CASES`, or their labels (``"2^61-1"``);
+        ``ozaki.zgemm`` rows run at the sizes up to 4096.
     out, progress : file
         Where the table, and the progress display, go.
 
@@ -137,13 +142,25 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
     Examples
     --------
     >>> from modlin._bench_scale import run_scale_table
-    >>> rows = run_scale_table(sizes=(256,), repeats=1, cases=SCALE_CASES[:1])  # doctest: +SKIP
+    >>> rows = run_scale_table(sizes=(256,), repeats=1, cases=["2^31-1"])  # doctest: +SKIP
     """
     from ._bench import _print_header
     from ._limits import current, default_memory, format_size
     from ._progress import bar
 
+    cases = scale_cases(cases)
     started = datetime.datetime.now().astimezone()
+
+    def pr(*args):
+        print(*args, file=out, flush=True)
+
+    threads = current().threads
+    _print_header(pr, started, f"run_scale_table(sizes={tuple(sizes)}, memory={memory!r}, repeats={repeats})",
+                  None, False, f"medians of {repeats} product/dgemm pairs per row; {threads} thread(s)")
+    default = format_size(default_memory())
+    pr(f"| product | n | time/dgemm ({default}) | first/steady | peak extra/result | tiles "
+       f"| time/dgemm ({memory}) | first/steady | peak extra/result | tiles |")
+    pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     jobs = [(label, kind, arg, n) for n in sizes for label, kind, arg in cases if kind != "zgemm" or n <= 4096]
     display = bar(2 * len(jobs), "modlin bench --table scale", "product", stream=progress)
     rows = []
@@ -155,26 +172,28 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
             rows.append(dict(r, label=label, n=n, budget=budget))
             cells += _cells(r)
             display.update(1)
-        rows[-1]["cells"] = cells
+        pr(f"| {label} | {n} | " + " | ".join(cells) + " |")
     display.close()
-
-    def pr(*args):
-        print(*args, file=out)
-
-    threads = current().threads
-    _print_header(pr, started, f"run_scale_table(sizes={tuple(sizes)}, memory={memory!r}, repeats={repeats})",
-                  None, False, f"medians of {repeats} product/dgemm pairs per row; {threads} thread(s)")
-    default = format_size(default_memory())
-    pr(f"| product | n | time/dgemm ({default}) | first/steady | peak extra/result | tiles "
-       f"| time/dgemm ({memory}) | first/steady | peak extra/result | tiles |")
-    pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        if "cells" in r:
-            pr(f"| {r['label']} | {r['n']} | " + " | ".join(r["cells"]) + " |")
-    errors = [r for r in rows if "error" in r]
-    for r in errors:
-        pr(f"\n- {r['label']} n={r['n']} budget={r['budget']}: {r['error']}")
+        if "error" in r:
+            pr(f"\n- {r['label']} n={r['n']} budget={r['budget']}: {r['error']}")
     pr()
     pr("Peak extra: resident memory the first call added beyond its operands, over the result's size "
        "(Linux VmHWM). first/steady: the first call on fresh operands over the steady-state median.")
     return rows
+
+
+def scale_cases(cases) -> tuple:
+    """The rows of :data:`SCALE_CASES` that ``cases`` names: rows, or their labels.
+
+    Raises ``ValueError`` naming the known labels for a label that is none of them.
+    """
+    known = {case[0]: case for case in SCALE_CASES}
+    picked = []
+    for case in cases:
+        if isinstance(case, str):
+            if case not in known:
+                raise ValueError(f"unknown scale case {case!r}; the cases are {', '.join(known)}")
+            case = known[case]
+        picked.append(tuple(case))
+    return tuple(picked)

@@ -80,6 +80,7 @@ def parser() -> argparse.ArgumentParser:
     """The ``modlin`` command's argument parser (docs/reference.rst describes every option)."""
     from . import __version__
     from ._bench import LINALG_FUNCTIONS
+    from ._bench_scale import SCALE_CASES
 
     ap = argparse.ArgumentParser(prog="modlin", description="Exact A @ B mod p on floating-point GEMMs.")
     ap.add_argument("--version", action="version", version=f"modlin {__version__}")
@@ -124,6 +125,9 @@ def parser() -> argparse.ArgumentParser:
                          help="square matrix sizes n (default 1024 2048; for --table scale 4096 8192)")
     p_bench.add_argument("--memory", default="1GiB",
                          help="the memory budget of --table scale's second column group (default 1GiB)")
+    p_bench.add_argument("--cases", nargs="+", default=None, metavar="CASE",
+                         help="rows of --table scale, by label (default all: "
+                              + " ".join(label for label, _, _ in SCALE_CASES) + ")")
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
                          help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
                               "and of the linalg table (default 20 31 50)")
@@ -157,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
                              run_table)
 
         if args.table == "scale":
-            from ._bench_scale import run_scale_table
+            from ._bench_scale import SCALE_CASES, run_scale_table
 
-            run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats)
+            run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats,
+                            cases=args.cases or SCALE_CASES)
             return 0
         args.sizes = args.sizes or [1024, 2048]
 

@@ -109,6 +109,15 @@ def test_bench_scale_table():
     assert len(line.split("|")) == 12 and "error" not in line
 
 
+def test_scale_cases_by_label():
+    from modlin._bench_scale import SCALE_CASES, scale_cases
+
+    assert scale_cases(["2^61-1", SCALE_CASES[0]]) == (SCALE_CASES[2], SCALE_CASES[0])
+    with pytest.raises(ValueError, match=r"unknown scale case '61-bit'; the cases are 2\^31-1, 50-bit"):
+        scale_cases(["61-bit"])
+    assert cli.main(["bench", "--table", "scale", "--cases", "61-bit"]) == 2  # before any row runs
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--version"])
