@@ -261,6 +261,31 @@ def test_finalize_gives_residues_in_range(p, rng):
         assert [int(v) for v in out.ravel()] == want
 
 
+@pytest.mark.parametrize("p", PS)
+@pytest.mark.parametrize("as_int", [True, False])
+def test_finalize_into_the_sums_own_memory(p, as_int, rng):
+    # the products accumulate in their output's memory and finalize through it (as int64 over
+    # float64 sums, or as floats in an RNS product's rows): the in-place kernels, which must
+    # give what the separate ones give, plain or with a pre-reduction and an addend
+    red = red_for(p, 2**53)
+    ys = adversarial_y(p, 2**53)
+    ts = ys[::-1]
+    for pre, add in ((None, False), (red, False), (None, True), (red, True)):
+        xs = [y // 3 for y in ys] if pre is None else ys
+        x = np.array(xs * 3, dtype=np.float64).reshape(3, -1)  # several rows
+        t = np.array(ts * 3, dtype=np.float64).reshape(3, -1) if add else None
+        out = x.view(np.int64) if as_int else x
+        finalize(x, out, red, t, pre)
+        want = [(a + (b if add else 0)) % p for a, b in zip(xs, ts)] * 3
+        assert [int(v) for v in out.ravel()] == want
+        assert out.dtype == (np.int64 if as_int else np.float64)
+    # a stack of such slices, through the in-place kernels slice by slice
+    x = np.array(ys * 4, dtype=np.float64).reshape(2, 2, -1)
+    out = x.view(np.int64) if as_int else x
+    finalize(x, out, red)
+    assert [int(v) for v in out.ravel()] == [y % p for y in ys] * 4
+
+
 @pytest.mark.parametrize("p", [2, 3, 7, 256, 2**23])
 def test_finalize_float32_in_place_layouts(p):
     red = red_for(p, 2**53)
