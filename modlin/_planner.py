@@ -12,9 +12,15 @@ import numbers
 from typing import Literal
 
 from ._engines import get_engine, relative_cost
-from ._limits import planning_threads
-from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus
+from ._limits import current as current_limits, planning_threads
+from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus, device_pass_scale
 from ._rnsplan import RNSPlan, as_moduli, rns_plan
+from ._tiles import POOL_SHARE
+
+#: Modelled cost of a byte of working memory a product maps afresh, in multiply-adds of a
+#: large fp64 GEMM on 2 cores: the kernel zeroes and maps each page when it is first
+#: written (0.2 s per GiB measured here, where the GEMM does 6e10 multiply-adds a second).
+FRESH_BYTE = 12.0
 
 __all__ = ["plan"]
 
@@ -128,4 +134,23 @@ def plan(
         multi = _best_plan(p, m, k, n, engine, None, None, device, threads)
     except ValueError:
         return rns
-    return multi if multi.cost(threads=threads) <= rns.cost(threads=threads) else rns
+    return multi if call_cost(multi, threads) <= call_cost(rns, threads) else rns
+
+
+def call_cost(pl: Plan | RNSPlan, threads: int | None = None) -> float:
+    """What :func:`plan` weighs the multiword against the residue plan by: the plan's
+    :meth:`~Plan.cost`, plus the working memory of one of its tiles that the scratch pool
+    (:data:`modlin._tiles.POOL_SHARE` of the budget) cannot hand back from the call before,
+    mapped afresh on every call (:data:`FRESH_BYTE`; CuPy's pool keeps all of it).
+
+    A residue plan's workspace (residues of both operands and a product per modulus) is
+    the larger: at ``n = 4096`` and 50 bits, 2.5 GiB against the words' 0.8, and it ran at
+    8.7-9.5 GEMM times where the (2,3) words ran at 7.05 (medians of four interleaved
+    runs), while their costs alone were 5.96 and 6.08.
+    """
+    threads = planning_threads(threads)
+    cost = pl.cost(threads=threads)
+    if pl.device != "cpu":
+        return cost
+    fresh = max(0.0, pl.tiling().peak - POOL_SHARE * current_limits().memory)
+    return cost + FRESH_BYTE * fresh * device_pass_scale(pl.device, threads)

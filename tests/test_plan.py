@@ -21,7 +21,8 @@ import modlin
 from modlin import _contract
 from modlin._engines import ENGINES
 from modlin._modular import balanced_words
-from modlin._plan import Plan, candidates
+from modlin._plan import Plan, candidates, pass_scale
+from modlin._planner import FRESH_BYTE, call_cost
 
 from conftest import assert_exact
 
@@ -152,8 +153,9 @@ def test_every_candidate_and_the_choice_obey_the_contract(p, m, k, n):
     assert chosen.cost() == min(c.cost() for c in cands)
     # and, left to choose, the cheaper of that and a residue number system (which can
     # win below 2**52 too: at p = 2**48, 2501 x 2501 x 4226, five 22-bit moduli do)
+    # (weighed with the working memory each call maps afresh: planner.call_cost)
     auto = modlin.plan(p, m, k, n)
-    assert auto == chosen or auto.cost() < chosen.cost()
+    assert auto == chosen or call_cost(auto) < call_cost(chosen)
 
 
 @pytest.mark.parametrize("p", MODULI)
@@ -265,14 +267,34 @@ def test_cost_model_sees_threads():
             with modlin.limits(threads=16):
                 assert modlin.plan(p, *shape) == chosen[16]
                 assert chosen[16].cost() == chosen[16].cost(threads=16)
-    # on 2 cores a 50-bit product at n = 4096 goes through 5 residues; on 64, whose passes cost
+    # on 2 cores a 50-bit product at n = 8192 goes through 5 residues; on 64, whose passes cost
     # 2.7 times as much against the GEMMs, through the (2,3) words' 6 GEMMs and few passes
-    assert type(modlin.plan(2**50 - 27, 4096, 4096, 4096, threads=2)).__name__ == "RNSPlan"
-    wide = modlin.plan(2**50 - 27, 4096, 4096, 4096, threads=64)
+    assert type(modlin.plan(2**50 - 27, 8192, 8192, 8192, threads=2)).__name__ == "RNSPlan"
+    wide = modlin.plan(2**50 - 27, 8192, 8192, 8192, threads=64)
     assert isinstance(wide, Plan) and wide.gemm_count() == 6
     for bad in (0, -2, 1.5, True, "4"):
         with pytest.raises(ValueError, match="threads must be a positive int"):
             modlin.plan(7, 4, 4, 4, threads=bad)
+
+
+def test_fresh_working_memory_weighs_in_the_choice():
+    # a call maps afresh the part of its tile's workspace that the scratch pool cannot keep
+    # (a quarter of the budget): a 50-bit product at n = 4096 goes through the (2,3) words
+    # (1.1 GiB) rather than five residues (2.5 GiB) under the default 4 GiB, and through the
+    # residues when the pool could keep them all
+    p, n = 2**50 - 27, 4096
+    with modlin.limits(memory="4GiB", threads=2):
+        rns = modlin.plan(p, n, n, n, algorithm="rns")
+        words = modlin.plan(p, n, n, n, algorithm="multiword")
+        fresh = rns.tiling().peak - 2**30
+        assert call_cost(rns) == pytest.approx(rns.cost() + FRESH_BYTE * fresh * pass_scale(2))
+        assert rns.cost() < words.cost() and call_cost(words) < call_cost(rns)
+        assert modlin.plan(p, n, n, n) == words and words.gemm_count() == 6
+        small = modlin.plan(p, 256, 256, 256)
+        assert call_cost(small) == small.cost()  # within the pool: nothing fresh
+    with modlin.limits(memory="16GiB", threads=2):
+        assert call_cost(rns) == rns.cost()
+        assert type(modlin.plan(p, n, n, n)).__name__ == "RNSPlan"
 
 
 def test_plan_is_frozen_plain_data():
