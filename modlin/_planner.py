@@ -8,6 +8,7 @@ multiword plans) < this module.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Literal
 
@@ -152,5 +153,9 @@ def call_cost(pl: Plan | RNSPlan, threads: int | None = None) -> float:
     cost = pl.cost(threads=threads)
     if pl.device != "cpu":
         return cost
-    fresh = max(0.0, pl.tiling().peak - POOL_SHARE * current_limits().memory)
+    try:
+        peak = pl.tiling().peak
+    except ValueError:  # not even its smallest tile fits the budget: the other plan, if any
+        return math.inf
+    fresh = max(0.0, peak - POOL_SHARE * current_limits().memory)
     return cost + FRESH_BYTE * fresh * device_pass_scale(pl.device, threads)

@@ -10,6 +10,7 @@ shapes and values (including hand-built plans that pass ``check()``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 import numpy as np
@@ -295,6 +296,9 @@ def test_fresh_working_memory_weighs_in_the_choice():
     with modlin.limits(memory="16GiB", threads=2):
         assert call_cost(rns) == rns.cost()
         assert type(modlin.plan(p, n, n, n)).__name__ == "RNSPlan"
+    with modlin.limits(memory="1MiB", threads=2):  # the residues' smallest tile does not fit, the words' does
+        assert call_cost(rns) == math.inf and call_cost(words) < math.inf
+        assert modlin.plan(p, n, n, n) == words
 
 
 def test_plan_is_frozen_plain_data():
