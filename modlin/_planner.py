@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import lru_cache
 from typing import Literal
 
 from ._engines import get_engine, relative_cost
@@ -145,7 +146,7 @@ def call_cost(pl: Plan | RNSPlan, threads: int | None = None) -> float:
     mapped afresh on every call (:data:`FRESH_BYTE`; CuPy's pool keeps all of it).
 
     A residue plan's workspace (residues of both operands and a product per modulus) is
-    the larger: at ``n = 4096`` and 50 bits, 2.5 GiB against the words' 0.8, and it ran at
+    the larger: at ``n = 4096`` and 50 bits, 2.5 GiB against the words' 1.1, and it ran at
     8.7-9.5 GEMM times where the (2,3) words ran at 7.05 (medians of four interleaved
     runs), while their costs alone were 5.96 and 6.08.
     """
@@ -153,9 +154,15 @@ def call_cost(pl: Plan | RNSPlan, threads: int | None = None) -> float:
     cost = pl.cost(threads=threads)
     if pl.device != "cpu":
         return cost
+    return cost + FRESH_BYTE * _fresh_bytes(pl, current_limits().memory) * device_pass_scale(pl.device, threads)
+
+
+@lru_cache(maxsize=1024)
+def _fresh_bytes(pl: Plan | RNSPlan, budget: int) -> float:
+    """The bytes of a tile's workspace beyond the pool's share of ``budget`` (cached: every
+    product below ``2**52`` plans through :func:`call_cost`, and a tiling costs 30 us)."""
     try:
-        peak = pl.tiling().peak
+        peak = pl.tiling(budget=budget).peak
     except ValueError:  # not even its smallest tile fits the budget: the other plan, if any
         return math.inf
-    fresh = max(0.0, peak - POOL_SHARE * current_limits().memory)
-    return cost + FRESH_BYTE * fresh * device_pass_scale(pl.device, threads)
+    return max(0.0, peak - POOL_SHARE * budget)
