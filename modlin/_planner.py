@@ -15,7 +15,7 @@ from typing import Literal
 
 from ._engines import get_engine, relative_cost
 from ._limits import current as current_limits, planning_threads
-from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus, device_pass_scale
+from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus, pass_scale
 from ._rnsplan import RNSPlan, as_moduli, rns_plan
 from ._tiles import POOL_SHARE
 
@@ -154,13 +154,15 @@ def call_cost(pl: Plan | RNSPlan, threads: int | None = None) -> float:
     cost = pl.cost(threads=threads)
     if pl.device != "cpu":
         return cost
-    return cost + FRESH_BYTE * _fresh_bytes(pl, current_limits().memory) * device_pass_scale(pl.device, threads)
+    limits = current_limits()
+    return cost + FRESH_BYTE * _fresh_bytes(pl, limits.memory, limits.threads) * pass_scale(threads)
 
 
 @lru_cache(maxsize=1024)
-def _fresh_bytes(pl: Plan | RNSPlan, budget: int) -> float:
+def _fresh_bytes(pl: Plan | RNSPlan, budget: int, tiling_threads: int) -> float:
     """The bytes of a tile's workspace beyond the pool's share of ``budget`` (cached: every
-    product below ``2**52`` plans through :func:`call_cost`, and a tiling costs 30 us)."""
+    product below ``2**52`` plans through :func:`call_cost`, and a tiling costs 30 us;
+    ``tiling_threads``, the cores the tiling's costs are weighed for, is part of the key)."""
     try:
         peak = pl.tiling(budget=budget).peak
     except ValueError:  # not even its smallest tile fits the budget: the other plan, if any

@@ -400,7 +400,7 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
 # --------------------------------------------------------------------------- from limbs
 
 @njit
-def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile):  # pragma: no cover - compiled
+def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile, most):  # pragma: no cover - compiled
     """Append the marshal items of ``±magnitude`` per entry ``e_start <= e < e_stop`` to
     ``buf[:pos]``, as far as ``buf`` surely holds them. (Bounds rather than a slice of
     ``limbs``: the kernel is compiled for C-contiguous limbs only, where slices of columns
@@ -415,9 +415,9 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile):  # pragma: no 
     filled row by row: reading each entry's column of ``limbs`` touches ``L`` lines ``E``
     items apart, which share one cache set when ``E`` is a power of two. The extra zero
     column lets every 15-bit digit be cut from two neighbouring limbs without a branch.
+    ``most``: the bytes of the longest entry, :func:`_most_bytes` of ``L``.
     """
     L = limbs.shape[0]
-    most = 5 + 2 * ((16 * L + 14) // 15)  # bytes of the longest entry (:func:`_most_bytes`)
     for e0 in range(e_start, e_stop, _BLOCK):
         nb = min(_BLOCK, e_stop - e0)
         if pos + nb * most > buf.shape[0]:
@@ -475,15 +475,16 @@ def _write_marshal(limbs: np.ndarray, neg: np.ndarray, e_start: int, e_stop: int
     into ``buf`` (at least 5 bytes) or into a larger buffer if it does not fit, twice as
     large each time, so each entry is written once."""
     L = limbs.shape[0]
+    most = np.int64(_most_bytes(L))
     buf[0] = _LIST
     buf[1:5] = np.frombuffer(struct.pack("<i", e_stop - e_start), dtype=np.uint8)
     tile = np.zeros((_BLOCK, L + 1), dtype=np.int64)
     pos, e = 5, e_start
     while True:
-        pos, e = _append_marshal(limbs, neg, e, e_stop, buf, np.int64(pos), tile)
+        pos, e = _append_marshal(limbs, neg, e, e_stop, buf, np.int64(pos), tile, most)
         if pos < 0 or e == e_stop:
             return buf, int(pos)
-        grown = np.empty(max(2 * buf.shape[0], pos + _BLOCK * _most_bytes(L)), dtype=np.uint8)
+        grown = np.empty(max(2 * buf.shape[0], pos + _BLOCK * int(most)), dtype=np.uint8)
         grown[:pos] = buf[:pos]
         buf = grown
 
