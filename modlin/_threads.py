@@ -43,12 +43,11 @@ MIN_WORK = 2**25
 
 #: GEMM calls deeper than this keep BLAS' own threads instead of slabs. Not for the GEMMs
 #: themselves: two one-thread slabs match BLAS' two threads on a lone GEMM of any shape
-#: measured here with no BLAS thread still spinning (81 vs 83 ms at 2048 x 1024 x 2048;
-#: ``benchmarks/slabs_vs_blas.py``; slabs timed just after a GEMM on BLAS' threads look up
-#: to twice as slow). It is
-#: what measured fastest for linalg's recursions, which mix small GEMMs on BLAS' threads
-#: with slabbed ones (61-bit charpoly at n = 1000: 0.49 s, against 0.59-0.63 s with slabs
-#: at every depth); a 61-bit product at n = 4096 is the same either way.
+#: measured with no BLAS thread still spinning (``benchmarks/slabs_vs_blas.py``: 0.86-1.04;
+#: slabs timed just after a GEMM on BLAS' threads look up to twice as slow). It is what
+#: measured fastest for linalg's recursions, which mix small GEMMs on BLAS' threads with
+#: slabbed ones (61-bit charpoly at n = 1000: 0.49 s, against 0.59-0.63 s with slabs at
+#: every depth); a 61-bit product at n = 4096 is the same either way.
 MAX_SLAB_K = 512
 
 #: Entries per part of a flat pass (:func:`each`), at least.
