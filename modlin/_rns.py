@@ -27,7 +27,7 @@ from ._engines import get_engine
 from ._jit import njit
 from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
-from ._threads import each, gemm_workers, region, run, slabs, workers
+from ._threads import each, gemm_workers, quiet_blas, region, run, slabs, workers
 from ._tiles import Arena, take
 
 __all__ = ["Basis", "Residues", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
@@ -368,7 +368,7 @@ class _Halves:
 
         starts = range(0, E, RESIDUE_STEP)
         t = workers(E * G * (H + 2), len(starts))
-        with region(t):
+        with quiet_blas():  # the weights' GEMMs are k <= 2**11 + 2 deep, mostly 5 or 6
             run(chunks, [starts[part] for part in slabs(len(starts), t)])
         return out[:, :E].reshape((G,) + self.shape)
 
@@ -678,14 +678,14 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
     starts = range(0, E, step)
     t = workers(E * (N + 4 * L), len(starts))
     if small:  # one range of entries per worker
-        with region(t):
+        with quiet_blas():  # the limbs' GEMMs are at most CRT_BLOCK deep, mostly a few
             run(lambda part: entries(range(part.start * step, min(E, part.stop * step))),
                 slabs(len(starts), t))
     else:
         # Python ints are made under the GIL, by this thread: the workers' limbs are
         # written a round of chunks at a time, so only ``t`` chunks' limbs exist at once
         writer = IntWriter(E)
-        with region(t):
+        with quiet_blas():
             for r0 in range(0, len(starts), t):
                 rounds = [range(e0, min(E, e0 + step)) for e0 in starts[r0:r0 + t]]
                 for part, limbs in zip(rounds, run(entries, rounds)):

@@ -160,6 +160,28 @@ def test_region_limits_blas_and_restores_once():
         assert _blas_threads() == before
 
 
+@pytest.mark.parametrize("p", [P61, P127])
+def test_pass_gemms_keep_blas_on_one_thread(rng, monkeypatch, p):
+    """The residues' and the CRT's small GEMMs run with BLAS on one thread even when the
+    product's own GEMMs use BLAS' threads (``threads=1``): on BLAS' threads they would leave
+    its workers spinning into the next product. Seen from the kernels each GEMM feeds."""
+    from modlin import _rns
+
+    seen = {}
+    for name in ("_balance_rows", "_carry"):
+        kernel = getattr(_rns, name)
+
+        def spy(*args, _kernel=kernel, _name=name):
+            seen.setdefault(_name, set()).update(_blas_threads())
+            return _kernel(*args)
+
+        monkeypatch.setattr(_rns, name, spy)
+    a, b = rand_ints(rng, (40, 30), 0, p), rand_ints(rng, (30, 20), 0, p)
+    with modlin.limits(threads=1):
+        assert np.array_equal(modlin.matmul(a, b, p), ref_matmul(a, b, p))
+    assert seen == {"_balance_rows": {1}, "_carry": {1}}
+
+
 def test_run_raises_after_every_item_finished():
     done = []
 
