@@ -99,11 +99,20 @@ MODLIN_HD long long finalize_elem(double y, double q, double hi, double lo, long
 
 // ------------------------------------------------------------------ float residues
 
-// _rns._fmod: x mod m in [0, m) for an integer-valued |x| < 2**53, minv = fl(1/m).
-// The corrections are products by 0.0 or 1.0 like numba's m * (r < 0), so that a
-// -0.0 becomes +0.0 the same way.
+// _rns._fmod: x mod m in [0, m) for an integer-valued |x| <= 2**53, minv = fl(1/m).
+// x - q m is an explicit fma (fused even under --fmad=false), as _rns._fmod's: q m
+// alone can pass 2**53 and round for x near -2**53. The corrections are products by
+// 0.0 or 1.0 like numba's m * (r < 0), so that a -0.0 becomes +0.0 the same way.
+#ifdef MODLIN_CHECK_NO_FMA
+// tests/test_kernels.py's build: fmod_pos's fma unfused, so that the PTX shows whether
+// anything else fuses (it must not: contraction is off)
+MODLIN_HD double modlin_fma(double a, double b, double c) { return a * b + c; }
+#else
+MODLIN_HD double modlin_fma(double a, double b, double c) { return fma(a, b, c); }
+#endif
+
 MODLIN_HD double fmod_pos(double x, double m, double minv) {
-    double r = x - floor(x * minv) * m;
+    double r = modlin_fma(-floor(x * minv), m, x);
     r += m * (double)(r < 0);
     r -= m * (double)(r >= m);
     return r;

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _multiword
 from ._engines import get_engine
-from ._jit import njit
+from ._jit import fma, njit
 from ._limits import current as current_limits
 from ._pyints import IntWriter, python_ints, to_halves
 from ._threads import each, gemm_workers, quiet_blas, region, run, slabs, workers
@@ -188,12 +188,15 @@ RESIDUE_STEP = 32768
 
 @njit
 def _fmod(x, m, minv):  # pragma: no cover - compiled
-    """``x mod m`` in ``[0, m)`` for an integer-valued float ``0 <= |x| < 2**53``.
+    """``x mod m`` in ``[0, m)`` for an integer-valued float ``|x| <= 2**53``.
 
-    ``floor(x * minv)`` is the true quotient or one off (``minv = fl(1/m)``), so
-    one correction each way settles the remainder; ``q * m`` stays exact.
+    ``q = floor(x * minv)`` is the true quotient or one off (``minv = fl(1/m)``), so
+    one correction each way settles the remainder. ``x - q m`` is one fused
+    multiply-add: ``q m`` alone can pass ``2**53`` and round (for ``x`` within about
+    ``m`` of ``-2**53``, which sums at the contract's limit reach), while the
+    remainder, below ``2 m``, is exact.
     """
-    r = x - np.floor(x * minv) * m
+    r = fma(-np.floor(x * minv), m, x)
     # selects, not branches nor ``m * (r < 0)``: only these let loops over entries
     # vectorise (a bool times a float does not)
     r += m if r < 0 else 0.0
@@ -480,6 +483,67 @@ def _crt_weights(x, lo, hi, moduli, w, k, flag, work):  # pragma: no cover - com
 
 
 @njit
+def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  # pragma: no cover - compiled
+    """The CRT of entries ``lo <= e < hi`` straight to int64 residues modulo ``p < 2**63``,
+    in one pass per chunk: ``out[e] = sum_i y_i c_i + k (-M mod p) mod p``, with ``y_i``,
+    ``k`` and ``flag`` as :func:`_crt_weights` makes them and ``c_i = M / m_i mod p``.
+
+    The constants are split in 32-bit halves (``cl``, ``ch``, ``kl``, ``kh``: uint64) so
+    that both sums are exact in uint64: terms below ``2**26 * 2**32`` and at most
+    ``2 N <= 62`` of them. The value ``V = h 2**32 + l`` is below ``(N + 1) 2**26 p``,
+    so a float64 quotient ``V / p`` (below ``2**32``, error below ``2**-19``) biased down
+    by ``2**-10`` is the true one or one less; ``V - q p`` computed modulo ``2**64`` is
+    then in ``[0, 2 p)`` and one conditional subtraction finishes. ``work``: float64
+    ``(2, CHUNK)``; ``sums``: uint64 ``(2, CHUNK)``.
+    """
+    N = x.shape[0]
+    f, kk = work[0], work[1]
+    sl, sh = sums[0], sums[1]
+    up = np.uint64(p)
+    pf = np.float64(p)
+    for e0 in range(lo, hi, CHUNK):
+        e1 = min(hi, e0 + CHUNK)
+        c = e1 - e0
+        f[:c] = 0.0
+        kk[:c] = 0.0
+        sl[:c] = 0
+        sh[:c] = 0
+        for i in range(N):
+            m = np.float64(moduli[i])
+            y = x[i, e0:e1]
+            _weigh(y, f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
+            a, b = cl[i], ch[i]
+            for e in range(c):
+                v = np.uint64(y[e])
+                sl[e] += v * a
+                sh[e] += v * b
+        for e in range(c):
+            flag[e0 + e] = abs(f[e] - 0.5) < AMBIGUOUS
+            k = np.uint64(kk[e] + (f[e] >= 0.5))
+            lo_ = sl[e] + k * kl
+            hi_ = sh[e] + k * kh
+            q = max(np.floor((np.float64(hi_) * 4294967296.0 + np.float64(lo_)) / pf - 2.0**-10), 0.0)
+            r = (hi_ << np.uint64(32)) + lo_ - np.uint64(q) * up
+            if r >= up:
+                r -= up
+            out[e0 + e] = np.int64(r)
+
+
+#: The most moduli the fused CRT (:func:`_crt_modp`) takes (a :class:`Basis` keeps each below ``2**26``).
+FUSED_MAX_N = 31
+
+
+@lru_cache(maxsize=64)
+def _fused_constants(moduli: tuple[int, ...], p: int):
+    """For :func:`_crt_modp`: the 32-bit halves of the ``M / m_i mod p`` and of ``-M mod p``."""
+    M = math.prod(moduli)
+    c = [(M // m) % p for m in moduli]
+    k = -M % p
+    return (np.array([v & 0xFFFFFFFF for v in c], dtype=np.uint64), np.array([v >> 32 for v in c], dtype=np.uint64),
+            np.uint64(k & 0xFFFFFFFF), np.uint64(k >> 32))
+
+
+@njit
 def _carry(t, acc, top, carry):  # pragma: no cover - compiled
     """``acc + t`` (float64 ``(L, c)``, exact integers) normalised into 16-bit limbs in ``acc``;
     what passes the top limb is added to ``top`` (``carry``: scratch of ``c`` entries).
@@ -677,7 +741,18 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
 
     starts = range(0, E, step)
     t = workers(E * (N + 4 * L), len(starts))
-    if small:  # one range of entries per worker
+    if p is not None and p < 2**63 and N <= FUSED_MAX_N:
+        # one pass per chunk, nothing but the result written (3x faster than the limbs)
+        cl, ch, kl, kh = _fused_constants(basis.moduli, p)
+
+        def fused(part: slice) -> None:
+            lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
+            _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, np.empty((2, CHUNK)),
+                      np.empty((2, CHUNK), dtype=np.uint64))
+
+        chunks = -(-E // CHUNK)
+        run(fused, slabs(chunks, workers(E * N * 4, chunks)))
+    elif small:  # one range of entries per worker
         with quiet_blas():  # the limbs' GEMMs are at most CRT_BLOCK deep, mostly a few
             run(lambda part: entries(range(part.start * step, min(E, part.stop * step))),
                 slabs(len(starts), t))

@@ -1250,3 +1250,20 @@ def test_moduli_for():
         ozaki.moduli_for("quaternion")
     with pytest.raises(ValueError, match="engine must be"):
         ozaki.moduli_for("real", engine="tpu")
+
+
+@pytest.mark.parametrize("m", [3, 241, 255, 8388593, 2**26 - 5])
+def test_quantized_residues_against_python_ints(rng, m):
+    # the residue kernel's whole range, integer-valued doubles below 2**85: near -2**85 its
+    # high part (v / 2**32) reaches -2**53, where a reduction without a fused multiply-add
+    # once returned wrong residues (-(2**85) + 2**33, -(2**85 - 2**32))
+    from modlin import _quantize
+
+    top = 2.0**85 - 2.0**32
+    edges = [0.0, -0.0, 1.0, -1.0, 2.0**32 - 1, -(2.0**32) - 1, 2.0**53, -(2.0**53), 2.0**84, -(2.0**84),
+             top, -top, -(2.0**85) + 2.0**33, 2.0**85 - 2.0**33]
+    x = np.concatenate([edges, np.rint(np.ldexp(rng.uniform(-1.0, 1.0, 3000), rng.integers(0, 86, 3000)))])
+    got = _quantize.residues(x, m, np.int64)
+    exact = [int(v) % m for v in x]
+    assert got.tolist() == [r - m if r > (m - 1) // 2 else r for r in exact]
+

@@ -912,6 +912,102 @@ def test_reconstruct_in_blocks_of_moduli(p, rng, monkeypatch):
     assert [int(v) for v in got] == [v if p is None else v % p for v in vals]
 
 
+def _crt_oracle(x: np.ndarray, basis: Basis, p: int) -> list[int]:
+    """The CRT of unreduced residue rows ``x`` (float64 integers) with Python ints, modulo ``p``."""
+    M = basis.M
+    out = []
+    for e in range(x.shape[1]):
+        c = sum(int(x[i, e]) % m * (M // m) * pow(M // m, -1, m) for i, m in enumerate(basis.moduli)) % M
+        out.append((c - M if c > (M - 1) // 2 else c) % p)
+    return out
+
+
+FUSED_BASES = [
+    Basis(tuple(int(galois.prev_prime(2**23 - 50 * i)) for i in range(6))),  # a 61-bit product's basis
+    Basis(tuple(int(galois.prev_prime(2**26 - 100 * i)) for i in range(1, 32))),  # the most the fused CRT takes
+    Basis((2**26 - 5, 2**25, 3**16)),  # composite moduli
+    Basis(int8_moduli()[:20]),
+]
+
+
+@pytest.mark.parametrize("basis", FUSED_BASES, ids=lambda b: f"{len(b.moduli)}moduli")
+@pytest.mark.parametrize("p", [2, 3, 2**31 - 1, 2**52 + 21, 2**61 - 1, 2**62 + 135, BELOW_2_63], ids=pid)
+def test_fused_crt_on_unreduced_products(basis, p, rng, monkeypatch):
+    # the rows a product leaves (integers up to 2**53 in magnitude, not reduced) straight to
+    # residues modulo p < 2**63 in one pass; the limbs' path, forced, agrees
+    import modlin._rns as rns
+
+    E = 300
+    x = rns.padded_rows(len(basis.moduli), E, np.float64)
+    x[:, :E] = rand_ints(rng, (len(basis.moduli), E), -2**53 + 1, 2**53 - 1).astype(np.float64)
+    x[:, 0], x[:, 1], x[:, 2] = 0, 2**53 - 1, -(2**53 - 1)  # the extremes of a product's sums
+    expect = _crt_oracle(x[:, :E], basis, p)
+    calls = []
+    monkeypatch.setattr(rns, "_crt_modp", lambda *a, _k=rns._crt_modp: calls.append(1) or _k(*a))
+    got = rns._reconstruct_rows(x.copy(), E, basis, p, False)
+    assert calls and got.dtype == np.int64 and [int(v) for v in got] == expect
+    monkeypatch.setattr(rns, "FUSED_MAX_N", 0)
+    assert [int(v) for v in rns._reconstruct_rows(x.copy(), E, basis, p, False)] == expect
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, BELOW_2_63, 2**63 - 2**40 + 1], ids=pid)
+def test_fused_crt_largest_sums(p):
+    # every y_i = m_i - 1 with 31 moduli just below 2**26 and p just below 2**63: the
+    # uint64 sums reach 62 * 2**58 and the quotient its largest
+    import modlin._rns as rns
+
+    basis = FUSED_BASES[1]
+    M, q = basis.M, basis.moduli
+    w = [pow(M // m, -1, m) for m in q]
+    ys = [[m - 1 for m in q], [1] * len(q), [m // 2 for m in q], [0] * len(q)]
+    x = rns.padded_rows(len(q), len(ys), np.float64)
+    for e, y in enumerate(ys):  # residues whose weighted y_i are these
+        x[:, e] = [yi * pow(wi, -1, m) % m for yi, wi, m in zip(y, w, q)]
+    expect = _crt_oracle(x[:, :len(ys)], basis, p)
+    assert [int(v) for v in rns._reconstruct_rows(x, len(ys), basis, p, False)] == expect
+
+
+def test_fused_crt_limits_fall_back_to_limbs(rng, monkeypatch):
+    # 32 moduli, or p >= 2**63: the limbs' path, still exact
+    import modlin._rns as rns
+
+    monkeypatch.setattr(rns, "_crt_modp", lambda *a: pytest.fail("the fused CRT was used"))
+    for basis, p in [(Basis(tuple(int(galois.prev_prime(2**26 - 100 * i)) for i in range(1, 33))), 2**61 - 1),
+                     (FUSED_BASES[0], 2**63 + 29)]:
+        x = rns.padded_rows(len(basis.moduli), 50, np.float64)
+        x[:, :50] = rand_ints(rng, (len(basis.moduli), 50), -2**52, 2**52).astype(np.float64)
+        expect = _crt_oracle(x[:, :50], basis, p)
+        assert [int(v) for v in rns._reconstruct_rows(x, 50, basis, p, False)] == expect
+
+
+@pytest.mark.parametrize("m", [3, 255, 4194301, 2**23 + 1, 8388593, 2**24 + 1, 2**26 - 5])
+def test_residues_of_sums_at_the_contract_limit(m):
+    # a GEMM's sums reach 2**53 in magnitude (k a_max b_max <= 2**53): x - floor(x / m) m
+    # with a plain product once lost a bit there (q m beyond 2**53), for negative x within
+    # about m of -2**53; the reductions of the CRT and of k-panels go through it
+    import modlin._rns as rns
+
+    j = np.arange(0, 3 * 2**16, dtype=np.int64)
+    x = np.concatenate([-(2**53) + j, 2**53 - j, -j, j])
+    src = rns.padded_rows(1, x.size, np.float64)
+    src[0, :x.size] = x.astype(np.float64)  # every one an exact float (|x| <= 2**53)
+    dst = np.empty((1, x.size), dtype=np.float64)
+    rns._reduce_rows_kernel(src, np.array([m], dtype=np.int64), dst, False, 0, x.size)
+    bad = np.flatnonzero(dst[0].astype(np.int64) != x % m)
+    assert bad.size == 0, x[bad[:5]]
+
+
+def test_rns_product_whose_sums_reach_minus_2_53():
+    # a wrong answer before _fmod's fused multiply-add: moduli admitting sums of exactly
+    # 2**53 (k = 128 products of (2**23) * (-2**23) modulo 2**24 + 1) and operands there
+    p, k = 2**31 - 1, 128
+    plan = modlin.plan(p, 4, k, 4, algorithm="rns", moduli=(2**24 + 1, 16777213, 16777199))
+    A = np.full((4, k), 2**23, dtype=np.int64)
+    B = np.full((k, 4), p - 2**23, dtype=np.int64)  # balanced: -2**23
+    assert (modlin.matmul(A, B, p, plan=plan) == (2**23 * (p - 2**23) * k) % p).all()
+    assert np.array_equal(modlin.matmul(A, B, p, plan=plan), ref_matmul(A, B, p))
+
+
 def test_planned_bases_never_need_the_exact_fallback(rng):
     # planned_range's margin keeps every |C| <= bound off the rounding boundary of k
     import modlin._rns as rns
