@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from ._limits import current as current_limits
 from ._tiles import COMBINE_PASS
 
-__all__ = ["workers", "row_workers", "gemm_workers", "region", "quiet_blas", "run", "slabs", "each", "MIN_ROWS", "MIN_WORK"]
+__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "run", "slabs", "each", "MIN_ROWS", "MIN_WORK"]
 
 #: Slabs are never thinner than this many rows: below it BLAS loses its speed
 #: and the per-slab overhead (a task, a GEMM call per block) shows.
@@ -44,10 +44,9 @@ MIN_WORK = 2**25
 #: GEMM calls deeper than this keep BLAS' own threads instead of slabs. Not for the GEMMs
 #: themselves: two one-thread slabs match BLAS' two threads on a lone GEMM of any shape
 #: measured with no BLAS thread still spinning (``benchmarks/slabs_vs_blas.py``: 0.86-1.04;
-#: slabs timed just after a GEMM on BLAS' threads look up to twice as slow). It is what
-#: measured fastest for linalg's recursions, which mix small GEMMs on BLAS' threads with
-#: slabbed ones (61-bit charpoly at n = 1000: 0.49 s, against 0.59-0.63 s with slabs at
-#: every depth); a 61-bit product at n = 4096 is the same either way.
+#: slabs timed just after a GEMM on BLAS' threads look up to twice as slow). A 61-bit
+#: product at n = 4096 (k-blocks of 1024) measured the same either way (6.82 against 6.88
+#: dgemm times); linalg's products keep BLAS' threads at every depth (:func:`blas_gemms`).
 MAX_SLAB_K = 512
 
 #: Entries per part of a flat pass (:func:`each`), at least.
@@ -79,8 +78,25 @@ def row_workers(work: float, rows: int) -> int:
 
 def gemm_workers(work: float, rows: int, depth: int) -> int:
     """:func:`row_workers` for a job whose GEMM calls are ``depth`` deep in ``k``: one (BLAS'
-    own threads) when they are deeper than :data:`MAX_SLAB_K`."""
-    return 1 if depth > MAX_SLAB_K else row_workers(work, rows)
+    own threads) when they are deeper than :data:`MAX_SLAB_K`, or inside :func:`blas_gemms`."""
+    return 1 if depth > MAX_SLAB_K or getattr(_local, "blas_gemms", False) else row_workers(work, rows)
+
+
+@contextmanager
+def blas_gemms() -> Iterator[None]:
+    """The products made inside, on this thread, run their GEMMs on BLAS' own threads, never
+    in slabs (their passes are still split). For linalg's many products of mixed sizes:
+    the small ones run on BLAS' threads anyway (:data:`MIN_WORK`), and one-thread slabs
+    right after them share the cores with OpenBLAS' still spinning workers. Measured here
+    (medians of 15 interleaved runs): 61-bit charpoly at n = 1000 0.49 s against 0.59 s with
+    slabs, 31-bit 0.21 against 0.23, 61-bit det 0.15 against 0.18; a lone product is
+    faster in slabs (31-bit at n = 2048: 0.40 against 0.44 s)."""
+    before = getattr(_local, "blas_gemms", False)
+    _local.blas_gemms = True
+    try:
+        yield
+    finally:
+        _local.blas_gemms = before
 
 
 def slabs(n: int, parts: int) -> list[slice]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 
+import flint
 import numpy as np
 import pytest
 
@@ -181,6 +182,41 @@ def test_pass_gemms_keep_blas_on_one_thread(rng, monkeypatch, p):
         assert np.array_equal(modlin.matmul(a, b, p), ref_matmul(a, b, p))
     # below 2**63 the CRT is one fused pass, without GEMMs (_rns._crt_modp)
     assert seen == ({"_balance_rows": {1}, "_carry": {1}} if p > 2**63 else {"_balance_rows": {1}})
+
+
+def test_blas_gemms_keeps_products_off_slabs_on_this_thread_only():
+    with modlin.limits(threads=2):
+        assert _threads.gemm_workers(2**40, 4096, 64) == 2
+        with _threads.blas_gemms():
+            assert _threads.gemm_workers(2**40, 4096, 64) == 1
+            with _threads.blas_gemms():  # nested: still on, and not turned off by the inner exit
+                pass
+            assert _threads.gemm_workers(2**40, 4096, 64) == 1
+            other = []
+            worker = threading.Thread(target=lambda: other.append(_threads.gemm_workers(2**40, 4096, 64)))
+            worker.start()
+            worker.join()
+            assert other == [2]  # another Python thread's products are not affected
+        assert _threads.gemm_workers(2**40, 4096, 64) == 2
+
+
+def test_linalg_products_on_blas_threads_and_powers_as_matmul(rng, monkeypatch):
+    # elimination's products never run in slabs; matrix_power's whole-matrix ones as matmul's
+    seen = []
+    gemm_workers = _threads.gemm_workers
+    monkeypatch.setattr(_threads, "gemm_workers",
+                        lambda *a: seen.append(getattr(_threads._local, "blas_gemms", False)) or gemm_workers(*a))
+    for mod in ("_rns", "_multiword"):
+        monkeypatch.setattr(f"modlin.{mod}.gemm_workers", _threads.gemm_workers)
+    A = rand_ints(rng, (160, 160), 0, P61)
+    with modlin.limits(threads=2):
+        det = modlin.linalg.det(A, P61)
+        assert seen and all(seen)
+        seen.clear()
+        power = modlin.linalg.matrix_power(A, 5, P61)
+        assert seen and not any(seen)
+    assert det == int(flint.nmod_mat(A.tolist(), P61).det())
+    assert np.array_equal(power, ref_matmul(ref_matmul(ref_matmul(ref_matmul(A, A, P61), A, P61), A, P61), A, P61))
 
 
 def test_run_raises_after_every_item_finished():

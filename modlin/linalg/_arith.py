@@ -7,6 +7,7 @@ arrays of Python ints above (where :func:`modlin.matmul` returns those too).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import lru_cache
 
 import numpy as np
@@ -17,6 +18,7 @@ from .._modular import _mulmod1
 from .._plan import MAX_MODULUS, Plan
 from .._planner import plan
 from .._rnsplan import RNSPlan
+from .._threads import blas_gemms
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
            "mulsub", "negate", "parity"]
@@ -246,25 +248,30 @@ def thin_plan(p: int, k: int, n: int) -> Plan | RNSPlan:
     return _plan(p, k, k, n)
 
 
-def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | None = None) -> np.ndarray:
+def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | None = None, *,
+        lone: bool = False) -> np.ndarray:
     """``a @ b mod p`` for 2-D residue blocks, as a new C-contiguous array (with the plan ``pl``,
     or one shared by nearby shapes; ``a`` may be :func:`modlin._matmul.prepare_left`'s for ``pl``).
 
     int64 blocks skip :func:`modlin.matmul`'s input checks when the plan is a
     multiword one (the residues are already int64 in ``[0, p)``), and prepared
     ones always, but not its tiles: the product keeps within the memory budget
-    of :func:`modlin.limits`.
+    of :func:`modlin.limits`. Its GEMMs run on BLAS' own threads
+    (:func:`modlin._threads.blas_gemms`: linalg mixes products of every size), or
+    with ``lone`` (products of whole matrices one after another, as powers make) as
+    :func:`modlin.matmul` runs them.
     """
     (m, k), n = a.shape, b.shape[1]
     dtype = object if b.dtype == object else np.int64
     if m * n == 0 or k == 0:
         return np.zeros((m, n), dtype=dtype)
     pl = pl or _plan(p, m, k, n)
-    if not isinstance(a, Prepared) and (dtype is object or not isinstance(pl, Plan)):
-        return matmul(a, b, p, plan=pl)
-    out = np.empty((m, n), dtype=dtype)
-    _product(pl, a, b, p, out)
-    return out
+    with nullcontext() if lone else blas_gemms():
+        if not isinstance(a, Prepared) and (dtype is object or not isinstance(pl, Plan)):
+            return matmul(a, b, p, plan=pl)
+        out = np.empty((m, n), dtype=dtype)
+        _product(pl, a, b, p, out)
+        return out
 
 
 def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:

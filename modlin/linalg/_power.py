@@ -19,9 +19,9 @@ def _power(W: np.ndarray, e: int, p: int) -> np.ndarray:
     after the first and a product with ``W`` for each further 1 bit."""
     R = W
     for bit in bin(e)[3:]:
-        R = mul(R, R, p)
+        R = mul(R, R, p, lone=True)
         if bit == "1":
-            R = mul(R, W, p)
+            R = mul(R, W, p, lone=True)
     return R
 
 
