@@ -31,7 +31,8 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from ._limits import current as current_limits
 from ._tiles import COMBINE_PASS
 
-__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "run", "slabs", "each", "MIN_ROWS", "MIN_WORK"]
+__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "run", "slabs", "each",
+           "MIN_ROWS", "MIN_WORK"]
 
 #: Slabs are never thinner than this many rows: below it BLAS loses its speed
 #: and the per-slab overhead (a task, a GEMM call per block) shows.
