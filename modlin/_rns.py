@@ -533,6 +533,12 @@ def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  
 FUSED_MAX_N = 31
 
 
+def fused_crt(p: int | None, N: int) -> bool:
+    """Whether the CRT of ``N`` moduli modulo ``p`` is :func:`_crt_modp`'s one pass (what
+    :func:`reconstruct` runs, and what the RNS cost model prices)."""
+    return p is not None and p < 2**63 and N <= FUSED_MAX_N
+
+
 @lru_cache(maxsize=64)
 def _fused_constants(moduli: tuple[int, ...], p: int):
     """For :func:`_crt_modp`: the 32-bit halves of the ``M / m_i mod p`` and of ``-M mod p``."""
@@ -741,7 +747,7 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
 
     starts = range(0, E, step)
     t = workers(E * (N + 4 * L), len(starts))
-    if p is not None and p < 2**63 and N <= FUSED_MAX_N:
+    if fused_crt(p, N):
         # one pass per chunk, nothing but the result written (3x faster than the limbs)
         cl, ch, kl, kh = _fused_constants(basis.moduli, p)
 

@@ -19,7 +19,7 @@ import numpy as np
 from ._engines import engines_on, get_engine
 from ._limits import planning_threads
 from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
-from ._rns import (FUSED_MAX_N, MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, int8_moduli, planned_range,
+from ._rns import (MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fused_crt, int8_moduli, planned_range,
                    primes_below)
 from ._tiles import Tiling
 
@@ -124,7 +124,7 @@ class RNSPlan:
         if self.engine == "fp64" and sub.gemm_count(k) == 1:
             # one exact GEMM per modulus: the CRT reduces its sums, no pass does
             total -= N * PASS * m * n * sub_scale
-        if self.device == "cpu" and self.p is not None and self.p < 2**63 and N <= FUSED_MAX_N:
+        if self.device == "cpu" and fused_crt(self.p, N):
             crt = (WEIGH + 2 * CRT_SUM) * N + LIMB  # the fused CRT (the GPU has its own kernel)
         else:
             L = (self.p or self.basis.M * N).bit_length() // 16 + 1  # limbs of the reconstruction
