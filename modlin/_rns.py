@@ -6,9 +6,10 @@ and rebuilt by the CRT, ``C = sum_i y_i M/m_i - k M``, as 16-bit limbs (or
 directly modulo ``p``). The residue layer never sees a GEMM: products modulo
 each ``m_i`` go through :mod:`modlin._multiword` with a plan per modulus.
 
-Integers enter as 16-bit two's-complement pieces: an int64 matrix is viewed
-as four of them without a copy, an object array of Python ints is converted
-once (:mod:`modlin._pyints`). Residues, CRT weights, carries and the reduction
+An int64 matrix enters as it is: each entry's residues come from its three
+21-bit pieces in one pass. Other integers enter as 16-bit two's-complement
+pieces: a uint64 matrix is viewed as four of them, an object array of Python
+ints is converted once (:mod:`modlin._pyints`). Residues, CRT weights, carries and the reduction
 modulo ``p`` are numba kernels over all entries, and the results leave as
 int64 or, through :mod:`modlin._pyints`, as Python ints.
 """
@@ -26,6 +27,7 @@ from . import _multiword
 from ._engines import get_engine
 from ._jit import fma, njit
 from ._limits import current as current_limits
+from ._modular import _to_float
 from ._pyints import IntWriter, python_ints, to_halves
 from ._threads import each, gemm_workers, quiet_blas, region, run, slabs, workers
 from ._tiles import Arena, take
@@ -184,6 +186,10 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
 CHUNK = 2048
 #: Entries per GEMM of :meth:`_Halves.residues`.
 RESIDUE_STEP = 32768
+#: Cost of one residue of an int64 entry (:func:`_int64_residues`), in multiply-adds of a
+#: large fp64 GEMM, for splitting it across workers: measured here at n = 2048 with six
+#: moduli, 34 on one worker and 18 on two (the pieces' GEMMs: 48 and 35).
+RESIDUE_INT64 = 30.0
 
 
 @njit
@@ -253,6 +259,37 @@ def _balance_rows(x, e0, moduli, c):  # pragma: no cover - compiled
             seg[q] = _balanced(_fmod(seg[q], m, minv), m, half)
 
 
+@njit
+def _int64_residues(x, lo, hi, moduli, w, out, o0):  # pragma: no cover - compiled
+    """``out[i, o0 + e - lo]`` = the balanced residue of ``x[e]`` modulo ``moduli[i]`` for
+    ``lo <= e < hi``: int64 ``x``, moduli up to ``2**31``, ``w[i] = (2**21, 2**42) mod m_i``.
+
+    Each entry is cut into 21-bit pieces, ``x = h2 2**42 + h1 2**21 + h0`` (``h2`` signed,
+    below ``2**21`` in magnitude), whose weighted sum ``h2 w2 + h1 w1 + h0`` is congruent
+    to ``x`` and below ``2**21 m + 2**21 m + 2**21 <= 2**53``: exact in float64, reduced by
+    one :func:`_fmod`. The pieces are made once per :data:`CHUNK` entries, as floats
+    through :func:`~modlin._modular._to_float` (AVX2 has no packed int64 conversion).
+    """
+    f = np.empty((3, CHUNK))
+    for c0 in range(lo, hi, CHUNK):
+        c = min(CHUNK, hi - c0)
+        src = x[c0:c0 + c]
+        f0, f1, f2 = f[0], f[1], f[2]
+        for e in range(c):
+            v = src[e]
+            f0[e] = _to_float(v & 0x1FFFFF)
+            f1[e] = _to_float((v >> 21) & 0x1FFFFF)
+            f2[e] = _to_float((v >> 42) + 0x200000) - 2097152.0
+        for i in range(moduli.shape[0]):
+            m = np.float64(moduli[i])
+            minv = 1.0 / m
+            half = np.floor((m - 1.0) / 2.0)
+            w1, w2 = w[i, 0], w[i, 1]
+            seg = out[i, o0 + c0 - lo:o0 + c0 - lo + c]
+            for e in range(c):
+                seg[e] = _balanced(_fmod(f2[e] * w2 + f1[e] * w1 + f0[e], m, minv), m, half)
+
+
 @njit(inline="always")
 def _compare(h, e, K):  # pragma: no cover - compiled
     """Sign of ``value(h[:, e]) - value(K)`` (-1, 0 or 1) for two's-complement pieces of
@@ -301,14 +338,27 @@ def _pieces(v: int, H: int) -> np.ndarray:
 
 
 class _Halves:
-    """An integer array as 16-bit pieces, ``(H, size)``, ready for residues modulo anything."""
+    """An integer array as 16-bit pieces, ``(H, size)``, ready for residues modulo anything.
+
+    An int64 array is kept as it is: its residues come straight from its entries
+    (:func:`_int64_residues`), and its pieces are made only if asked for.
+    """
 
     def __init__(self, x: np.ndarray):
         self.shape = x.shape
-        self.halves, self.signed = pieces_of(x)
+        self.size = x.size
         self.shift, self.p = None, 0  # see balance()
-        if self.halves.shape[0] > 2**11:
+        self.int64 = np.ascontiguousarray(x).reshape(-1) if x.dtype == np.int64 else None
+        self._halves, self.signed = (None, True) if self.int64 is not None else pieces_of(x)
+        if self._halves is not None and self._halves.shape[0] > 2**11:
             raise ValueError("integers above 32768 bits are not supported")
+
+    @property
+    def halves(self) -> np.ndarray:
+        """The pieces, ``(H, size)`` uint16 (see :func:`pieces_of`)."""
+        if self._halves is None:
+            self._halves = pieces_of(self.int64)[0]
+        return self._halves
 
     def max_abs(self) -> int:
         """The largest ``|value|``, as a Python int (0 when empty)."""
@@ -337,15 +387,18 @@ class _Halves:
     def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None) -> np.ndarray:
         """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``.
 
-        The weighted sums of the pieces (with the sign and the balancing shift)
+        An int64 array's come from its entries (:meth:`_direct`). Otherwise the
+        weighted sums of the pieces (with the sign and the balancing shift)
         for all moduli are a float64 GEMM per chunk of entries, exact as every
         term is below ``2**16 * 2**26`` and there are at most ``2**11`` pieces,
         then one balanced reduction pass. ``out``, from :func:`padded_rows` with at least
         ``len(moduli)`` rows, is reused rather than allocated (fresh pages cost too).
         """
-        H, E = self.halves.shape
-        G = len(moduli)
+        E, G = self.size, len(moduli)
         out = padded_rows(G, E, dtype) if out is None else out[:G]
+        if self.int64 is not None and self.shift is None and max(moduli) <= 2**31:
+            return self._direct(moduli, out)
+        H = self.halves.shape[0]
         shift = self.shift if self.shift is not None else np.zeros(0)
         w = _piece_weights(tuple(moduli), H, self.signed, self.p)[:, :H + 1 + (shift.size > 0)]
         mods = np.array(moduli, dtype=np.int64)
@@ -373,6 +426,30 @@ class _Halves:
         t = workers(E * G * (H + 2), len(starts))
         with quiet_blas():  # the weights' GEMMs are k <= 2**11 + 2 deep, mostly 5 or 6
             run(chunks, [starts[part] for part in slabs(len(starts), t)])
+        return out[:, :E].reshape((G,) + self.shape)
+
+    def _direct(self, moduli: tuple[int, ...], out: np.ndarray) -> np.ndarray:
+        """:meth:`residues` of an int64 array, by :func:`_int64_residues` (several times
+        faster than the pieces' GEMMs, whose inner dimension is only 5 or 6)."""
+        E, G = self.size, len(moduli)
+        mods = np.array(moduli, dtype=np.int64)
+        w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
+        # float64 rows are written in place, other words through a float64 chunk
+        direct = out.dtype == np.float64
+
+        def chunks(part: slice) -> None:
+            lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
+            if direct:
+                _int64_residues(self.int64, lo, hi, mods, w, out, lo)
+                return
+            s = np.empty((G, CHUNK))
+            for e0 in range(lo, hi, CHUNK):
+                e1 = min(hi, e0 + CHUNK)
+                _int64_residues(self.int64, e0, e1, mods, w, s, 0)
+                out[:, e0:e1] = s[:, :e1 - e0]  # small integers: exact in every word dtype
+
+        n = -(-E // CHUNK)
+        run(chunks, slabs(n, workers(RESIDUE_INT64 * E * G, n)))
         return out[:, :E].reshape((G,) + self.shape)
 
 
@@ -809,9 +886,9 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
         subs = pl.subplans
         memory = current_limits().memory if memory is None else memory
         prepared = isinstance(ha, Residues)
-        group = pl.group(0 if prepared else ha.halves.shape[1], hb.halves.shape[1], E, a.shape[-1], memory)
+        group = pl.group(0 if prepared else ha.size, hb.size, E, a.shape[-1], memory)
         # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
-        bufs = [None if prepared and h is ha else padded_rows(min(group, len(subs)), h.halves.shape[1], dtype)
+        bufs = [None if prepared and h is ha else padded_rows(min(group, len(subs)), h.size, dtype)
                 for h in (ha, hb)]
         t = gemm_workers(E * a.shape[-1] * len(subs), full[-2], min(a.shape[-1], min(s.block for s in subs)))
         for i0 in range(0, len(subs), group):

@@ -218,6 +218,54 @@ def test_residues_int64(basis, rng):
     _assert_residues(residues(x, basis), x, basis)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_residues_int64_every_word_dtype(dtype, threads, rng, monkeypatch):
+    # int64 residues come straight from the entries (no pieces): in place for float64 words,
+    # through a float64 chunk for the others; many uneven chunks, split across workers
+    from modlin import _threads
+    from modlin._rns import CHUNK, _Halves
+
+    monkeypatch.setattr(_threads, "MIN_WORK", 0)  # jobs of any size split across the workers
+
+    moduli = int8_moduli()[:3] if dtype == np.int8 else (2**23 - 15, 2**22 - 3, 65521, 7)
+    E = 5 * CHUNK + 37
+    x = rng.integers(-2**63, 2**63 - 1, E, endpoint=True)
+    x[:4] = [-2**63, 2**63 - 1, -1, 2**42]
+    with modlin.limits(threads=threads):
+        r = _Halves(x).residues(moduli, dtype)
+    assert r.dtype == dtype
+    _assert_residues(r, x, Basis(moduli))
+
+
+@given(st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=40),
+       st.lists(st.integers(2, 2**31), min_size=1, max_size=4))
+def test_int64_residues_kernel_against_python_ints(values, moduli):
+    # the kernel's bound: 21-bit pieces times weights below m <= 2**31 stay below 2**53
+    from modlin._rns import _int64_residues
+
+    x = np.array(values, dtype=np.int64)
+    w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
+    out = np.empty((len(moduli), x.size))
+    _int64_residues(x, 0, x.size, np.array(moduli, dtype=np.int64), w, out, 0)
+    for i, m in enumerate(moduli):
+        want = [v % m - m * (v % m > (m - 1) // 2) for v in values]
+        assert out[i].tolist() == want
+
+
+def test_int64_residues_at_the_kernels_bound():
+    # the largest pieces (top piece -2**21 and 2**21 - 1, the others 2**21 - 1) with the
+    # largest weights the moduli give, for the largest modulus the kernel takes
+    from modlin._rns import _int64_residues
+
+    x = np.array([-2**63, 2**63 - 1, -2**63 + 2**42 - 1, -(2**42) - 1, 2**42 - 1], dtype=np.int64)
+    for m in (2**31, 2**31 - 1, 2**26 - 5, 2**21 + 1):
+        w = np.array([[pow(2, 21, m), pow(2, 42, m)]], dtype=np.float64)
+        out = np.empty((1, x.size))
+        _int64_residues(x, 0, x.size, np.array([m], dtype=np.int64), w, out, 0)
+        assert out[0].tolist() == [int(v) % m - m * (int(v) % m > (m - 1) // 2) for v in x]
+
+
 @pytest.mark.parametrize("basis", BASES, ids=lambda b: f"{len(b.moduli)}moduli")
 def test_residues_uint64(basis, rng):
     x = np.concatenate([rng.integers(0, 2**64 - 1, 100, dtype=np.uint64, endpoint=True),
