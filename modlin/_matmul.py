@@ -270,7 +270,10 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
                     xt, yt = prepared if whole_a else balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
                 memory = tiling.budget - 8 * tile.size
                 if first and inner.stop >= k and not residues:  # the whole k: the CRT straight from the products
-                    tile[...] = _rns.multiply(plan, xt, yt, as_object=as_object, memory=memory, arena=arena)
+                    if tile.dtype == np.int64 and tile.flags.c_contiguous:  # into the result itself
+                        _rns.multiply(plan, xt, yt, memory=memory, arena=arena, out=tile)
+                    else:
+                        tile[...] = _rns.multiply(plan, xt, yt, as_object=as_object, memory=memory, arena=arena)
                     return None
                 # k-panels: each panel's products reduced and added into the tile's residues
                 rc, full = _rns.product_residues(plan, xt, yt, memory=memory, arena=arena)

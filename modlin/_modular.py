@@ -396,9 +396,10 @@ def twom_finish(X: np.ndarray, Y: np.ndarray, reduce: Reduction, s: int, re: np.
 
 
 def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:
-    """int64 ``x`` reduced into ``[-(p//2), (p-1)//2]`` (a new array), for ``p < 2**63``."""
+    """int64 ``x`` reduced into ``[-(p//2), (p-1)//2]`` (a new array, from the scratch pool:
+    products lift their operands anew each time), for ``p < 2**63``."""
     flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
+    out = scratch(flat.shape, np.int64)
     p64 = np.int64(p)
     each(lambda part: _lift_kernel(flat, part.start, part.stop, p64, out), flat.size)
     return out.reshape(x.shape)

@@ -391,9 +391,11 @@ def _reductions(p: int, steps: tuple[int, ...]) -> tuple[Reduction, dict[int, Re
     return acc, {g: Reduction.for_bound(p, acc.r_max * 2**g) for g in steps}
 
 
+@lru_cache(maxsize=1024)
 def _lambdas(pl: Plan) -> dict:
     """``(lambda, a_max, b_max)`` of each kind of GEMM the plan makes (keys as :meth:`Plan.blocks`):
-    the largest exact inner dimension of a GEMM writing a fresh array, ``c_max = 0``."""
+    the largest exact inner dimension of a GEMM writing a fresh array, ``c_max = 0``. Cached:
+    every product asks, for every modulus of a residue number system (not to be modified)."""
     L = get_engine(pl.engine).L
     a, b = pl.a_bounds, pl.b_bounds
     if pl.variant == "horner":
@@ -417,8 +419,9 @@ def _blocks(pl: Plan) -> dict:
     return {key: min(pl.block, lam) for key, (lam, _, _) in _lambdas(pl).items()}
 
 
+@lru_cache(maxsize=1024)
 def _levels(pl: Plan) -> list[tuple[int, list[tuple[int, int]]]]:
-    """Word pairs grouped by their power of two, highest first."""
+    """Word pairs grouped by their power of two, highest first (cached, as :func:`_lambdas`)."""
     groups: dict[int, list[tuple[int, int]]] = {}
     for i in range(pl.u):
         for j in range(pl.v):

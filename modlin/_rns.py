@@ -775,9 +775,12 @@ def crt_scratch(N: int, modulus: int, E: int) -> int:
     return 8 * min(_crt_step(N, L), E) * (4 * L + 4)
 
 
-def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool) -> np.ndarray:
+def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool,
+                      out: np.ndarray | None = None) -> np.ndarray:
     """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous float64
-    ``(N, E + pad)`` workspace (see :func:`padded_rows`); returns the flat result."""
+    ``(N, E + pad)`` workspace (see :func:`padded_rows`); returns the flat result, written
+    into ``out`` (C-contiguous int64, of ``E`` entries) when given: only for int64
+    results (``p <= 2**63``, or ``p = None`` without ``as_object``)."""
     N = len(basis.moduli)
     w, cst, kfac, pl, ps = _crt_constants(basis.moduli, p)
     L = cst.shape[1]
@@ -787,7 +790,9 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
     # int64 words, or for 2**63 < p <= 2**64 uint64 ones that become Python ints by
     # numpy's cast (2.5x faster than through marshal)
     small = (p is not None and p <= 2**64) or (p is None and not as_object)
-    out = np.empty(E, dtype=np.int64) if small else None
+    if out is not None and not (small and (p is None or p <= 2**63)):
+        raise ValueError("out= takes int64 results only")
+    out = (np.empty(E, dtype=np.int64) if out is None else out.reshape(E)) if small else None
     neg = np.zeros(E, dtype=np.bool_)
     step = _crt_step(N, L)
 
@@ -910,7 +915,7 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
 
 
 def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memory: int | None = None,
-             arena: Arena | None = None) -> np.ndarray:
+             arena: Arena | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """``a @ b`` (or ``a @ b mod pl.p``) through the RNS plan ``pl`` (an :class:`RNSPlan`).
 
     ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
@@ -920,10 +925,12 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
     many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
     default: the budget of :func:`modlin.limits`). The products' matrices, the
     largest buffer and the only one alive from the first GEMM to the end of the
-    CRT, come from ``arena`` when given (the tiles of one product reuse them).
+    CRT, come from ``arena`` when given (the tiles of one product reuse them). The CRT
+    writes into ``out`` when given (a C-contiguous int64 array of the result's shape, for
+    int64 results), which is returned.
     """
     rc, full = product_residues(pl, a, b, memory=memory, arena=arena)
-    return _reconstruct_rows(rc, math.prod(full), pl.basis, pl.p, as_object).reshape(full)
+    return _reconstruct_rows(rc, math.prod(full), pl.basis, pl.p, as_object, out).reshape(full)
 
 
 # --------------------------------------------------------------------------- residues summed

@@ -249,7 +249,7 @@ def many_factors(kind, n, p, rng) -> np.ndarray:
 @pytest.mark.parametrize("p", PRIMES)
 @pytest.mark.parametrize("kind", ["copies", "copies-dense", "scalar-block-dense", "scalar"])
 def test_many_invariant_factors_large_n(rng, p, kind):
-    """n = 102 >= MIN_BLOCK_KRYLOV with more invariant factors than block Krylov's 12 vectors:
+    """n = 102 >= MIN_BLOCK_KRYLOV with more invariant factors than block Krylov's 8 vectors:
     for p >= n the Krylov space of the vectors is split off and the quotient goes on (block
     Krylov again, the stages, or a scalar matrix); for p = 2 and 3 the stages take it all."""
     n = 102
@@ -259,13 +259,13 @@ def test_many_invariant_factors_large_n(rng, p, kind):
 
 
 def test_block_krylov_quotient_runs(rng, monkeypatch):
-    """A matrix with 17 copies of a block (more than the 12 vectors) takes the block Krylov path
+    """A matrix with 17 copies of a block (more than the 8 vectors) takes the block Krylov path
     twice, the second time on the quotient, and the stages never."""
     p = 2**31 - 1
     sizes = []
     block_krylov = _charpoly._block_krylov
     monkeypatch.setattr(_charpoly, "_block_krylov", lambda W, p, rng: sizes.append(len(W)) or block_krylov(W, p, rng))
-    monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 8)
+    monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 1)  # every quotient, down to the last copy
     monkeypatch.setattr(_charpoly, "_stages", lambda *a: pytest.fail("the stages ran"))
     A = native(many_factors("copies-dense", 102, p, rng), p)
     assert linalg.charpoly(A, p).tolist() == flint_charpoly(A, p)

@@ -370,6 +370,38 @@ def test_reconstruct_modulo_p_near_2_63(rng):
         assert [int(v) for v in got] == [v % p for v in vals], p
 
 
+@pytest.mark.parametrize("p", [None, 2**61 - 1, 2**63])
+def test_multiply_writes_into_out(p, rng):
+    # the CRT writes straight into a given int64 result (matmul's tiles that span it)
+    from modlin import _rns
+
+    e = 40 if p else 25  # exact products that fit int64
+    a, b = rng.integers(-2**e, 2**e, (30, 20)), rng.integers(-2**e, 2**e, (20, 25))
+    pl = modlin.plan(p, 30, 20, 25) if p else _intmul_plan(a, b)
+    out = np.full((30, 25), -7, dtype=np.int64)
+    got = _rns.multiply(pl, a, b, out=out)
+    exact = (a.astype(object) @ b.astype(object)).tolist()
+    want = [[v if p is None else v % p for v in row] for row in exact]
+    assert np.shares_memory(got, out) and out.tolist() == want
+
+
+def test_multiply_out_takes_int64_results_only(rng):
+    from modlin import _rns
+
+    p = 2**64 - 59  # results in [0, p) do not fit int64
+    a, b = rng.integers(0, 2**62, (4, 3)), rng.integers(0, 2**62, (3, 5))
+    with pytest.raises(ValueError, match="int64 results only"):
+        _rns.multiply(modlin.plan(p, 4, 3, 5), a, b, out=np.empty((4, 5), dtype=np.int64))
+
+
+def _intmul_plan(a, b):
+    """The RNS plan of the exact integer product ``a @ b``."""
+    from modlin._intmul import max_abs
+    from modlin._rnsplan import rns_plan
+
+    return rns_plan(None, a.shape[1] * max_abs(a) * max_abs(b), (a.shape[0], a.shape[1], b.shape[1]))
+
+
 # ===================================================================== balanced_lift
 
 LIFT_INPUTS = {

@@ -19,6 +19,7 @@ from .._plan import MAX_MODULUS, Plan
 from .._planner import plan
 from .._rnsplan import RNSPlan
 from .._threads import blas_gemms
+from .._tiles import scratch
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
            "mulsub", "negate", "parity"]
@@ -249,17 +250,19 @@ def thin_plan(p: int, k: int, n: int) -> Plan | RNSPlan:
 
 
 def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | None = None, *,
-        lone: bool = False) -> np.ndarray:
+        lone: bool = False, temporary: bool = False) -> np.ndarray:
     """``a @ b mod p`` for 2-D residue blocks, as a new C-contiguous array (with the plan ``pl``,
     or one shared by nearby shapes; ``a`` may be :func:`modlin._matmul.prepare_left`'s for ``pl``).
 
-    int64 blocks skip :func:`modlin.matmul`'s input checks when the plan is a
-    multiword one (the residues are already int64 in ``[0, p)``), and prepared
-    ones always, but not its tiles: the product keeps within the memory budget
+    int64 blocks (residues already in ``[0, p)``) and prepared ones skip
+    :func:`modlin.matmul`'s input and plan checks (the plans come from
+    :func:`_plan` and :func:`thin_plan`, made for these shapes), but not its tiles: the product keeps within the memory budget
     of :func:`modlin.limits`. Its GEMMs run on BLAS' own threads
     (:func:`modlin._threads.blas_gemms`: linalg mixes products of every size), or
     with ``lone`` (products of whole matrices one after another, as powers make) as
-    :func:`modlin.matmul` runs them.
+    :func:`modlin.matmul` runs them. A ``temporary`` result (used at once, then dropped)
+    comes from the scratch pool (:func:`modlin._tiles.scratch`), whose buffers may be
+    larger than it: not for results that are kept.
     """
     (m, k), n = a.shape, b.shape[1]
     dtype = object if b.dtype == object else np.int64
@@ -267,9 +270,9 @@ def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | No
         return np.zeros((m, n), dtype=dtype)
     pl = pl or _plan(p, m, k, n)
     with nullcontext() if lone else blas_gemms():
-        if not isinstance(a, Prepared) and (dtype is object or not isinstance(pl, Plan)):
+        if not isinstance(a, Prepared) and dtype is object:
             return matmul(a, b, p, plan=pl)
-        out = np.empty((m, n), dtype=dtype)
+        out = scratch((m, n), dtype) if temporary else np.empty((m, n), dtype=dtype)
         _product(pl, a, b, p, out)
         return out
 
@@ -278,7 +281,7 @@ def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:
     """In place: ``c <- (c - a @ b) mod p`` (``c`` may be a view into a larger matrix)."""
     if c.size == 0 or a.shape[1] == 0:
         return
-    t = mul(a, b, p)
+    t = mul(a, b, p, temporary=True)
     if c.dtype == object:
         c[...] = (c - t) % p
     else:

@@ -65,17 +65,20 @@ MIN_POINTS = 64
 
 
 def block_size(n: int) -> int:
-    """The number of vectors of the block Krylov basis for an ``n x n`` matrix.
+    """The number of vectors of the block Krylov basis for an ``n x n`` matrix: ``sqrt(n)``
+    rounded to a multiple of 8, at most 48.
 
     The ``n / b`` products with ``n x b`` blocks read all of ``A`` each (thin
-    products run far below a square one's speed), and the ``n`` determinants
-    cost ``n b**3 / 3``: 48 balanced them best at ``n = 1000`` (against 24,
-    32 and 64) on the 2-core development machine, and still does, for 31- and
-    61-bit primes, with the Horner evaluations and Montgomery determinants (32
-    took 1 to 7 % longer; one thread alone does best with 32, by 6 to 16 % of
-    its CPU time).
+    products run far below a square one's speed) and cost about ``n**3`` in all,
+    while the ``n`` determinants cost ``n b**3 / 3`` and the evaluations ``n**2 b``:
+    the best ``b`` grows with ``n``. Measured on the 2-core development machine
+    (medians of 5 to 9 interleaved runs, 31- and 61-bit primes): 16 was best at
+    ``n = 150`` and 300, 24 at 600 (48 took 13 to 27 % longer), 24 to 32 at 1000
+    (48: 7 to 15 % longer), 32 to 48 at 1500 and 40 to 48 at 2000 (32: 7 % longer).
     """
-    return 48 if n >= 600 else 32 if n >= 200 else max(2, n // 8)
+    if n < 64:
+        return max(2, n // 8)
+    return min(48, 8 * max(1, round(math.sqrt(n) / 8)))
 
 
 # --------------------------------------------------------------------------- polynomials
@@ -454,7 +457,7 @@ def _block_krylov(W: np.ndarray, p: int, rng) -> list[int]:
     have = d < len(blocks)
     Y[:, have] = B[d[have], :, vec[have]].T
     if not have.all():
-        Y[:, ~have] = mul(A, np.ascontiguousarray(B[-1][:, ~have]), p, pl)
+        Y[:, ~have] = mul(A, np.ascontiguousarray(B[-1][:, ~have]), p, pl, temporary=True)
     X = solve_factored(K, P, Q, rank, Y, p)
     f = _det_poly(X, d, p)
     if rank == n:
@@ -658,7 +661,7 @@ def charpoly(A: ArrayLike, p: int | None = None):
     Notes
     -----
     Exact for every matrix; random vectors decide only the speed. From
-    ``n = 96`` on, and for ``p >= n``, ``b`` random vectors (12 to 48) and
+    ``n = 96`` on, and for ``p >= n``, ``b`` random vectors (8 to 48) and
     their images under ``A``, ``A**2``, ... up to ``n`` vectors (``n / b``
     products with ``n x b`` blocks) form a basis ``K`` in which ``A`` is a
     block companion matrix; its characteristic polynomial is the determinant

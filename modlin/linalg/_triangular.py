@@ -40,7 +40,7 @@ def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool
         return
     if k <= THRESHOLD:
         Tinv = triangular_inverse(T, p, lower, unit)
-        B[...] = mul(Tinv, B, p) if left else mul(B, Tinv, p)
+        B[...] = mul(Tinv, B, p, temporary=True) if left else mul(B, Tinv, p, temporary=True)
         return
     h = k // 2
     T11, T22 = T[:h, :h], T[h:, h:]
