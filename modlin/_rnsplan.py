@@ -35,13 +35,14 @@ __all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
 # integer multiply-adds per modulus and one reduction, measured at a third of the limbs'
 # time for six moduli (6-9 against 18-29 ns per entry).
 #
-# RESIDUE is the first call's price, on fresh memory. The residues of int64 operands (all
-# operands modulo a p <= 2**64) now come straight from the entries, at about 18 per entry
-# and modulus once their buffers are reused (modlin._rns.RESIDUE_INT64); priced so, the
-# model would move 48- to 52-bit products at n >= 1000 from (2,3) multiword plans to
-# five-modulus RNS ones, faster when repeated but slower on a first call, whose larger
-# working memory is mapped page by page (50 bits, n = 2048, medians of 7 interleaved
-# runs: 5.63 against 6.16 dgemm times repeated, 6.95 against 6.10 alternating).
+# RESIDUE was measured on the pieces' path. The residues of int64 operands (all operands
+# modulo a p <= 2**64) now come straight from the entries, at about 18 per entry and
+# modulus (modlin._rns.RESIDUE_INT64), but RESIDUE is kept: priced so, the model would
+# move 48- to 52-bit products at n >= 1000 from (2,3) multiword plans to five-modulus RNS
+# ones, faster when the same product is repeated but slower when products of other plans
+# come between, whose buffers the RNS' larger workspace does not find (50 bits, n = 2048,
+# medians of 7 interleaved runs: 5.63 against 6.16 dgemm times repeated, 6.95 against
+# 6.10 alternating).
 LIFT = 60.0
 RESIDUE = 150.0
 WEIGH = 100.0

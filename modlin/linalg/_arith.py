@@ -256,7 +256,8 @@ def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | No
 
     int64 blocks (residues already in ``[0, p)``) and prepared ones skip
     :func:`modlin.matmul`'s input and plan checks (the plans come from
-    :func:`_plan` and :func:`thin_plan`, made for these shapes), but not its tiles: the product keeps within the memory budget
+    :func:`_plan` and :func:`thin_plan`, made for these shapes), but not its
+    tiles: the product keeps within the memory budget
     of :func:`modlin.limits`. Its GEMMs run on BLAS' own threads
     (:func:`modlin._threads.blas_gemms`: linalg mixes products of every size), or
     with ``lone`` (products of whole matrices one after another, as powers make) as
