@@ -257,13 +257,13 @@ def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | No
     int64 blocks (residues already in ``[0, p)``) and prepared ones skip
     :func:`modlin.matmul`'s input and plan checks (the plans come from
     :func:`_plan` and :func:`thin_plan`, made for these shapes), but not its
-    tiles: the product keeps within the memory budget
-    of :func:`modlin.limits`. Its GEMMs run on BLAS' own threads
-    (:func:`modlin._threads.blas_gemms`: linalg mixes products of every size), or
-    with ``lone`` (products of whole matrices one after another, as powers make) as
-    :func:`modlin.matmul` runs them. A ``temporary`` result (used at once, then dropped)
-    comes from the scratch pool (:func:`modlin._tiles.scratch`), whose buffers may be
-    larger than it: not for results that are kept.
+    tiles: the product keeps within the memory budget of :func:`modlin.limits`.
+    Its GEMMs run on BLAS' own threads (:func:`modlin._threads.blas_gemms`:
+    linalg mixes products of every size), or with ``lone`` (products of whole
+    matrices one after another, as powers make) as :func:`modlin.matmul` runs
+    them. A ``temporary`` result (used at once, then dropped) comes from the
+    scratch pool (:func:`modlin._tiles.scratch`), whose buffers may be larger
+    than it: not for results that are kept.
     """
     (m, k), n = a.shape, b.shape[1]
     dtype = object if b.dtype == object else np.int64
