@@ -268,9 +268,12 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
                     return part
                 if p is not None:
                     xt, yt = prepared if whole_a else balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
-                memory = tiling.budget - 8 * tile.size
-                if first and inner.stop >= k and not residues:  # the whole k: the CRT straight from the products
-                    if tile.dtype == np.int64 and tile.flags.c_contiguous:  # into the result itself
+                whole = first and inner.stop >= k and not residues  # the CRT straight from the products
+                direct = whole and tile.dtype == np.int64 and tile.flags.c_contiguous  # into the result itself
+                # what the tile holds apart from the result: its int64 entries, and the k-panels' residues
+                memory = tiling.budget - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
+                if whole:
+                    if direct:
                         _rns.multiply(plan, xt, yt, memory=memory, arena=arena, out=tile)
                     else:
                         tile[...] = _rns.multiply(plan, xt, yt, as_object=as_object, memory=memory, arena=arena)

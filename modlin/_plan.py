@@ -356,27 +356,44 @@ _VARIANT_TEXT = {
 
 def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False) -> Tiling:
     """:meth:`Plan.tiling` and :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`: the output
-    of a tile is a view of the result, except the partial products of k-panels (and every
-    RNS tile), which are written apart and then added into it. An RNS tile of k-panels
-    (or of a product whose result is its ``residues``) adds each panel's residues into
-    the tile's (int32 per modulus) before one CRT."""
+    of a tile is a view of the result, except the partial products of k-panels, which are
+    written apart and then added into it. An RNS tile of k-panels (or of a product whose
+    result is its ``residues``) adds each panel's residues into the tile's (int32 per
+    modulus) before one CRT; an RNS tile of the whole ``k`` is written apart unless the CRT
+    can write it in place (:func:`rns_apart`)."""
     budget = current_limits().memory if budget is None else budget
     rns = not isinstance(pl, Plan)
 
-    def memory(mt, kt, nt, group=1):
-        apart = 8 * mt * nt if kt < shape[1] or rns else 0
-        if rns and (kt < shape[1] or residues):
-            apart += 4 * len(pl.moduli) * mt * nt
-        work = pl.workspace((mt, kt, nt), group=group) if rns else pl.workspace((mt, kt, nt))
-        return batch * (work + apart)
+    def apart(mt, kt, nt):
+        if not rns:
+            return batch * 8 * mt * nt if kt < shape[1] else 0
+        if kt < shape[1] or residues:
+            return batch * (8 + 4 * len(pl.moduli)) * mt * nt
+        return rns_apart(pl, shape, (mt, kt, nt), batch)
+
+    def memory(mt, kt, nt):
+        work = pl.workspace((mt, kt, nt), panels=batch == 1) if rns else pl.workspace((mt, kt, nt))
+        return batch * work + apart(mt, kt, nt)
 
     tiling = choose_tiles(shape, memory, budget, lambda mt, kt, nt: batch * pl.cost((mt, kt, nt)))
     if not rns:
         return tiling
-    # tiles fit with one modulus' residues at a time; the product takes as many as the budget allows
+    # the tile's product takes as many moduli at a time as the budget allows (RNSPlan.schedule)
     mt, kt, nt = tiling.tile
-    group = pl.group(batch * mt * kt, batch * kt * nt, batch * mt * nt, kt, budget - batch * 8 * mt * nt)
-    return replace(tiling, peak=memory(mt, kt, nt, group))
+    ea, eb, e = batch * mt * kt, batch * kt * nt, batch * mt * nt
+    group, panel = pl.schedule(ea, eb, e, kt, mt if batch == 1 else 0, budget - apart(mt, kt, nt))
+    peak = pl._memory(ea, eb, e, kt, group, None if panel is None else panel / mt)
+    return replace(tiling, peak=peak + apart(mt, kt, nt))
+
+
+def rns_apart(pl, shape: tuple[int, int, int], tile: tuple[int, int, int], batch: int) -> int:
+    """Bytes of an RNS tile of the whole ``k`` written apart from the result: none when the
+    host's CRT writes int64 results into the result itself (the tile then is C-contiguous:
+    all its columns, and of a stack all its rows too), else the tile's int64 entries."""
+    mt, _, nt = tile
+    direct = pl.device == "cpu" and pl.p is not None and pl.p < 2**63 and nt >= shape[2] \
+        and (batch == 1 or mt >= shape[0])
+    return 0 if direct else 8 * batch * mt * nt
 
 
 def _gemm_cost(m: int, k: int, n: int) -> float:

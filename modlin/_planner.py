@@ -146,9 +146,12 @@ def call_cost(pl: Plan | RNSPlan, threads: int | None = None) -> float:
     mapped afresh on every call (:data:`FRESH_BYTE`; CuPy's pool keeps all of it).
 
     A residue plan's workspace (residues of both operands and a product per modulus) is
-    the larger: at ``n = 4096`` and 50 bits, 2.5 GiB against the words' 1.1, and it ran at
-    8.7-9.5 GEMM times where the (2,3) words ran at 7.05 (medians of four interleaved
-    runs), while their costs alone were 5.96 and 6.08.
+    often the larger: at ``n = 4096`` and 50 bits it was 2.5 GiB against the words' 1.1,
+    and ran at 8.7-9.5 GEMM times where the (2,3) words ran at 7.05 (medians of four
+    interleaved runs), while their costs alone were 5.96 and 6.08. Its int32 products
+    (:meth:`~modlin.RNSPlan.schedule`) now keep it at 1.2 GiB, and it is chosen there.
+    The scratch pool keeps more while products follow one another (the whole budget,
+    :data:`modlin._tiles.POOL_DECAY`); a quarter is what a call after other work finds.
     """
     threads = planning_threads(threads)
     cost = pl.cost(threads=threads)

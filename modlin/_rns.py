@@ -7,7 +7,9 @@ directly modulo ``p``). The residue layer never sees a GEMM: products modulo
 each ``m_i`` go through :mod:`modlin._multiword` with a plan per modulus.
 
 An int64 matrix enters as it is: each entry's residues come from its three
-21-bit pieces in one pass. Other integers enter as 16-bit two's-complement
+21-bit pieces in one pass. Each modulus' product is kept as float64 sums, which
+the CRT reduces itself, or, where memory is dear, reduced into int32 residues as
+its GEMM ends (:func:`product_residues`). Other integers enter as 16-bit two's-complement
 pieces: a uint64 matrix is viewed as four of them, an object array of Python
 ints is converted once (:mod:`modlin._pyints`). Residues, CRT weights, carries and the reduction
 modulo ``p`` are numba kernels over all entries, and the results leave as
@@ -29,7 +31,7 @@ from ._jit import fma, njit
 from ._limits import current as current_limits
 from ._modular import _to_float
 from ._pyints import IntWriter, python_ints, to_halves
-from ._threads import each, gemm_workers, quiet_blas, region, run, slabs, workers
+from ._threads import each, gemm_workers, quiet_blas, region, row_workers, run, slabs, workers
 from ._tiles import Arena, take
 
 __all__ = ["Basis", "Residues", "int8_moduli", "cover_count", "pieces_of", "planned_range", "residues", "reconstruct"]
@@ -386,8 +388,10 @@ class _Halves:
         self.shift, self.p = shift, p
         return True
 
-    def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None) -> np.ndarray:
-        """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``.
+    def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None,
+                 rows: slice | None = None) -> np.ndarray:
+        """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``; with
+        ``rows`` (a step-1 slice, for a 2-D array), those of these rows only.
 
         An int64 array's come from its entries (:meth:`_direct`). Otherwise the
         weighted sums of the pieces (with the sign and the balancing shift)
@@ -397,9 +401,13 @@ class _Halves:
         ``len(moduli)`` rows, is reused rather than allocated (fresh pages cost too).
         """
         E, G = self.size, len(moduli)
+        first, shape = 0, self.shape
+        if rows is not None:  # the entries of those rows: a range of the flat array
+            r0, r1, _ = rows.indices(self.shape[0])
+            first, E, shape = r0 * self.shape[1], (r1 - r0) * self.shape[1], (r1 - r0, self.shape[1])
         out = padded_rows(G, E, dtype) if out is None else out[:G]
         if self.int64 is not None and self.shift is None and max(moduli) <= 2**31:
-            return self._direct(moduli, out)
+            return self._direct(moduli, out, first, E, shape)
         H = self.halves.shape[0]
         shift = self.shift if self.shift is not None else np.zeros(0)
         w = _piece_weights(tuple(moduli), H, self.signed, self.p)[:, :H + 1 + (shift.size > 0)]
@@ -415,7 +423,7 @@ class _Halves:
                 if buf is None or buf.shape[1] != c:
                     buf = np.empty((w.shape[1], c))
                     s = None if in_place else np.empty((G, c))
-                _as_float_pieces(self.halves, shift, e0, buf)
+                _as_float_pieces(self.halves, shift, first + e0, buf)
                 if in_place:
                     np.matmul(w, buf, out=out[:, e0:e0 + c])
                     _balance_rows(out, e0, mods, c)
@@ -428,12 +436,13 @@ class _Halves:
         t = workers(E * G * (H + 2), len(starts))
         with quiet_blas():  # the weights' GEMMs are k <= 2**11 + 2 deep, mostly 5 or 6
             run(chunks, [starts[part] for part in slabs(len(starts), t)])
-        return out[:, :E].reshape((G,) + self.shape)
+        return out[:, :E].reshape((G,) + shape)
 
-    def _direct(self, moduli: tuple[int, ...], out: np.ndarray) -> np.ndarray:
-        """:meth:`residues` of an int64 array, by :func:`_int64_residues` (several times
-        faster than the pieces' GEMMs, whose inner dimension is only 5 or 6)."""
-        E, G = self.size, len(moduli)
+    def _direct(self, moduli: tuple[int, ...], out: np.ndarray, first: int, E: int, shape) -> np.ndarray:
+        """:meth:`residues` of an int64 array's ``E`` entries from ``first`` on, by
+        :func:`_int64_residues` (several times faster than the pieces' GEMMs, whose inner
+        dimension is only 5 or 6)."""
+        G = len(moduli)
         mods = np.array(moduli, dtype=np.int64)
         w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
         # float64 rows are written in place, other words through a float64 chunk
@@ -442,17 +451,17 @@ class _Halves:
         def chunks(part: slice) -> None:
             lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
             if direct:
-                _int64_residues(self.int64, lo, hi, mods, w, out, lo)
+                _int64_residues(self.int64, first + lo, first + hi, mods, w, out, lo)
                 return
             s = np.empty((G, CHUNK))
             for e0 in range(lo, hi, CHUNK):
                 e1 = min(hi, e0 + CHUNK)
-                _int64_residues(self.int64, e0, e1, mods, w, s, 0)
+                _int64_residues(self.int64, first + e0, first + e1, mods, w, s, 0)
                 out[:, e0:e1] = s[:, :e1 - e0]  # small integers: exact in every word dtype
 
         n = -(-E // CHUNK)
         run(chunks, slabs(n, workers(RESIDUE_INT64 * E * G, n)))
-        return out[:, :E].reshape((G,) + self.shape)
+        return out[:, :E].reshape((G,) + shape)
 
 
 class Residues:
@@ -481,10 +490,12 @@ class Residues:
         self.key = (tuple(moduli), np.dtype(dtype))
         self.rows = x.residues(tuple(moduli), dtype)
 
-    def residues(self, moduli: tuple[int, ...], dtype, out=None) -> np.ndarray:
-        """The rows of ``moduli``, consecutive ones of the basis (``out`` is not needed)."""
+    def residues(self, moduli: tuple[int, ...], dtype, out=None, rows: slice | None = None) -> np.ndarray:
+        """The residues of ``moduli``, consecutive ones of the basis (``out`` is not needed);
+        with ``rows``, of those rows of a 2-D operand."""
         i = self.key[0].index(moduli[0])
-        return self.rows[i:i + len(moduli)]
+        found = self.rows[i:i + len(moduli)]
+        return found if rows is None else found[:, rows]
 
 
 def residues(x: np.ndarray, basis: Basis, dtype=np.float64) -> np.ndarray:
@@ -520,12 +531,13 @@ AMBIGUOUS = 2.0**-36
 
 
 @njit
-def _weigh(y, f, k, m, minv, w):  # pragma: no cover - compiled
-    """``y <- (y mod m) * w mod m``; ``k + f += y / m`` kept as whole part ``k`` and fraction ``f``
-    (so the float error does not grow with ``k``), over 1-D slices. Two loops: with both
-    reductions in one, LLVM vectorises neither (1.25 -> 0.69 ns per entry and modulus)."""
+def _weigh(x, y, f, k, m, minv, w):  # pragma: no cover - compiled
+    """``y <- (x mod m) * w mod m`` (``x`` may be ``y`` itself, or int32 residues); ``k + f += y / m``
+    kept as whole part ``k`` and fraction ``f`` (so the float error does not grow with ``k``),
+    over 1-D slices. Two loops: with both reductions in one, LLVM vectorises neither
+    (1.25 -> 0.69 ns per entry and modulus)."""
     for e in range(y.shape[0]):
-        y[e] = _fmod(y[e], m, minv) * w
+        y[e] = _fmod(x[e], m, minv) * w
     for e in range(y.shape[0]):
         v = _fmod(y[e], m, minv)
         y[e] = v
@@ -555,7 +567,8 @@ def _crt_weights(x, lo, hi, moduli, w, k, flag, work):  # pragma: no cover - com
         kk[:c] = 0.0
         for i in range(N):
             m = np.float64(moduli[i])
-            _weigh(x[i, e0:e1], f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
+            y = x[i, e0:e1]
+            _weigh(y, y, f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
         for e in range(c):
             flag[e0 + e] = abs(f[e] - 0.5) < AMBIGUOUS
             k[e0 + e] = kk[e] + (f[e] >= 0.5)
@@ -565,7 +578,8 @@ def _crt_weights(x, lo, hi, moduli, w, k, flag, work):  # pragma: no cover - com
 def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  # pragma: no cover - compiled
     """The CRT of entries ``lo <= e < hi`` straight to int64 residues modulo ``p < 2**63``,
     in one pass per chunk: ``out[e] = sum_i y_i c_i + k (-M mod p) mod p``, with ``y_i``,
-    ``k`` and ``flag`` as :func:`_crt_weights` makes them and ``c_i = M / m_i mod p``.
+    ``k`` and ``flag`` as :func:`_crt_weights` makes them and ``c_i = M / m_i mod p``. ``x``
+    (float64 sums, or int32 residues) is only read: the ``y_i`` of a chunk live in ``work[2]``.
 
     The constants are split in 32-bit halves (``cl``, ``ch``, ``kl``, ``kh``: uint64) so
     that both sums are exact in uint64: terms below ``2**26 * 2**32`` and at most
@@ -573,7 +587,7 @@ def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  
     so a float64 quotient ``V / p`` (below ``2**32``, error below ``2**-19``) biased down
     by ``2**-10`` is the true one or one less; ``V - q p`` computed modulo ``2**64`` is
     then in ``[0, 2 p)`` and one conditional subtraction finishes. ``work``: float64
-    ``(2, CHUNK)``; ``sums``: uint64 ``(2, CHUNK)``.
+    ``(3, CHUNK)``; ``sums``: uint64 ``(2, CHUNK)``.
     """
     N = x.shape[0]
     f, kk = work[0], work[1]
@@ -589,8 +603,8 @@ def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  
         sh[:c] = 0
         for i in range(N):
             m = np.float64(moduli[i])
-            y = x[i, e0:e1]
-            _weigh(y, f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
+            y = work[2, :c]
+            _weigh(x[i, e0:e1], y, f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
             a, b = cl[i], ch[i]
             for e in range(c):
                 v = np.uint64(y[e])
@@ -837,7 +851,7 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
 
         def fused(part: slice) -> None:
             lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
-            _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, np.empty((2, CHUNK)),
+            _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, np.empty((3, CHUNK)),
                       np.empty((2, CHUNK), dtype=np.uint64))
 
         chunks = -(-E // CHUNK)
@@ -859,14 +873,18 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
     if p is not None and p > 2**63:
         out = out.view(np.uint64).astype(object) if small else out
     for e in np.flatnonzero(flag):
-        out[e] = _exact_entry(x[:, e], basis, p)
+        # the fused CRT leaves x as it was; the limbs' weights replaced it by the y_i
+        out[e] = _exact_entry(x[:, e], basis, p, weighed=not fused_crt(p, N))
     return out
 
 
-def _exact_entry(y: np.ndarray, basis: Basis, p: int | None) -> int:
-    """One entry of :func:`reconstruct` from its ``y_i``, with Python integers."""
+def _exact_entry(x: np.ndarray, basis: Basis, p: int | None, weighed: bool) -> int:
+    """One entry of :func:`reconstruct` from its residues ``x_i`` (or, ``weighed``, its
+    ``y_i``), with Python integers."""
     M = basis.M
-    c = sum(int(yi) * (M // m) for yi, m in zip(y, basis.moduli)) % M
+    w = _crt_constants(basis.moduli, p)[0]
+    y = [int(v) if weighed else int(v) * int(wi) % m for v, wi, m in zip(x, w, basis.moduli)]
+    c = sum(yi * (M // m) for yi, m in zip(y, basis.moduli)) % M
     c = c - M if c > (M - 1) // 2 else c
     return c if p is None else c % p
 
@@ -874,10 +892,16 @@ def _exact_entry(y: np.ndarray, basis: Basis, p: int | None) -> int:
 def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = None,
                      arena: Arena | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
     """The first stage of :func:`multiply`: ``(rc, shape)``, the products of ``a @ b`` modulo
-    each modulus of ``pl.basis`` as float64 rows ``rc[i, :E]`` (``E`` entries of the result's
-    ``shape``, each row padded), integers congruent to the product modulo ``m_i`` and
-    below ``2**53`` in magnitude: what :func:`reconstruct` (or :func:`reduce_residues`)
-    takes. Arguments as for :func:`multiply` (``a`` may be its :class:`Residues`)."""
+    each modulus of ``pl.basis`` as rows ``rc[i, :E]`` (``E`` entries of the result's
+    ``shape``, each row padded): what :func:`reconstruct` (or :func:`reduce_residues`) takes.
+
+    Within ``memory`` bytes (default: the budget of :func:`modlin.limits`;
+    :meth:`RNSPlan.schedule` decides) ``rc`` is float64, integers congruent to the product
+    modulo ``m_i`` and below ``2**53`` in magnitude, made from the residues of as many
+    moduli at a time as fit; when even one modulus' do not fit beside them, ``rc`` is
+    int32, the products reduced into ``[0, m_i)`` (half the memory, one more pass), made a
+    modulus and a panel of rows of ``a`` at a time. Arguments as for :func:`multiply`
+    (``a`` may be its :class:`Residues`)."""
     basis = pl.basis
     eng = get_engine(pl.engine)
     dtype = eng.dtype
@@ -886,33 +910,54 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
         raise ValueError("these Residues were made for another basis or engine")
     full = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     E = math.prod(full)
-    rc = padded_rows(len(basis.moduli), E, np.float64, arena, "products")
-    if E:
-        # moduli in groups of equal size whose residue matrices stay within the
-        # budget; balanced residues are the single words of each modulus' (1,1)-product
-        subs = pl.subplans
-        memory = current_limits().memory if memory is None else memory
-        prepared = isinstance(ha, Residues)
-        group = pl.group(0 if prepared else ha.size, hb.size, E, a.shape[-1], memory)
-        # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
-        bufs = [None if prepared and h is ha else padded_rows(min(group, len(subs)), h.size, dtype)
-                for h in (ha, hb)]
-        t = gemm_workers(E * a.shape[-1] * len(subs), full[-2], min(a.shape[-1], min(s.block for s in subs)))
-        for i0 in range(0, len(subs), group):
-            q = basis.moduli[i0:i0 + group]
-            ra, rb = (h.residues(q, dtype, buf) for h, buf in zip((ha, hb), bufs))
+    k = a.shape[-1]
+    subs = pl.subplans
+    memory = current_limits().memory if memory is None else memory
+    prepared = isinstance(ha, Residues)
+    # panels of rows only for a 2-D product: a stack's rows are not a range of its entries
+    group, panel = pl.schedule(0 if prepared else ha.size, hb.size, E, k, full[-2] if len(full) == 2 else 0,
+                               memory)
+    rc = padded_rows(len(basis.moduli), E, np.float64 if panel is None else np.int32, arena, "products")
+    if not E:
+        return rc, full
+    # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
+    bufs = [None if prepared and h is ha else padded_rows(min(group, len(subs)), h.size, dtype)
+            for h in (ha, hb)]
+    if panel is not None:
+        bufs[0] = None if prepared else padded_rows(1, panel * k, dtype)
+        wide = take(arena, "panel", (panel, full[-1]), np.float64)  # one product's panel, before its reduction
+    for i0 in range(0, len(subs), group):
+        q = basis.moduli[i0:i0 + group]
+        rb = hb.residues(q, dtype, bufs[1])
+        for r0 in range(0, full[-2], panel or full[-2] or 1):
+            part = None if panel is None else slice(r0, min(full[-2], r0 + panel))
+            ra = ha.residues(q, dtype, bufs[0], rows=part)
+            rows = full[-2] if part is None else part.stop - part.start
+            work = rows * full[-1] * math.prod(full[:-2]) * k * len(q)
+            # panels: in slabs at any depth, so that each product's reduction runs on its own
+            # slab right after it (after a GEMM on BLAS' threads, a pass split across the same
+            # cores competes with BLAS' spinning workers)
+            t = gemm_workers(work, rows, min(k, min(s.block for s in subs))) if part is None else \
+                row_workers(work, rows)
 
-            def products(rows: slice) -> None:  # those of one slab of rows, on one worker
+            def products(slab: slice) -> None:  # those of one slab of rows, on one worker
                 for i, sub in enumerate(subs[i0:i0 + group]):
-                    out = rc[i0 + i, :E].reshape(full)[..., rows, :]
-                    if eng.dtype == np.float64 and sub.gemm_count() == 1:
-                        # one exact GEMM: the CRT reduces its sums itself, so no pass reduces them first
-                        eng.gemm(ra[i][..., rows, :], rb[i], out=out)
+                    if part is None:
+                        out = rc[i0 + i, :E].reshape(full)[..., slab, :]
                     else:
-                        _multiword.multiply_words(sub, ra[i:i + 1][..., rows, :], rb[i:i + 1], out)
+                        out = wide[:rows][slab]
+                    if eng.dtype == np.float64 and sub.gemm_count() == 1:
+                        # one exact GEMM: the CRT (or the reduction below) reduces its sums
+                        eng.gemm(ra[i][..., slab, :], rb[i], out=out)
+                    else:
+                        _multiword.multiply_words(sub, ra[i:i + 1][..., slab, :], rb[i:i + 1], out)
+                    if part is not None:  # into [0, m_i), as int32, the rows of rc
+                        n = full[-1]
+                        src, dst = out.reshape(1, -1), rc[i0 + i:i0 + i + 1, (part.start + slab.start) * n:]
+                        _reduce_rows_kernel(src, np.array(q[i:i + 1], dtype=np.int64), dst, False, 0, src.shape[1])
 
             with region(t):
-                run(products, slabs(full[-2], t))
+                run(products, slabs(rows, t))
     return rc, full
 
 
@@ -922,9 +967,9 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
 
     ``a`` and ``b`` are integer arrays (int64, uint64 or object), or their
     :class:`_Halves`, of shapes ``(..., m, k)`` and ``(..., k, n)`` whose integer product is bounded by
-    ``pl.bound``; ``a`` may be its :class:`Residues` for this basis and engine. Each modulus' product is one multiword plan; only the
-    residues, their products and the result are allocated, the residues of as
-    many moduli at a time as ``memory`` bytes allow (:meth:`RNSPlan.group`;
+    ``pl.bound``; ``a`` may be its :class:`Residues` for this basis and engine. Each modulus'
+    product is one multiword plan; only the residues, their products and the result are
+    allocated, within ``memory`` bytes (:func:`product_residues`, :meth:`RNSPlan.schedule`;
     default: the budget of :func:`modlin.limits`). The products' matrices, the
     largest buffer and the only one alive from the first GEMM to the end of the
     CRT, come from ``arena`` when given (the tiles of one product reuse them). The CRT
@@ -944,12 +989,14 @@ def _reduce_rows_kernel(src, moduli, dst, add, lo, hi):  # pragma: no cover - co
     for i in range(dst.shape[0]):
         m = np.float64(moduli[i])
         minv = 1.0 / m
-        for e in range(lo, hi):
-            r = _fmod(src[i, e], m, minv)
-            if add:
-                r += dst[i, e]
-                r -= m if r >= m else 0.0
-            dst[i, e] = r
+        x, y = src[i, lo:hi], dst[i, lo:hi]  # 1-D slices: loops over offset indices do not vectorise (5x)
+        if add:
+            for e in range(hi - lo):
+                r = _fmod(x[e], m, minv) + y[e]
+                y[e] = r - (m if r >= m else 0.0)
+        else:
+            for e in range(hi - lo):
+                y[e] = _fmod(x[e], m, minv)
 
 
 def reduce_residues(rc: np.ndarray, E: int, basis: Basis, out: np.ndarray, *, add: bool = False) -> np.ndarray:

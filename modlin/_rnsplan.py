@@ -17,11 +17,12 @@ from functools import lru_cache
 import numpy as np
 
 from ._engines import engines_on, get_engine
-from ._limits import planning_threads
+from ._limits import current as current_limits, planning_threads
 from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
-from ._rns import (MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fused_crt, int8_moduli, planned_range,
+from ._rns import (CHUNK, MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fused_crt, int8_moduli, planned_range,
                    primes_below)
-from ._tiles import Tiling
+from ._threads import MIN_ROWS
+from ._tiles import POOL_SHARE, Tiling
 
 __all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
 
@@ -153,43 +154,79 @@ class RNSPlan:
         bits = self.p.bit_length() if self.p else (self.bound.bit_length() + 1) // 2 + 1
         return max(4, bits // 16 + 1)
 
-    def workspace(self, shape: tuple[int, int, int] | None = None, *, group: int = 1) -> int:
+    def workspace(self, shape: tuple[int, int, int] | None = None, *, group: int = 1, panels: bool = True) -> int:
         """Bytes :func:`modlin._rns.multiply` allocates beyond operands and result for
-        ``shape`` (default: its own) with residues of ``group`` moduli at a time; an upper
-        bound, the tile scheduler's model."""
+        ``shape`` (default: its own) with residues of ``group`` moduli at a time, or less
+        when its int32 products in panels of rows (see :meth:`schedule`) take less (only for a
+        2-D product: ``panels``); an upper bound, the tile scheduler's model."""
         m, k, n = self.shape if shape is None else shape
-        return self._memory(m * k, k * n, m * n, k, group)
+        need = self._memory(m * k, k * n, m * n, k, group)
+        if panels and self._panels():
+            need = min(need, self._memory(m * k, k * n, m * n, k, 1, min(1.0, MIN_ROWS / max(m, 1))))
+        return need
 
-    def _memory(self, ea: int, eb: int, e: int, k: int, group: int) -> int:
+    def _panels(self) -> bool:
+        """Whether products may be kept as int32 residues (read by the host's fused CRT only)."""
+        return self.device == "cpu" and fused_crt(self.p, len(self.moduli))
+
+    def _memory(self, ea: int, eb: int, e: int, k: int, group: int, panel: float | None = None) -> int:
         """:meth:`workspace` for operands of ``ea`` and ``eb`` entries, ``e`` results and
-        inner dimension ``k``.
+        inner dimension ``k``; with ``panel``, the int32 products made ``panel`` (a fraction)
+        of the rows at a time (``group`` is then 1).
 
-        The operands' 16-bit pieces live throughout; beside them, first one operand's
-        balanced lift (int64), then the residues of one group of moduli with every
-        modulus' product (and a multiword product's accumulators), then the products
+        The operands' 16-bit pieces (or int64 lifts) live throughout; beside them, first
+        one operand's balanced lift (int64), then the residues of one group of moduli with
+        every modulus' product (and a multiword product's accumulators), then the products
         with the CRT's per-entry arrays and chunk buffers.
         """
         N = len(self.moduli)
         w = get_engine(self.engine).dtype.itemsize
-        pad = 8 * 4160 * (N + 2 * group)  # padded_rows: each row starts 4 KiB + 64 bytes apart
         pieces = 2 * self.pieces() * (ea + eb)
-        products = 8 * N * e + pad
         one_gemm = _one_gemm(self, k)
-        multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e)
-        crt = 18 * e + crt_scratch(N, self.p or self.basis.M, e)
-        return pieces + max(8 * max(ea, eb), products + multiply, products + crt)
+        if panel is None:
+            products = 8 * N * e + 8 * 4160 * N  # padded_rows: each row starts 4 KiB + 64 bytes apart
+            multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e) + 8 * 4160 * 2 * group
+        else:  # int32 products; one modulus' residues, of A a panel's, and its float64 product
+            products = 4 * N * e + 8 * 4160 * N
+            multiply = w * (ea * panel + eb) + 8 * e * panel * (1 if one_gemm else 3) + 8 * 4160 * 2
+        # the fused CRT's buffers are a few chunks per worker; the limbs' grow with the entries
+        fused = 5 * 8 * CHUNK * current_limits().threads if self.device == "cpu" and fused_crt(self.p, N) \
+            else crt_scratch(N, self.p or self.basis.M, e)
+        crt = 18 * e + fused
+        return int(pieces + max(8 * max(ea, eb), products + multiply, products + crt))
 
-    def group(self, ea: int, eb: int, e: int, k: int, memory: int) -> int:
-        """Moduli whose residues :func:`modlin._rns.multiply` computes at once within
-        ``memory`` bytes (operands of ``ea`` and ``eb`` entries, ``e`` results): as many
-        as fit, since fewer, larger groups convert the pieces fewer times and make the
-        weights' GEMM less thin; in groups of equal size, at least one modulus."""
+    def schedule(self, ea: int, eb: int, e: int, k: int, rows: int, memory: int) -> tuple[int, int | None]:
+        """How :func:`modlin._rns.product_residues` fits ``memory`` bytes (operands of ``ea``
+        and ``eb`` entries, ``e`` results, inner dimension ``k``; ``rows`` rows of ``A``, 0 for
+        a stack): ``(group, None)`` for float64 products of every modulus made from the
+        residues of ``group`` moduli at a time, or ``(1, panel)`` for int32 products (reduced
+        into ``[0, m_i)``: half the memory, one more pass) made a modulus and ``panel`` rows
+        of ``A`` at a time.
+
+        Float64 products, from groups as large as fit (fewer, larger groups convert the
+        operands fewer times, in groups of equal size), while their workspace stays within
+        what the scratch pool keeps between calls (:data:`~modlin._tiles.POOL_SHARE` of the
+        budget); beyond it, memory is mapped afresh on every call, which on the development
+        machine cost more than the int32 products' extra pass (61 bits, ``n = 4096``, 1 GiB
+        budget: 7.5 against 6.7 GEMM times with the pool keeping everything), so then int32
+        products, in the largest panels that fit (only read by the fused CRT, and only for
+        a 2-D product). ``(1, None)`` when nothing fits (the tile scheduler saw to it that
+        something does).
+        """
         N = len(self.moduli)
-        lo, hi = 1, N  # the largest group that fits (the memory grows with it)
+        lo, hi = 0, N  # the largest group that fits (the memory grows with it), or 0
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if self._memory(ea, eb, e, k, mid) <= memory else (lo, mid - 1)
-        return -(-N // -(-N // lo))
+        group = lo and -(-N // -(-N // lo))
+        kept = POOL_SHARE * current_limits().memory
+        if not (rows and self._panels()) or (group and self._memory(ea, eb, e, k, group) <= kept):
+            return max(group, 1), None
+        for parts in range(1, max(rows // MIN_ROWS, 1) + 1):
+            panel = -(-rows // parts)
+            if self._memory(ea, eb, e, k, 1, panel / rows) <= memory:
+                return 1, panel
+        return max(group, 1), None
 
     def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
                budget: int | None = None, residues: bool = False) -> Tiling:

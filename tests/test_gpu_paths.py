@@ -149,7 +149,7 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, p, algorithm):
     want = modlin.matmul(A, B, p)
     pl = modlin.plan(p, 150, 140, 130, device="cuda", algorithm=algorithm)
     counts = set()
-    for budget in (2**34, pl.tiling(batch=2, budget=2**34).peak // 3, pl.tiling(batch=2, budget=2**34).peak // 12):
+    for budget in (2**34, pl.tiling(batch=2, budget=2**34).peak // 2, pl.tiling(batch=2, budget=2**34).peak // 12):
         _device_memory(budget)
         try:
             counts.add(pl.tiling(batch=2, budget=budget).count)

@@ -278,25 +278,32 @@ def test_cost_model_sees_threads():
             modlin.plan(7, 4, 4, 4, threads=bad)
 
 
-def test_fresh_working_memory_weighs_in_the_choice():
+def test_fresh_working_memory_weighs_in_the_choice(monkeypatch):
     # a call maps afresh the part of its tile's workspace that the scratch pool cannot keep
-    # (a quarter of the budget): a 50-bit product at n = 4096 goes through the (2,3) words
-    # (1.1 GiB) rather than five residues (2.5 GiB) under the default 4 GiB, and through the
-    # residues when the pool could keep them all
+    # (a quarter of the budget, once products no longer follow one another): a 50-bit product
+    # at n = 4096 goes through five residues, whose int32 products take 1.2 GiB, close to
+    # the (2,3) words' 1.1, and through the words when fresh memory costs more
+    import modlin._planner as planner
+
     p, n = 2**50 - 27, 4096
     with modlin.limits(memory="4GiB", threads=2):
         rns = modlin.plan(p, n, n, n, algorithm="rns")
         words = modlin.plan(p, n, n, n, algorithm="multiword")
         fresh = rns.tiling().peak - 2**30
+        assert fresh > 0
         assert call_cost(rns) == pytest.approx(rns.cost() + FRESH_BYTE * fresh * pass_scale(2))
-        assert rns.cost() < words.cost() and call_cost(words) < call_cost(rns)
-        assert modlin.plan(p, n, n, n) == words and words.gemm_count() == 6
+        assert rns.cost() < words.cost() and call_cost(rns) < call_cost(words)
+        assert modlin.plan(p, n, n, n) == rns
         small = modlin.plan(p, 256, 256, 256)
         assert call_cost(small) == small.cost()  # within the pool: nothing fresh
+        monkeypatch.setattr(planner, "FRESH_BYTE", 100 * FRESH_BYTE)
+        planner._fresh_bytes.cache_clear()
+        assert call_cost(words) < call_cost(rns) and modlin.plan(p, n, n, n) == words
+        monkeypatch.undo()
     with modlin.limits(memory="16GiB", threads=2):
         assert call_cost(rns) == rns.cost()
         assert type(modlin.plan(p, n, n, n)).__name__ == "RNSPlan"
-    with modlin.limits(memory="1MiB", threads=2):  # the residues' smallest tile does not fit, the words' does
+    with modlin.limits(memory="512KiB", threads=2):  # the residues' smallest tile does not fit, the words' does
         assert call_cost(rns) == math.inf and call_cost(words) < math.inf
         assert modlin.plan(p, n, n, n) == words
 

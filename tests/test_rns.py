@@ -1127,14 +1127,68 @@ def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
     B = rand_ints(rng, (15, 13), 0, p)
     pl = modlin.plan(p, 10, 15, 13)
     assert len(pl.moduli) > 2
-    memory = pl.workspace(group=2)
-    assert pl.group(150, 195, 130, 15, memory) == 2 and pl.group(150, 195, 130, 15, memory - 1) == 1
+    memory = pl.workspace(group=2, panels=False)
+    # rows=0: a stack's product, whose products are float64 rows (no panels of rows)
+    assert pl.schedule(150, 195, 130, 15, 0, memory) == (2, None)
+    assert pl.schedule(150, 195, 130, 15, 0, memory - 1) == (1, None)
     got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
     assert _same(got, ref_matmul(A, B, p))
 
 
 def _same(got, want):
     return got.shape == want.shape and all(int(g) == int(w) for g, w in zip(got.ravel(), want.ravel()))
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**62 - 57, BELOW_2_63], ids=pid)
+def test_rns_products_as_int32_panels(p, rng):
+    """Below the pool's share of the budget the products are int32 residues made a
+    modulus and a panel of rows at a time (uneven last panel), read by the fused CRT:
+    exact, and the same as the float64 products', with a prepared left operand too."""
+    import modlin._rns as rns
+    from modlin._convert import balanced_halves
+
+    m, k, n = 301, 150, 70
+    A = rand_ints(rng, (m, k), 0, p)
+    B = rand_ints(rng, (k, n), 0, p)
+    A[0], B[:, 0] = p - 1, p - 1
+    A[1], B[:, 1] = (p - 1) // 2, (p + 1) // 2  # the balanced extremes
+    pl = modlin.plan(p, m, k, n, algorithm="rns")
+    want = ref_matmul(A, B, p)
+    Bb_full = [[v - p if v > (p - 1) // 2 else v for v in col] for col in B.T.tolist()]
+    whole = pl.workspace(panels=False)
+    counts = set()
+    for memory in (pl._memory(m * k, k * n, m * n, k, 1, 1.0), pl._memory(m * k, k * n, m * n, k, 1, 0.4),
+                   pl._memory(m * k, k * n, m * n, k, 1, 64 / m)):
+        assert memory < whole
+        group, panel = pl.schedule(m * k, k * n, m * n, k, m, memory)
+        assert group == 1 and panel is not None
+        counts.add(-(-m // panel))
+        rc, _ = rns.product_residues(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        assert rc.dtype == np.int32
+        half = (p - 1) // 2
+        Ab = [[v - p if v > half else v for v in row] for row in A[:3].tolist()]
+        for i, q in enumerate(pl.moduli):  # the residues of the balanced operands' product, in [0, q)
+            rows = [[sum(a * b for a, b in zip(ra, cb)) % q for cb in Bb_full] for ra in Ab]
+            assert rc[i, :m * n].reshape(m, n)[:3].tolist() == rows
+        got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        assert _same(got, want)
+        prepared = rns.Residues(balanced_halves(A, p, "A"), pl.moduli, np.float64)
+        assert _same(rns.multiply(pl, prepared, balanced_halves(B, p, "B"), memory=memory), want)
+    assert counts == {1, 2}  # 151 and 150 rows
+    # the float64 products when they fit in what the pool keeps
+    with modlin.limits(memory=4 * whole):
+        assert pl.schedule(m * k, k * n, m * n, k, m, whole)[1] is None
+
+
+def test_rns_int32_panels_only_where_the_fused_crt_reads_them():
+    for pl in (modlin.plan(2**127 - 1, 300, 150, 70), modlin.plan(2**61 - 1, 300, 150, 70, device="cuda")):
+        whole = pl.workspace(panels=False)
+        assert pl.workspace() == whole
+        assert pl.schedule(300 * 150, 150 * 70, 300 * 70, 150, 300, whole // 2)[1] is None
+    pl = modlin.plan(2**61 - 1, 300, 150, 70)
+    assert pl.workspace() < pl.workspace(panels=False)
+    # a stack's rows are not a range of its entries: no panels
+    assert pl.schedule(300 * 150, 150 * 70, 300 * 70, 150, 0, pl.workspace() + 1)[1] is None
 
 
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**64, 2**127 - 1, P256], ids=pid)
