@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from ._modular import balanced_lift_int64, balanced_lift_word
+from ._modular import balanced_lift_int64, balanced_lift_word, reduced_int64
 from ._pyints import python_ints
 
 __all__ = ["field_of", "check_operand", "unwrap_fields", "integer_operands", "trans_code", "float_integers",
@@ -309,6 +309,9 @@ def balanced_halves(x, p: int, name: str):
     from ._rns import _Halves
 
     x = np.asarray(x)
+    if x.dtype == np.int64 and p < 2**63 and x.flags.c_contiguous and reduced_int64(x, p):
+        # residues already: the residue kernel lifts them entry by entry, no lifted copy is made
+        return _Halves(x, lift=p)
     if x.dtype == object and x.size:
         try:
             h = _Halves(x)

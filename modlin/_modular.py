@@ -395,6 +395,24 @@ def twom_finish(X: np.ndarray, Y: np.ndarray, reduce: Reduction, s: int, re: np.
                  *xs.shape, 2)
 
 
+@njit
+def _outside_kernel(x, lo, hi, p):  # pragma: no cover - compiled
+    """How many of ``x[lo:hi]`` (int64) lie outside ``[0, p)``: as uint64 the negative ones
+    are at or above ``2**63 > p``, so one unsigned compare finds both kinds (vectorised)."""
+    count = 0
+    for i in range(lo, hi):
+        count += np.uint64(x[i]) >= p
+    return count
+
+
+def reduced_int64(x: np.ndarray, p: int) -> bool:
+    """Whether every entry of the C-contiguous int64 array ``x`` lies in ``[0, p)``
+    (``p < 2**63``): one read of ``x``, split across the workers."""
+    flat = x.reshape(-1)
+    up = np.uint64(p)
+    return sum(each(lambda part: _outside_kernel(flat, part.start, part.stop, up), flat.size)) == 0
+
+
 def balanced_lift_int64(x: np.ndarray, p: int) -> np.ndarray:
     """int64 ``x`` reduced into ``[-(p//2), (p-1)//2]`` (a new array, from the scratch pool:
     products lift their operands anew each time), for ``p < 2**63``."""

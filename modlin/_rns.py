@@ -29,7 +29,7 @@ from . import _multiword
 from ._engines import get_engine
 from ._jit import fma, njit
 from ._limits import current as current_limits
-from ._modular import _to_float
+from ._modular import _to_float, balanced_lift_int64
 from ._pyints import IntWriter, python_ints, to_halves
 from ._threads import each, gemm_workers, quiet_blas, region, row_workers, run, slabs, workers
 from ._tiles import Arena, take
@@ -262,9 +262,13 @@ def _balance_rows(x, e0, moduli, c):  # pragma: no cover - compiled
 
 
 @njit
-def _int64_residues(x, lo, hi, moduli, w, out, o0):  # pragma: no cover - compiled
+def _int64_residues(x, lo, hi, moduli, w, out, o0, lift, above):  # pragma: no cover - compiled
     """``out[i, o0 + e - lo]`` = the balanced residue of ``x[e]`` modulo ``moduli[i]`` for
     ``lo <= e < hi``: int64 ``x``, moduli up to ``2**31``, ``w[i] = (2**21, 2**42) mod m_i``.
+    Entries above ``above`` are taken less ``lift`` first (``lift = 0``, ``above = 2**63 - 1``:
+    none), so residues in ``[0, p)`` enter as their balanced lift (``lift = p``, ``above =
+    (p - 1) // 2``) without a lifted copy. (Not named ``half``: numba would unify it with the
+    float ``half`` below, and ``2**60 - 1`` rounds to ``2**60`` in a float.)
 
     Each entry is cut into 21-bit pieces, ``x = h2 2**42 + h1 2**21 + h0`` (``h2`` signed,
     below ``2**21`` in magnitude), whose weighted sum ``h2 w2 + h1 w1 + h0`` is congruent
@@ -281,6 +285,7 @@ def _int64_residues(x, lo, hi, moduli, w, out, o0):  # pragma: no cover - compil
         f0, f1, f2 = f[0], f[1], f[2]
         for e in range(c):
             v = src[e]
+            v -= lift if v > above else 0
             f0[e] = _to_float(v & 0x1FFFFF)
             f1[e] = _to_float((v >> 21) & 0x1FFFFF)
             f2[e] = _to_float((v >> 42) + 0x200000) - 2097152.0
@@ -345,14 +350,17 @@ class _Halves:
     """An integer array as 16-bit pieces, ``(H, size)``, ready for residues modulo anything.
 
     An int64 array is kept as it is: its residues come straight from its entries
-    (:func:`_int64_residues`), and its pieces are made only if asked for.
+    (:func:`_int64_residues`), and its pieces are made only if asked for. With ``lift``
+    (a ``p < 2**63``; ``x`` then holds residues in ``[0, p)``), it stands for the
+    balanced lift of ``x`` modulo ``p``, which the residues make entry by entry.
     """
 
-    def __init__(self, x: np.ndarray):
+    def __init__(self, x: np.ndarray, lift: int = 0):
         self.shape = x.shape
         self.size = x.size
         self.shift, self.p = None, 0  # see balance()
         self.int64 = np.ascontiguousarray(x).reshape(-1) if x.dtype == np.int64 else None
+        self.lift = lift if self.int64 is not None else 0
         self._halves, self.signed = (None, True) if self.int64 is not None else pieces_of(x)
         if self._halves is not None and self._halves.shape[0] > 2**11:
             raise ValueError("integers above 32768 bits are not supported")
@@ -361,7 +369,8 @@ class _Halves:
     def halves(self) -> np.ndarray:
         """The pieces, ``(H, size)`` uint16 (see :func:`pieces_of`)."""
         if self._halves is None:
-            self._halves = pieces_of(self.int64)[0]
+            x = balanced_lift_int64(self.int64, self.lift) if self.lift else self.int64
+            self._halves = pieces_of(x)[0]
         return self._halves
 
     def max_abs(self) -> int:
@@ -447,16 +456,17 @@ class _Halves:
         w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
         # float64 rows are written in place, other words through a float64 chunk
         direct = out.dtype == np.float64
+        p, half = np.int64(self.lift), np.int64((self.lift - 1) // 2 if self.lift else 2**63 - 1)
 
         def chunks(part: slice) -> None:
             lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
             if direct:
-                _int64_residues(self.int64, first + lo, first + hi, mods, w, out, lo)
+                _int64_residues(self.int64, first + lo, first + hi, mods, w, out, lo, p, half)
                 return
             s = np.empty((G, CHUNK))
             for e0 in range(lo, hi, CHUNK):
                 e1 = min(hi, e0 + CHUNK)
-                _int64_residues(self.int64, first + e0, first + e1, mods, w, s, 0)
+                _int64_residues(self.int64, first + e0, first + e1, mods, w, s, 0, p, half)
                 out[:, e0:e1] = s[:, :e1 - e0]  # small integers: exact in every word dtype
 
         n = -(-E // CHUNK)

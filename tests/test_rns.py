@@ -247,7 +247,7 @@ def test_int64_residues_kernel_against_python_ints(values, moduli):
     x = np.array(values, dtype=np.int64)
     w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
     out = np.empty((len(moduli), x.size))
-    _int64_residues(x, 0, x.size, np.array(moduli, dtype=np.int64), w, out, 0)
+    _int64_residues(x, 0, x.size, np.array(moduli, dtype=np.int64), w, out, 0, np.int64(0), np.int64(2**63 - 1))
     for i, m in enumerate(moduli):
         want = [v % m - m * (v % m > (m - 1) // 2) for v in values]
         assert out[i].tolist() == want
@@ -262,7 +262,7 @@ def test_int64_residues_at_the_kernels_bound():
     for m in (2**31, 2**31 - 1, 2**26 - 5, 2**21 + 1):
         w = np.array([[pow(2, 21, m), pow(2, 42, m)]], dtype=np.float64)
         out = np.empty((1, x.size))
-        _int64_residues(x, 0, x.size, np.array([m], dtype=np.int64), w, out, 0)
+        _int64_residues(x, 0, x.size, np.array([m], dtype=np.int64), w, out, 0, np.int64(0), np.int64(2**63 - 1))
         assert out[0].tolist() == [int(v) % m - m * (int(v) % m > (m - 1) // 2) for v in x]
 
 
@@ -1280,3 +1280,35 @@ def test_balanced_lift_of_machine_words(p, dtype, rng):
     want = [(v % p) - p * ((v % p) > (p - 1) // 2) for v in x.tolist()]
     assert got.dtype == np.int64 and [int(g) for g in got] == want
     assert np.array_equal(x, before)
+
+
+@pytest.mark.parametrize("p", [2, 3, 2**31 - 1, 2**61 - 1, BELOW_2_63], ids=pid)
+def test_reduced_int64_operands_are_lifted_entry_by_entry(p, rng):
+    """int64 residues in [0, p) enter the residue kernel as they are, each lifted there (no
+    lifted copy); the residues, pieces and extremes are those of the balanced lift."""
+    from modlin._convert import balanced_halves
+    from modlin._modular import balanced_lift_int64, reduced_int64
+
+    half = (p - 1) // 2
+    edge = [0, 1, p - 1, half, half + 1, (p + 1) // 2]
+    x = np.array(edge + [int(v) % p for v in rand_ints(rng, (3000,), 0, p)], dtype=np.int64).reshape(6, -1)
+    before = x.copy()
+    h = balanced_halves(x, p, "A")
+    assert h.lift == p
+    lifted = [v - p if v > half else v for v in x.ravel().tolist()]
+    moduli = (2**26 - 5, 2**21 + 1, 65521, 7, 2, 2**31 - 1)
+    r = h.residues(moduli)
+    for i, m in enumerate(moduli):
+        assert [int(v) % m for v in r[i].ravel()] == [v % m for v in lifted]
+        assert all(-(m // 2) <= int(v) <= (m - 1) // 2 for v in r[i].ravel())
+    assert np.array_equal(h.residues(moduli, rows=slice(2, 5)), r[:, 2:5])
+    assert h.max_abs() == max(abs(v) for v in lifted)
+    assert np.array_equal(h.halves, balanced_halves(balanced_lift_int64(x, p), p, "A").halves)
+    assert np.array_equal(x, before)
+    # anything outside [0, p) takes the lifted copy
+    for bad in (-1, p, -(2**63), 2**63 - 1):
+        y = x.copy()
+        y[3, 7] = bad
+        assert not reduced_int64(y, p) and balanced_halves(y, p, "B").lift == 0
+    assert reduced_int64(np.zeros((0, 3), dtype=np.int64), p)
+    assert balanced_halves(np.asfortranarray(x), p, "A").lift == 0  # not contiguous: lifted as before
