@@ -931,10 +931,10 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
     if not E:
         return rc, full
     # fresh for each call, unlike the products: they are freed before the CRT's arrays exist
-    bufs = [None if prepared and h is ha else padded_rows(min(group, len(subs)), h.size, dtype)
-            for h in (ha, hb)]
+    # (of A, a panel's when the products come in panels)
+    bufs = [None if prepared else padded_rows(min(group, len(subs)), ha.size if panel is None else panel * k, dtype),
+            padded_rows(min(group, len(subs)), hb.size, dtype)]
     if panel is not None:
-        bufs[0] = None if prepared else padded_rows(1, panel * k, dtype)
         wide = take(arena, "panel", (panel, full[-1]), np.float64)  # one product's panel, before its reduction
     for i0 in range(0, len(subs), group):
         q = basis.moduli[i0:i0 + group]

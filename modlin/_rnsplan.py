@@ -183,12 +183,13 @@ class RNSPlan:
         w = get_engine(self.engine).dtype.itemsize
         pieces = 2 * self.pieces() * (ea + eb)
         one_gemm = _one_gemm(self, k)
+        pad = 8 * 4160  # padded_rows: each row starts 4 KiB + 64 bytes apart
         if panel is None:
-            products = 8 * N * e + 8 * 4160 * N  # padded_rows: each row starts 4 KiB + 64 bytes apart
-            multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e) + 8 * 4160 * 2 * group
+            products = 8 * N * e + pad * N
+            multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e) + pad * 2 * group
         else:  # int32 products; one modulus' residues, of A a panel's, and its float64 product
-            products = 4 * N * e + 8 * 4160 * N
-            multiply = w * (ea * panel + eb) + 8 * e * panel * (1 if one_gemm else 3) + 8 * 4160 * 2
+            products = 4 * N * e + pad * N
+            multiply = w * (ea * panel + eb) + 8 * e * panel * (1 if one_gemm else 3) + pad * 2
         # the fused CRT's buffers are a few chunks per worker; the limbs' grow with the entries
         fused = 5 * 8 * CHUNK * current_limits().threads if self.device == "cpu" and fused_crt(self.p, N) \
             else crt_scratch(N, self.p or self.basis.M, e)
