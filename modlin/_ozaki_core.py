@@ -8,7 +8,7 @@ stage's contract names only its own inputs:
     ``A`` and column shifts of ``B`` (and which lines hold Inf or NaN).
 (b) :func:`gemm_residues` (and :func:`syrk_residues` for ``A A^T`` / ``A A^H``)
     takes a row panel of ``A`` and a column panel of ``B`` (any k-panel of them,
-    quantised by :func:`quantized` with the shifts of (a)) and returns the residues
+    each a :class:`Panel` with the shifts of (a), quantised as it is read) and returns the residues
     of their exact integer product modulo every modulus. Residues of the k-panels
     of one output tile add up, modulo each modulus, to those of the whole ``k``
     (:func:`add_residues`): the products are exact integers.
@@ -38,12 +38,13 @@ from ._crtfloat import to_double
 from ._engines import get_engine
 from ._plan import _best_plan
 from . import _rns
+from ._quantize import Panel
 from ._rns import Basis
-from ._tiles import run
+from ._tiles import run, scratch
 from .gaussian import sqrt_minus_one
 
-__all__ = ["CPU", "Kernels", "Moduli", "Scales", "add_residues", "finish", "gemm_residues", "halves",
-           "quantized", "scales", "syrk_residues", "workspace"]
+__all__ = ["CPU", "Kernels", "Moduli", "Panel", "Scales", "add_residues", "finish", "gemm_residues", "halves",
+           "scales", "syrk_residues", "workspace"]
 
 
 @dataclass(frozen=True)
@@ -198,18 +199,6 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
     return Scales(g - ex_a, h - ex_b, bad_a, bad_b)
 
 
-def quantized(x: np.ndarray, shift: np.ndarray, bad: np.ndarray, axis: int) -> tuple[list[np.ndarray], int]:
-    """The quantised parts ``rint(x * 2**shift)`` of a panel ``x`` (rows, ``axis=1``, with
-    ``shift`` and ``bad`` of its rows; or columns, ``axis=0``), its Inf/NaN lines as zeros,
-    and how many nonzero entries were rounded to zero."""
-    out, lost = [], 0
-    for p in parts(_zero_lines(x, bad, axis)):
-        q, n = _quantize.quantize(p, shift, axis)
-        out.append(q)
-        lost += n
-    return out, lost
-
-
 # --------------------------------------------------------------------------- (b) residues
 
 def residue_dtype(mods: Moduli):
@@ -232,11 +221,11 @@ class _Products:
         """``a @ b mod q`` (float64 in ``[0, q)``) from balanced residue words."""
         m, n = a.shape[0], b.shape[1]
         sub = _best_plan(q, m, a.shape[1], n, self.mods.engine, (1, 1), "horner")
-        out = np.empty((m, n))
+        out = scratch((m, n), np.float64)
         return _multiword.multiply_words(sub, a[np.newaxis], b[np.newaxis], out)
 
-    def res(self, x, q):
-        return _quantize.residues(x, q, self.dtype)
+    def res(self, x, q, part=0):
+        return _quantize.residues(x, q, self.dtype, part)
 
     def add(self, x, y, q):
         """Balanced ``x + y mod q`` of balanced words."""
@@ -247,29 +236,29 @@ class _Products:
 
 
 def _empty(mods: Moduli, count: int, m: int, n: int) -> list[np.ndarray]:
-    return [np.empty((len(mods.moduli), m, n), dtype=residue_dtype(mods)) for _ in range(count)]
+    return [scratch((len(mods.moduli), m, n), residue_dtype(mods)) for _ in range(count)]
 
 
-def gemm_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) -> list[np.ndarray]:
-    """Stage (b): residues of the exact ``A'B'`` of quantised panels (from :func:`quantized`:
-    ``ap`` the parts of ``mt x kt`` rows of ``A'``, ``bp`` of ``kt x nt`` columns of ``B'``,
-    integer-valued float64), one array per part, shape ``(N, mt, nt)``, entries in
-    ``[0, q_i)`` (:func:`residue_dtype`)."""
-    m, n = ap[0].shape[0], bp[0].shape[1]
+def gemm_residues(mods: Moduli, ap: Panel, bp: Panel) -> list[np.ndarray]:
+    """Stage (b): residues of the exact ``A'B'`` of quantised panels (:class:`Panel`: ``ap`` of
+    ``mt x kt`` rows of ``A``, ``bp`` of ``kt x nt`` columns of ``B``, with the shifts of
+    stage (a)), one array per part, shape ``(N, mt, nt)``, entries in ``[0, q_i)``
+    (:func:`residue_dtype`). The residue kernels quantise the panels as they read them."""
+    m, n = ap.shape[0], bp.shape[1]
     P = _Products(mods)
-    rc = _empty(mods, len(ap), m, n)
+    rc = _empty(mods, ap.parts, m, n)
     for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
         if alg == "real":
-            rc[0][i] = P.gemm(q, P.res(ap[0], q), P.res(bp[0], q))
+            rc[0][i] = P.gemm(q, P.res(ap, q), P.res(bp, q))
             continue
         if alg == "2m":
             s = sqrt_minus_one(q)
-            a_plus, a_minus = _quantize.twom_residues(ap[0], ap[1], q, s, P.dtype)
-            b_plus, b_minus = _quantize.twom_residues(bp[0], bp[1], q, s, P.dtype)
+            a_plus, a_minus = _quantize.twom_residues(ap, q, s, P.dtype)
+            b_plus, b_minus = _quantize.twom_residues(bp, q, s, P.dtype)
             _quantize.twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s,
                                    rc[0][i], rc[1][i])
             continue
-        ar, ai, br, bi = (P.res(x, q) for x in (ap[0], ap[1], bp[0], bp[1]))
+        ar, ai, br, bi = (P.res(x, q, part) for x in (ap, bp) for part in (0, 1))
         rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
         rc[0][i] = _mod(rr - ii, q)
         if alg == "3m":
@@ -279,10 +268,10 @@ def gemm_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray]) -> l
     return rc
 
 
-def syrk_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray] | None = None):
+def syrk_residues(mods: Moduli, ap: Panel, bp: Panel | None = None):
     """Stage (b) of ``A'A'^T`` (real) or ``A'A'^H`` (complex), one GEMM per 2M modulus.
 
-    ``ap`` holds the quantised parts of a row panel ``I`` of ``A'`` (``t x kt``); with
+    ``ap`` is a row panel ``I`` of ``A`` (``t x kt``, a :class:`Panel`); with
     ``bp=None`` the residues of the diagonal tile ``C_II`` are returned (one array per
     part, ``(N, t, t)``), else ``bp`` is a row panel ``J`` and the residues of the tiles
     ``C_IJ`` and ``C_JI`` come as a pair of such lists.
@@ -296,29 +285,28 @@ def syrk_residues(mods: Moduli, ap: list[np.ndarray], bp: list[np.ndarray] | Non
     """
     pair = bp is not None
     bp = bp if pair else ap
-    t, u = ap[0].shape[0], bp[0].shape[0]
+    t, u = ap.shape[0], bp.shape[0]
     P = _Products(mods)
-    real = len(ap) == 1
-    rc = _empty(mods, len(ap), t, u)
-    rt = _empty(mods, len(ap), u, t) if pair else None
+    real = ap.parts == 1
+    rc = _empty(mods, ap.parts, t, u)
+    rt = _empty(mods, ap.parts, u, t) if pair else None
     for i, (q, alg) in enumerate(zip(mods.moduli, mods.algorithms)):
         if alg == "2m":
             s = sqrt_minus_one(q)
-            pa, ma = _quantize.twom_residues(*(halves(ap[0]) if real else ap), q, s, P.dtype)
-            pb, mb = (pa, ma) if not pair else _quantize.twom_residues(*(halves(bp[0]) if real else bp), q, s,
-                                                                       P.dtype)
+            pa, ma = _quantize.twom_residues(ap.halves() if real else ap, q, s, P.dtype)
+            pb, mb = (pa, ma) if not pair else _quantize.twom_residues(bp.halves() if real else bp, q, s, P.dtype)
             X = P.gemm(q, pa, mb.T)
             Xt = P.gemm(q, pb, ma.T) if pair else X
             for dst, x, y in ((rc, X, Xt.T), (rt, Xt, X.T))[: 1 + pair]:
                 im = dst[1][i] if not real else np.empty_like(dst[0][i])
                 _quantize.twom_combine(x, y, q, s, dst[0][i], im)
         elif alg == "real":
-            rc[0][i] = P.gemm(q, P.res(ap[0], q), P.res(bp[0], q).T)
+            rc[0][i] = P.gemm(q, P.res(ap, q), P.res(bp, q).T)
             if pair:
                 rt[0][i] = rc[0][i].T
         else:  # 3M/4M moduli of a HERK: C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
-            ar, ai = P.res(ap[0], q), P.res(ap[1], q)
-            br, bi = (ar, ai) if not pair else (P.res(bp[0], q), P.res(bp[1], q))
+            ar, ai = P.res(ap, q, 0), P.res(ap, q, 1)
+            br, bi = (ar, ai) if not pair else (P.res(bp, q, 0), P.res(bp, q, 1))
             ir = P.gemm(q, ai, br.T)
             irt = P.gemm(q, bi, ar.T) if pair else ir
             rc[0][i] = _mod(P.gemm(q, ar, br.T) + P.gemm(q, ai, bi.T), q)
@@ -378,9 +366,10 @@ _WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}
 _SCALE_PASS = 8
 
 
-def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int) -> int:
+def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int, parts: int) -> int:
     """Bytes the CPU's stage (b) allocates for a tile beside the residues it returns: the
-    words and products of one modulus at a time (``pairs`` tiles at once)."""
+    words and products of one modulus at a time (``pairs`` tiles at once). The quantised
+    panels are never stored: the residue kernels quantise each entry as they read it."""
     mt, kt, nt = tile
     w = get_engine(mods.engine).dtype.itemsize
     algs = set(mods.algorithms)
@@ -396,13 +385,14 @@ class Kernels:
     """Stages (b) and (c) on one kind of array: :func:`gemm_residues`, :func:`syrk_residues`
     and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt``), and ``memory``,
     the bytes the residue kernels allocate for a tile beside the residues they return
-    (``memory(mods, tile, pairs)``, for :func:`workspace`)."""
+    (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
+    :func:`workspace`)."""
 
     gemm_residues: Callable
     syrk_residues: Callable
     add_residues: Callable
     crt: Callable
-    memory: Callable[[Moduli, tuple[int, int, int], int], int]
+    memory: Callable[[Moduli, tuple[int, int, int], int, int], int]
 
 
 def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: tuple[int, int, int],
@@ -413,8 +403,8 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
 
     Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` (its temporaries); "accurate"
     mode keeps the uint8 bounds of both operands and of the bound product through the
-    whole product. Stage (b), per tile: the quantised panels (float64 per part), the
-    kernels' words and products (``kernels.memory``), and the residues of every modulus
+    whole product. Stage (b), per tile: the kernels' quantised panels, words and products
+    (``kernels.memory``), a row-major copy of a panel, and the residues of every modulus
     (twice with k-panels: the sum and the next panel's). Stage (c): the CRT's doubles. A
     symmetric product's tiles come in pairs ``(I, J)``, ``(J, I)``: everything per tile doubles.
     """
@@ -429,11 +419,11 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
     if mode == "accurate":  # the bound GEMM of a tile; the exponents' int64 passes over mt rows
         scale = max(scale, 8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
     pairs = 2 if symmetric else 1
-    panels = 8 * P * (mt * kt + kt * nt) * pairs + 8 * max(mt * kt, kt * nt)  # and one quantize temporary
+    panels = 8 * max(mt * kt, kt * nt)  # numpy's temporaries beside the kernels (the factors, a mask)
     residues = P * len(mods.moduli) * mt * nt * rs * pairs * (2 if kt < k else 1)
     crt = 16 * mt * nt
     # a quarter more than the arrays counted: the temporaries of numpy expressions between them
-    return lines + keep + max(scale, (panels + kernels.memory(mods, tile, pairs) + residues) * 5 // 4,
+    return lines + keep + max(scale, (panels + kernels.memory(mods, tile, pairs, P) + residues) * 5 // 4,
                               residues + crt)
 
 

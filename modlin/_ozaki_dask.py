@@ -78,8 +78,7 @@ def _chunk_bars(y, ex, bad, *, axis: int):
 
 def _chunk_lost(y, shift, bad, *, axis: int):
     """How many nonzero entries of the chunk its lines' shifts round to zero, as a 1 x 1 array."""
-    _, lost = core.quantized(y, shift, bad, axis)
-    return np.full((1, 1), lost, dtype=np.int64)
+    return np.full((1, 1), core.Panel(y, shift, bad, axis).lost(), dtype=np.int64)
 
 
 def _lines(x: da.Array, axis: int):
@@ -144,8 +143,7 @@ def lost(a: da.Array, b: da.Array, sc: core.Scales) -> tuple[int, int]:
 
 def _pair(a, b, sa, bad_a, sb, bad_b, *, mods: core.Moduli, kernels: core.Kernels):
     """Stage (b) of one pair of chunks: the residues of their quantised exact product."""
-    (qa, _), (qb, _) = core.quantized(a, sa, bad_a, 1), core.quantized(b, sb, bad_b, 0)
-    return kernels.gemm_residues(mods, qa, qb)
+    return kernels.gemm_residues(mods, core.Panel(a, sa, bad_a, 1), core.Panel(b, sb, bad_b, 0))
 
 
 def _combine(x, y, *, mods: core.Moduli, kernels: core.Kernels):

@@ -74,6 +74,7 @@ def _combine_2m(X, Y, moduli, out_re, out_im):
 def gemm_residues(mods, ap, bp) -> list:
     """Residues ``(N, m, n)`` (uint8) of the exact ``A'B'``, one array per part."""
     cp = _cp()
+    ap, bp = ap.quantized(), bp.quantized()
     N = len(mods.moduli)
     m, n = ap[0].shape[0], bp[0].shape[1]
     rc = [cp.empty((N, m, n), dtype=cp.uint8) for _ in ap]
@@ -114,7 +115,8 @@ def syrk_residues(mods, ap, bp=None):
     row panel ``J``), those of the tiles ``C_IJ`` and ``C_JI``, as a pair."""
     cp = _cp()
     pair = bp is not None
-    bp = bp if pair else ap
+    ap = ap.quantized()
+    bp = bp.quantized() if pair else ap
     N = len(mods.moduli)
     t, u = ap[0].shape[0], bp[0].shape[0]
     real = len(ap) == 1
@@ -178,13 +180,14 @@ _PANEL_BYTES = {"real": 2, "2m": 4, "3m": 10, "4m": 4}
 _RESULT_BYTES = {"real": 9, "2m": 14, "3m": 30, "4m": 30}
 
 
-def memory(mods, tile, pairs: int) -> int:
+def memory(mods, tile, pairs: int, parts: int) -> int:
     """The device memory the residue kernels allocate for one tile beside the residues they
-    return (``pairs`` tiles at once), the moduli of one algorithm batched: the largest group."""
+    return (``pairs`` tiles at once): the quantised panels (float64 per part, kept while
+    the tile is made), and the moduli of one algorithm batched: the largest group."""
     mt, kt, nt = tile
     # gemm_i8 pads the columns of B (and the products) to a multiple of 4
     ops, out = mt * kt + kt * (nt + 3), mt * (nt + 3)
-    return pairs * max(mods.algorithms.count(a) * (_PANEL_BYTES[a] * ops + _RESULT_BYTES[a] * out)
+    return pairs * 8 * parts * (mt * kt + kt * nt) + pairs * max(mods.algorithms.count(a) * (_PANEL_BYTES[a] * ops + _RESULT_BYTES[a] * out)
                        for a in set(mods.algorithms))
 
 

@@ -28,10 +28,11 @@ import numpy as np
 from ._backend import namespace
 from ._jit import njit
 from ._rns import _balanced, _fmod
-from ._threads import each
+from ._threads import each, each_row
+from ._tiles import scratch
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "bound_bits", "exact_bits", "fast_exponents", "accurate_exponents",
-           "quantize", "residues", "twom_residues", "twom_combine"]
+           "quantize", "Panel", "residues", "twom_residues", "twom_combine"]
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
 #: float64 (and in int32 for ``k <= 2**19`` on an int8 engine).
@@ -188,6 +189,108 @@ def quantize(x: np.ndarray, shift: np.ndarray, axis: int) -> tuple[np.ndarray, i
 _CHUNK = 512
 
 
+class Panel:
+    """Stage (b)'s operand: a panel ``x`` of ``A``'s rows (``axis=1``) or of ``B``'s columns
+    (``axis=0``), float64 or complex128, with the shifts of its lines, standing for the
+    integers ``rint(x * 2**shift)`` (lines holding Inf or NaN, ``bad``, as zeros).
+
+    On NumPy arrays the residue kernels (:func:`residues`, :func:`twom_residues`) quantise
+    each entry as they read it: the integers are never stored (they took as much memory
+    as the panel, and a pass of their own). :meth:`quantized` makes them (the CuPy
+    kernels' input) and :meth:`lost` counts the nonzero entries they round to zero.
+    """
+
+    def __init__(self, x, shift, bad, axis: int):
+        self.x, self.shift, self.bad, self.axis = x, shift, bad, axis
+        self._quantized = None
+        self._halves = False
+
+    @classmethod
+    def integers(cls, x: np.ndarray) -> "Panel":
+        """The integer-valued float64 or complex128 ``x`` (1-D or 2-D) itself: shifts 0."""
+        x2 = x.reshape(1, -1) if x.ndim == 1 else x
+        return cls(x2, np.zeros(x2.shape[0], dtype=np.int64), np.zeros(x2.shape[0], dtype=bool), 1)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The shape of the integer matrix: real SYRK's :meth:`halves` have half the columns."""
+        r, c = self.x.shape
+        return (r, (c + 1) // 2) if self._halves else (r, c)
+
+    @property
+    def parts(self) -> int:
+        return 2 if self._halves or self.x.dtype.kind == "c" else 1
+
+    def halves(self) -> "Panel":
+        """Real SYRK's ``Z = A_1 + i A_2`` of a real row panel: its two halves of columns as
+        the parts (the second padded with a zero column when the width is odd)."""
+        if self.axis != 1 or self.x.dtype.kind == "c":
+            raise ValueError("halves are those of a real panel of rows")
+        h = Panel(self.x, self.shift, self.bad, 1)
+        h._halves = True
+        return h
+
+    def quantized(self) -> list:
+        """The quantised parts ``rint(x * 2**shift)`` (float64 arrays of :attr:`shape`)."""
+        if self._quantized is None:
+            xp = namespace(self.x)
+            x = self.x if not self.bad.any() else xp.where(xp.expand_dims(self.bad, self.axis), 0, self.x)
+            ps = [x.real, x.imag] if x.dtype.kind == "c" else [x]
+            qs = [quantize(p, self.shift, self.axis)[0] for p in ps]
+            if self._halves:
+                k = x.shape[1]
+                h = (k + 1) // 2
+                second = xp.zeros_like(qs[0][:, :h])
+                second[:, : k - h] = qs[0][:, h:]
+                qs = [qs[0][:, :h], second]
+            self._quantized = qs
+        return self._quantized
+
+    def lost(self) -> int:
+        """How many nonzero entries of the panel's finite lines round to zero."""
+        if namespace(self.x) is not np:
+            xp = namespace(self.x)
+            x = self.x if not self.bad.any() else xp.where(xp.expand_dims(self.bad, self.axis), 0, self.x)
+            ps = [x.real, x.imag] if x.dtype.kind == "c" else [x]
+            return sum(quantize(p, self.shift, self.axis)[1] for p in ps)
+        q = Panel(self.x, self.shift, self.bad, self.axis) if self._halves else _panel(self)[0]  # x's entries
+        flat, rs, fr, fc, layout = q._layout()
+        rows, width = q.x.shape
+        return sum(sum(each_row(lambda r, p=p: _lost_kernel(flat, rs, r.start, r.stop, width, *p, *fr, *fc),
+                                rows, width)) for p in layout)
+
+    def _layout(self):
+        """The panel as the kernels read it: one C-contiguous float64 array spanning it
+        (``flat``), its row stride in doubles, the row and column factors (each a pair
+        ``2**(s//2), 2**(s - s//2)`` whose successive products scale exactly; a panel of
+        rows has no column factors, and a panel of columns rows' factors 1: ``2**s`` alone
+        may overflow or be subnormal, the shifts reaching about -1019 and 1157, while
+        ``x * 2**s`` is below ``2**85``; a bad line's first factor 0), and per part its
+        ``(offset, step, length)`` in a row of ``flat``, the part read as zero beyond it."""
+        x = self.x
+        if (x.shape[1] > 1 and x.strides[1] != x.itemsize) or x.strides[0] < 0 or x.strides[0] % 8:
+            x = np.ascontiguousarray(x)  # neither rows nor columns contiguous: the front door copies those
+        r, c = x.shape
+        v = x.view(np.float64) if x.dtype.kind == "c" else x
+        rs = v.strides[0] // 8 if r > 1 else 0
+        span = (r - 1) * rs + v.shape[1] if r and c else 0
+        flat = np.lib.stride_tricks.as_strided(v, shape=(span,), strides=(8,)) if span else np.zeros(1)
+        half = self.shift // 2
+        f1 = np.ldexp(1.0, half)
+        f1[self.bad] = 0.0
+        f2 = np.ldexp(1.0, self.shift - half)
+        none, ones = np.empty(0), np.ones(r)
+        fr, fc = ((f1, f2), (none, none)) if self.axis == 1 else ((ones, ones), (f1, f2))
+        if x.dtype.kind == "c":
+            layout = [(0, 2, c), (1, 2, c)]
+        elif self._halves:
+            h = (c + 1) // 2
+            layout = [(0, 1, h), (h, 1, c - h)]
+        else:
+            layout = [(0, 1, c)]
+        return flat, rs, fr, fc, layout
+
+
 @njit(inline="always")
 def _folded(v, m, minv, c32):  # pragma: no cover - compiled
     """An integer-valued float64 in ``[0, 2**53)`` congruent to ``v`` modulo ``m``, for an
@@ -198,68 +301,156 @@ def _folded(v, m, minv, c32):  # pragma: no cover - compiled
     return _fmod(hi, m, minv) * c32 + lo
 
 
+@njit(inline="always")
+def _load(row, off, step, length, c0, c, a1, a2, c1, c2, buf):  # pragma: no cover - compiled
+    """``buf[:c] = rint(x * 2**shift)`` of the part's entries ``c0 .. c0 + c`` of one row, with
+    the row's factors ``a1, a2`` or, where ``c1`` is not empty, the columns' ``c1, c2`` (zero
+    past the part's length, and in bad columns: those whose first factor is 0). The reads
+    take a slice and a constant step: with a computed index LLVM cannot prove it
+    non-negative, keeps numba's wraparound test, and vectorises nothing."""
+    stop = max(0, min(c, length - c0))
+    src = row[off + c0 * step:]
+    if step == 1:
+        for e in range(stop):
+            buf[e] = src[e]
+    else:
+        for e in range(stop):
+            buf[e] = src[2 * e]
+    for e in range(stop, c):
+        buf[e] = 0.0
+    if c1.shape[0] == 0:  # a panel of rows: its row's factors only
+        for e in range(c):
+            buf[e] = np.rint(buf[e] * a1 * a2)
+        return
+    f1, f2 = c1[c0:c0 + c], c2[c0:c0 + c]
+    for e in range(c):
+        v = np.rint(buf[e] * f1[e] * f2[e])
+        buf[e] = v if f1[e] != 0.0 else 0.0
+
+
 @njit
-def _residues_kernel(x, m, out):  # pragma: no cover - compiled
-    """``out = x mod m``, balanced, chunk by chunk: :func:`_folded` and the reduction of
-    its result in two loops, since with both reductions in one LLVM vectorises neither."""
+def _lost_kernel(flat, rs, i0, i1, width, off, step, length, r1, r2, c1, c2):  # pragma: no cover - compiled
+    """How many nonzero entries of rows ``i0 .. i1`` of a part (in good lines) round to zero."""
+    buf, zero = np.empty(_CHUNK), np.empty(_CHUNK)
+    lost = 0
+    for i in range(i0, i1):
+        if r1[i] == 0.0:
+            continue
+        row = flat[i * rs:]
+        for c0 in range(0, width, _CHUNK):
+            c = min(_CHUNK, width - c0)
+            stop = max(0, min(c, length - c0))
+            _load(row, off, step, length, c0, c, r1[i], r2[i], c1, c2, buf)
+            # the zeros of x (bad columns' entries count as zeros: 0 in buf too)
+            src = row[off + c0 * step:]
+            if step == 1:
+                for e in range(stop):
+                    zero[e] = src[e]
+            else:
+                for e in range(stop):
+                    zero[e] = src[2 * e]
+            if c1.shape[0]:
+                f1 = c1[c0:c0 + c]
+                for e in range(stop):
+                    zero[e] = zero[e] if f1[e] != 0.0 else 0.0
+            for e in range(stop):
+                lost += 1 if (buf[e] == 0.0 and zero[e] != 0.0) else 0
+    return lost
+
+
+@njit
+def _residues_kernel(flat, rs, i0, i1, width, off, step, length, r1, r2, c1, c2, m, out):  # pragma: no cover
+    """``out = rint(x * 2**shift) mod m``, balanced, for rows ``i0 .. i1`` of a panel, chunk by
+    chunk: :func:`_folded` and the reduction of its result in two loops, since with both
+    reductions in one LLVM vectorises neither."""
     mf = np.float64(m)
     minv = 1.0 / mf
     c32 = np.float64(2**32 % m)
     half = np.floor((mf - 1.0) / 2.0)
     buf = np.empty(_CHUNK)
-    for e0 in range(0, x.shape[0], _CHUNK):
-        e1 = min(e0 + _CHUNK, x.shape[0])
-        src, dst = x[e0:e1], out[e0:e1]
-        for e in range(e1 - e0):
-            buf[e] = _folded(src[e], mf, minv, c32)
-        for e in range(e1 - e0):
-            dst[e] = _balanced(_fmod(buf[e], mf, minv), mf, half)
+    for i in range(i0, i1):
+        row, dst = flat[i * rs:], out[i]
+        if r1[i] == 0.0:
+            dst[:] = 0
+            continue
+        for c0 in range(0, width, _CHUNK):
+            c = min(_CHUNK, width - c0)
+            _load(row, off, step, length, c0, c, r1[i], r2[i], c1, c2, buf)
+            for e in range(c):
+                buf[e] = _folded(buf[e], mf, minv, c32)
+            for e in range(c):
+                dst[c0 + e] = _balanced(_fmod(buf[e], mf, minv), mf, half)
 
 
 @njit
-def _twom_kernel(xr, xi, m, s, plus, minus):  # pragma: no cover - compiled
-    """``plus, minus = xr +- s*xi mod m``, balanced, chunk by chunk: one loop per chained
-    reduction (with two chained in one loop, LLVM vectorises neither)."""
+def _twom_kernel(flat, rs, i0, i1, width, ro, rstep, rlen, io, istep, ilen, r1, r2, c1, c2, m, s, plus,
+                 minus):  # pragma: no cover - compiled
+    """``plus, minus = xr +- s*xi mod m`` (balanced) of the quantised parts, for rows
+    ``i0 .. i1`` of a panel, chunk by chunk: one loop per chained reduction (with two
+    chained in one loop, LLVM vectorises neither)."""
     mf = np.float64(m)
     minv = 1.0 / mf
     c32 = np.float64(2**32 % m)
     half = np.floor((mf - 1.0) / 2.0)
     sf = np.float64(s)
     r, t = np.empty(_CHUNK), np.empty(_CHUNK)
-    for e0 in range(0, xr.shape[0], _CHUNK):
-        e1 = min(e0 + _CHUNK, xr.shape[0])
-        sr, si, dp, dm = xr[e0:e1], xi[e0:e1], plus[e0:e1], minus[e0:e1]
-        c = e1 - e0
-        for e in range(c):
-            r[e] = _folded(sr[e], mf, minv, c32)
-            t[e] = _folded(si[e], mf, minv, c32)
-        for e in range(c):
-            r[e] = _fmod(r[e], mf, minv)
-            t[e] = _fmod(t[e], mf, minv) * sf
-        for e in range(c):
-            t[e] = _fmod(t[e], mf, minv)
-        for e in range(c):
-            dp[e] = _balanced(_fmod(r[e] + t[e], mf, minv), mf, half)
-            dm[e] = _balanced(_fmod(r[e] - t[e], mf, minv), mf, half)
+    for i in range(i0, i1):
+        row, dp, dm = flat[i * rs:], plus[i], minus[i]
+        if r1[i] == 0.0:
+            dp[:] = 0
+            dm[:] = 0
+            continue
+        for c0 in range(0, width, _CHUNK):
+            c = min(_CHUNK, width - c0)
+            _load(row, ro, rstep, rlen, c0, c, r1[i], r2[i], c1, c2, r)
+            _load(row, io, istep, ilen, c0, c, r1[i], r2[i], c1, c2, t)
+            for e in range(c):
+                r[e] = _folded(r[e], mf, minv, c32)
+                t[e] = _folded(t[e], mf, minv, c32)
+            for e in range(c):  # r + s t and r - s t stay below m + m**2 < 2**53: reduced once
+                r[e] = _fmod(r[e], mf, minv)
+                t[e] = _fmod(t[e], mf, minv) * sf
+            for e in range(c):
+                dp[c0 + e] = _balanced(_fmod(r[e] + t[e], mf, minv), mf, half)
+                dm[c0 + e] = _balanced(_fmod(r[e] - t[e], mf, minv), mf, half)
 
 
-def residues(x: np.ndarray, m: int, dtype) -> np.ndarray:
-    """Balanced residues (in ``[-(m//2), (m-1)//2]``) of the integer-valued float64 ``x``
-    modulo ``m < 2**26``, in ``dtype`` (an engine's word type)."""
-    out = np.empty(x.shape, dtype=dtype)
-    src, dst = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-    each(lambda r: _residues_kernel(src[r.start:r.stop], m, dst[r.start:r.stop]), src.size)
-    return out
+def _panel(x) -> tuple[Panel, bool]:
+    """``x`` as a :class:`Panel` the kernels read by rows, and whether that is its transpose:
+    a panel whose columns are contiguous (a Fortran-ordered operand's) is read as its
+    transpose, whose residues are the transpose of its own, rather than copied."""
+    p = x if isinstance(x, Panel) else Panel.integers(np.asarray(x))
+    y = p.x
+    if y.shape[0] > 1 and y.shape[1] > 1 and y.strides[0] == y.itemsize and not p._halves:
+        return Panel(y.T, p.shift, p.bad, 1 - p.axis), True
+    return p, False
 
 
-def twom_residues(xr: np.ndarray, xi: np.ndarray, m: int, s: int, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """2M's images ``xr +- s*xi mod m`` (balanced, in ``dtype``) of integer-valued float64 parts."""
-    plus, minus = np.empty(xr.shape, dtype=dtype), np.empty(xr.shape, dtype=dtype)
-    sr, si = np.ascontiguousarray(xr).reshape(-1), np.ascontiguousarray(xi).reshape(-1)
-    dp, dm = plus.reshape(-1), minus.reshape(-1)
-    each(lambda r: _twom_kernel(sr[r.start:r.stop], si[r.start:r.stop], m, s, dp[r.start:r.stop], dm[r.start:r.stop]),
-         sr.size, 2)
-    return plus, minus
+def residues(x, m: int, dtype, part: int = 0) -> np.ndarray:
+    """Balanced residues (in ``[-(m//2), (m-1)//2]``) modulo ``m < 2**26``, in ``dtype`` (an
+    engine's word type), of part ``part`` (0 real, 1 imaginary) of a :class:`Panel`'s
+    integers, or of an integer-valued float64 array ``x`` (its shape kept)."""
+    p, flip = _panel(x)
+    flat, rs, fr, fc, layout = p._layout()
+    out = scratch(p.shape, dtype)
+    width = p.shape[1]
+    each_row(lambda r: _residues_kernel(flat, rs, r.start, r.stop, width, *layout[part], *fr, *fc, m, out),
+             p.shape[0], width)
+    out = out.T if flip else out
+    return out if isinstance(x, Panel) else out.reshape(np.shape(x))
+
+
+def twom_residues(x, m: int, s: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """2M's images ``xr +- s*xi mod m`` (balanced, in ``dtype``) of a complex :class:`Panel`'s
+    integers (or real SYRK's :meth:`Panel.halves`), or of an integer-valued complex128 array."""
+    p, flip = _panel(x)
+    flat, rs, fr, fc, layout = p._layout()
+    plus, minus = scratch(p.shape, dtype), scratch(p.shape, dtype)
+    width = p.shape[1]
+    each_row(lambda r: _twom_kernel(flat, rs, r.start, r.stop, width, *layout[0], *layout[1], *fr, *fc, m, s,
+                                    plus, minus), p.shape[0], width, 2)
+    plus, minus = (plus.T, minus.T) if flip else (plus, minus)
+    return (plus, minus) if isinstance(x, Panel) else (plus.reshape(np.shape(x)), minus.reshape(np.shape(x)))
 
 
 @njit

@@ -219,8 +219,11 @@ def run(tiling: Tiling, product: Callable[[slice, slice, slice], Any], *,
             continue
         part = product(rows, inner, cols)
         acc = part if inner.start == 0 else add(acc, part)
-        if inner.stop >= k and finish is not None:
-            finish(rows, cols, acc)
+        part = None  # dropped now, not when the next panel's is made: its scratch is idle again
+        if inner.stop >= k:
+            if finish is not None:
+                finish(rows, cols, acc)
+            acc = None
         if bar is not None:
             bar.update(1)
 
@@ -299,6 +302,21 @@ class _Pool:
         self._lock = threading.RLock()  # trims run when arrays die, maybe inside empty()
         self._deadline: float | None = None  # when idle buffers beyond the share go
         self._decayer: threading.Thread | None = None
+        self._busy = 0  # products inside :meth:`holding`
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """No decay while inside: for a product whose stages run seconds without scratch (the
+        ozaki scales read the whole operands first), so that its tiles find the buffers the
+        previous product left. The decay's delay starts again on exit."""
+        with self._lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._deadline = time.monotonic() + POOL_DECAY
 
     def _idle(self, i: int, dying: int = 0) -> bool:
         # the list's reference and getrefcount's own argument: no array uses it; the buffer
@@ -346,7 +364,7 @@ class _Pool:
         idle buffers to the share of the budget, and end."""
         while True:
             with self._lock:
-                left = self._deadline - time.monotonic()
+                left = POOL_DECAY if self._busy else self._deadline - time.monotonic()
                 if left <= 0:
                     self._trim()
                     self._decayer = None
@@ -381,6 +399,11 @@ class _Pool:
 
 
 _POOL = _Pool()
+
+
+def holding():
+    """:meth:`_Pool.holding` of the scratch pool: its idle buffers wait for the product inside."""
+    return _POOL.holding()
 
 
 def scratch(shape: tuple[int, ...], dtype, xp=np):

@@ -35,7 +35,7 @@ from ._convert import check_operand, trans_code
 from ._matmul import _matmul_shapes
 from ._ozaki_core import Moduli as _Moduli
 from ._rns import Basis, int8_moduli
-from ._tiles import budget, choose, pair_count, progress, run, square
+from ._tiles import budget, choose, holding, pair_count, progress, run, square
 from .gaussian import _twom_primes, _why_not_twom, twom_moduli
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "AccuracyWarning"]
@@ -280,6 +280,7 @@ def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, xp
     return (square(tiling) if symmetric else tiling), cost
 
 
+@holding()  # stage (a) reads the operands for seconds without scratch: the pool waits for the tiles
 def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
     """``out[...] = epilogue(the emulated a @ b)`` for two 2-D matrices (both float64 or both
     complex128, NumPy or CuPy), tile by tile within the memory budget: stage (a) once, then
@@ -297,11 +298,11 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
 
     def product(rows, inner, cols):
         if held.get("key") != (rows.start, inner.start):
-            held["qa"], count = core.quantized(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
+            held["qa"] = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
             held["key"] = (rows.start, inner.start)
-            lost[0] += count if cols.start == 0 else 0
-        qb, count = core.quantized(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
-        lost[1] += count if rows.start == 0 else 0
+            lost[0] += held["qa"].lost() if cols.start == 0 else 0
+        qb = core.Panel(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
+        lost[1] += qb.lost() if rows.start == 0 else 0
         return kernels.gemm_residues(mods, held["qa"], qb)
 
     def finish(rows, cols, res):
@@ -316,6 +317,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     _warn_lost(lost[1], "B", 0)
 
 
+@holding()
 def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
     """``out[...] = epilogue(the emulated a @ a^T)`` (real) or ``a @ a^H`` (complex) of a 2-D
     matrix, by pairs of square tiles ``(I, J)`` and ``(J, I)``, ``I <= J``, within the budget
@@ -328,8 +330,8 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     lost = [0]
 
     def panel(rows, inner, count):
-        q, dropped = core.quantized(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
-        lost[0] += dropped if count else 0
+        q = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
+        lost[0] += q.lost() if count else 0
         return q
 
     def product(rows, inner, cols):
@@ -393,10 +395,14 @@ def _operands(fn: str, C, c, **operands):
 def _op(x, code: int):
     """BLAS's ``op(x)``: ``x``, ``x^T`` (code 1) or ``x^H`` (code 2; ``x^T`` for real ``x``), on
     the last two axes (a 1-D operand is not transposed). A copy when transposed, so that
-    the emulation reads contiguous rows."""
+    the emulation reads contiguous rows, and when neither its rows nor its columns are
+    contiguous (the residue kernels read one or the other in place)."""
     if code and x.ndim >= 2:
         x = x.swapaxes(-1, -2)
         x = x if is_dask(x) else namespace(x).ascontiguousarray(x)
+    elif x.ndim >= 2 and not is_dask(x) and x.shape[-1] > 1 and x.shape[-2] > 1 \
+            and x.itemsize not in (x.strides[-1], x.strides[-2]):
+        x = namespace(x).ascontiguousarray(x)
     if code == 2 and x.dtype.kind == "c":
         x = x.conj()
     return x

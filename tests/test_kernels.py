@@ -288,7 +288,9 @@ def test_ozaki_twom(harness, rng):
     roots = [sqrt_minus_one(m) for m in moduli]
     xr = _ozaki_data(rng, 4000)
     xi = np.concatenate([rng.permutation(xr[:25]), _ozaki_data(rng, 4000)[25:]])
-    want = [_quantize.twom_residues(xr, xi, m, s, np.int8) for m, s in zip(moduli, roots)]
+    z = np.empty(xr.size, dtype=np.complex128)
+    z.real, z.imag = xr, xi
+    want = [_quantize.twom_residues(z, m, s, np.int8) for m, s in zip(moduli, roots)]
     plus = np.zeros((len(moduli), xr.size), dtype=np.int8)
     minus = np.zeros_like(plus)
     harness.ozaki_twom_i8(_ptr(xr), _ptr(xi), xr.size, _ptr(np.array(moduli, dtype=np.int32)),

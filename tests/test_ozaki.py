@@ -1267,3 +1267,85 @@ def test_quantized_residues_against_python_ints(rng, m):
     exact = [int(v) % m for v in x]
     assert got.tolist() == [r - m if r > (m - 1) // 2 else r for r in exact]
 
+
+
+def _exact_quantized(x: np.ndarray, shift: np.ndarray, bad: np.ndarray, axis: int) -> list[list[int]]:
+    """``rint(x * 2**shift)`` by Python's exact rounding (half to even), bad lines as zeros."""
+    out = []
+    for i in range(x.shape[0]):
+        row = []
+        for j in range(x.shape[1]):
+            line = i if axis == 1 else j
+            v = Fraction(float(x[i, j])) if not bad[line] else Fraction(0)
+            row.append(round(v * Fraction(2) ** int(shift[line])))
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_panel_kernels_quantise_as_they_read(rng, complex_, layout, axis):
+    # stage (b)'s kernels scale and round each entry as they read it (the quantised panel is
+    # never stored): against Python's exact rint(x * 2**shift) for lines from subnormal to
+    # 1e308 maxima (shifts about 1157 and -940), entries rounded to zero, a line holding
+    # Inf or NaN, zeros, and panels wider than a kernel chunk
+    from modlin import _quantize
+    from modlin.gaussian import sqrt_minus_one
+
+    r, c = (13, 530) if axis == 1 else (530, 11)
+    lines = r if axis == 1 else c
+
+    def draw():
+        mag = np.ldexp(rng.uniform(0.5, 1.0, (r, c)), rng.integers(-60, 1, (r, c)))
+        top = np.array([-1070, -1030, 1000, 1020, 0, -300] + list(rng.integers(-1000, 1000, lines - 6)))
+        x = mag * np.ldexp(1.0, np.expand_dims(top, axis)) * rng.choice([-1.0, 1.0], (r, c))
+        x[rng.random((r, c)) < 0.1] = 0.0
+        return x
+
+    x = draw() + 1j * draw() if complex_ else draw()
+    bad = np.zeros(lines, dtype=bool)
+    bad[3] = True
+    line = (3, slice(None)) if axis == 1 else (slice(None), 3)
+    x[line][5] = np.inf
+    x[line][7] = np.nan
+    parts = [x.real, x.imag] if complex_ else [x]
+    mx = np.maximum.reduce([np.where(np.expand_dims(bad, axis), 0, abs(p)).max(axis=axis) for p in parts])
+    g = rng.integers(_quantize.T_BITS, _quantize.G_MAX + 1, lines)
+    shift = g - np.frexp(mx)[1]
+    if layout == "F":
+        x = np.asfortranarray(x)
+    elif layout == "strided":
+        big = np.zeros((2 * r, 3 * c), dtype=x.dtype)
+        big[::2, ::3] = x
+        x = big[::2, ::3]
+    panel = _quantize.Panel(x, shift, bad, axis)
+    before = x.copy()
+    want = [_exact_quantized(p, shift, bad, axis) for p in parts]
+    lost = sum(1 for p, w in zip(parts, want) for i in range(r) for j in range(c)
+               if w[i][j] == 0 and p[i, j] != 0 and not bad[i if axis == 1 else j])
+    assert lost > 0 and panel.lost() == lost
+    assert [q.tolist() for q in panel.quantized()] == [[[float(v) for v in row] for row in w] for w in want]
+
+    def balanced(v, m):
+        v %= m
+        return v - m if v > (m - 1) // 2 else v
+
+    for m in (241, 2097133):
+        for part, w in enumerate(want):
+            got = _quantize.residues(panel, m, np.float64, part)
+            assert got.tolist() == [[balanced(v, m) for v in row] for row in w]
+        if complex_:
+            s = sqrt_minus_one(m)
+            plus, minus = _quantize.twom_residues(panel, m, s, np.float64)
+            assert plus.tolist() == [[balanced(a + s * b, m) for a, b in zip(*rows)] for rows in zip(*want)]
+            assert minus.tolist() == [[balanced(a - s * b, m) for a, b in zip(*rows)] for rows in zip(*want)]
+        elif axis == 1:  # real SYRK's halves: Z = A_1 + i A_2, the second padded with a zero column
+            s = sqrt_minus_one(m)
+            h = (c + 1) // 2
+            z = [(row[:h], row[h:] + [0] * (2 * h - c)) for row in want[0]]
+            plus, minus = _quantize.twom_residues(panel.halves(), m, s, np.float64)
+            assert plus.tolist() == [[balanced(a + s * b, m) for a, b in zip(*rows)] for rows in z]
+            assert minus.tolist() == [[balanced(a - s * b, m) for a, b in zip(*rows)] for rows in z]
+            assert panel.halves().lost() == lost
+    np.testing.assert_array_equal(x, before)

@@ -353,6 +353,47 @@ def test_small_scratch_is_plain_memory():
     assert a.shape == (100, 10) and a.flags.c_contiguous and pool.held_bytes() == 0
 
 
+def test_scratch_pool_holds_its_buffers_while_a_product_runs(monkeypatch):
+    # a product whose first stage runs longer than the decay without scratch (ozaki's scales)
+    # still finds the buffers the previous product left
+    import time
+
+    monkeypatch.setattr(_tiles, "POOL_DECAY", 0.1)
+    pool = _tiles._Pool()
+    with modlin.limits(memory="4MiB"):
+        with pool.holding():
+            a, b = pool.empty((2**17,), np.float64), pool.empty((2**17,), np.float64)  # 1 MiB each
+            del a, b  # idle: the share is 1 MiB
+            time.sleep(0.4)
+            assert pool.held_bytes() == 2 * 2**20  # no decay inside
+        for _ in range(100):  # after it, the decay trims to the share
+            if pool.held_bytes() == 2**20:
+                break
+            time.sleep(0.05)
+        assert pool.held_bytes() == 2**20
+
+
+def test_tile_loop_drops_each_panel_before_the_next(rng):
+    # run() must not hold the previous k-panel's part (or the previous tile's sum) while the
+    # next is made: their scratch would not be idle, and the pool would map fresh memory
+    import weakref
+
+    tiling = _tiles.Tiling((4, 6, 4), (2, 2, 2), 0, 1)
+    alive = []
+
+    class Part:
+        pass
+
+    def product(rows, inner, cols):
+        assert sum(r() is not None for r in alive) == (inner.start > 0)  # only the tile's running sum
+        p = Part()
+        alive.append(weakref.ref(p))
+        return p
+
+    _tiles.run(tiling, product, add=lambda acc, part: acc, finish=lambda rows, cols, acc: None)
+    assert len(alive) == tiling.count
+
+
 def test_scratch_pool_keeps_the_budget_then_a_share_of_it(monkeypatch):
     import time
 
