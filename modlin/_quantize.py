@@ -302,12 +302,11 @@ def _folded(v, m, minv, c32):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
-def _load(row, off, step, length, c0, c, a1, a2, c1, c2, buf):  # pragma: no cover - compiled
-    """``buf[:c] = rint(x * 2**shift)`` of the part's entries ``c0 .. c0 + c`` of one row, with
-    the row's factors ``a1, a2`` or, where ``c1`` is not empty, the columns' ``c1, c2`` (zero
-    past the part's length, and in bad columns: those whose first factor is 0). The reads
-    take a slice and a constant step: with a computed index LLVM cannot prove it
-    non-negative, keeps numba's wraparound test, and vectorises nothing."""
+def _read(row, off, step, length, c0, c, buf):  # pragma: no cover - compiled
+    """``buf[:stop] =`` the part's raw entries ``c0 .. c0 + stop`` of one row (``step`` 1 or 2),
+    ``stop`` (returned) the chunk's ``c`` cut at the part's length. The reads take a slice
+    and a constant step: with a computed index LLVM cannot prove it non-negative, keeps
+    numba's wraparound test, and vectorises nothing."""
     stop = max(0, min(c, length - c0))
     src = row[off + c0 * step:]
     if step == 1:
@@ -316,6 +315,15 @@ def _load(row, off, step, length, c0, c, a1, a2, c1, c2, buf):  # pragma: no cov
     else:
         for e in range(stop):
             buf[e] = src[2 * e]
+    return stop
+
+
+@njit(inline="always")
+def _load(row, off, step, length, c0, c, a1, a2, c1, c2, buf):  # pragma: no cover - compiled
+    """``buf[:c] = rint(x * 2**shift)`` of the part's entries ``c0 .. c0 + c`` of one row, with
+    the row's factors ``a1, a2`` or, where ``c1`` is not empty, the columns' ``c1, c2`` (zero
+    past the part's length, and in bad columns: those whose first factor is 0)."""
+    stop = _read(row, off, step, length, c0, c, buf)
     for e in range(stop, c):
         buf[e] = 0.0
     if c1.shape[0] == 0:  # a panel of rows: its row's factors only
@@ -339,16 +347,9 @@ def _lost_kernel(flat, rs, i0, i1, width, off, step, length, r1, r2, c1, c2):  #
         row = flat[i * rs:]
         for c0 in range(0, width, _CHUNK):
             c = min(_CHUNK, width - c0)
-            stop = max(0, min(c, length - c0))
             _load(row, off, step, length, c0, c, r1[i], r2[i], c1, c2, buf)
             # the zeros of x (bad columns' entries count as zeros: 0 in buf too)
-            src = row[off + c0 * step:]
-            if step == 1:
-                for e in range(stop):
-                    zero[e] = src[e]
-            else:
-                for e in range(stop):
-                    zero[e] = src[2 * e]
+            stop = _read(row, off, step, length, c0, c, zero)
             if c1.shape[0]:
                 f1 = c1[c0:c0 + c]
                 for e in range(stop):
