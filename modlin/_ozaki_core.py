@@ -129,18 +129,27 @@ def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarr
         mx = xp.zeros(len(range(*ls.indices(count))))
         for ks in chunks:
             y = piece(ls, ks)
-            if y.shape[axis]:
+            if y.shape[axis] and xp is np:  # one pass of a kernel
+                b_, m_ = _quantize.line_maxima(y, axis)
+                bad[ls] |= b_
+                mx = np.maximum(mx, m_)
+            elif y.shape[axis]:
                 bad[ls] |= nonfinite(y, axis)
                 mx = functools.reduce(xp.maximum, [xp.abs(p).max(axis=axis) for p in parts(y)], mx)
         mx[bad[ls]] = 0
         ex[ls] = xp.frexp(mx)[1]
         for ks in chunks:
+            target = None if bars is None else bars[ls, ks] if axis == 1 else bars[ks, ls]
+            if xp is np:  # one pass of a kernel, no temporaries
+                n_, s_ = _quantize.line_stats(piece(ls, ks), ex[ls], bad[ls], axis, target)
+                need[ls] = np.maximum(need[ls], n_)
+                sq[ls] += s_
+                continue
             ps = parts(_zero_lines(piece(ls, ks), bad[ls], axis))
             _, bar = _quantize.part_bounds(ps, axis, ex[ls])
             need[ls] = xp.maximum(need[ls], _quantize.exact_bits(ps, ex[ls], axis))
             sq[ls] += (bar * bar).sum(axis=axis)
-            if bars is not None:
-                target = bars[ls, ks] if axis == 1 else bars[ks, ls]
+            if target is not None:
                 target[...] = bar
     return bad, ex, need, sq
 

@@ -22,6 +22,7 @@ inequality, checked in integer exponents, never in rounded floats.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from ._threads import each, each_row
 from ._tiles import scratch
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "bound_bits", "exact_bits", "fast_exponents", "accurate_exponents",
-           "quantize", "Panel", "residues", "twom_residues", "twom_combine"]
+           "quantize", "line_maxima", "line_stats", "Panel", "residues", "twom_residues", "twom_combine"]
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
 #: float64 (and in int32 for ``k <= 2**19`` on an int8 engine).
@@ -203,6 +204,7 @@ class Panel:
     def __init__(self, x, shift, bad, axis: int):
         self.x, self.shift, self.bad, self.axis = x, shift, bad, axis
         self._quantized = None
+        self._lost = 0
         self._halves = False
 
     @classmethod
@@ -219,6 +221,7 @@ class Panel:
 
     @property
     def parts(self) -> int:
+        """How many parts the integers have: 2 for complex panels and for :meth:`halves`."""
         return 2 if self._halves or self.x.dtype.kind == "c" else 1
 
     def halves(self) -> "Panel":
@@ -231,12 +234,13 @@ class Panel:
         return h
 
     def quantized(self) -> list:
-        """The quantised parts ``rint(x * 2**shift)`` (float64 arrays of :attr:`shape`)."""
+        """The quantised parts ``rint(x * 2**shift)`` (arrays of :attr:`shape`, on ``x``'s device)."""
         if self._quantized is None:
             xp = namespace(self.x)
             x = self.x if not self.bad.any() else xp.where(xp.expand_dims(self.bad, self.axis), 0, self.x)
-            ps = [x.real, x.imag] if x.dtype.kind == "c" else [x]
-            qs = [quantize(p, self.shift, self.axis)[0] for p in ps]
+            made = [quantize(p, self.shift, self.axis) for p in ([x.real, x.imag] if x.dtype.kind == "c" else [x])]
+            qs = [q for q, _ in made]
+            self._lost = sum(n for _, n in made)
             if self._halves:
                 k = x.shape[1]
                 h = (k + 1) // 2
@@ -248,11 +252,9 @@ class Panel:
 
     def lost(self) -> int:
         """How many nonzero entries of the panel's finite lines round to zero."""
-        if namespace(self.x) is not np:
-            xp = namespace(self.x)
-            x = self.x if not self.bad.any() else xp.where(xp.expand_dims(self.bad, self.axis), 0, self.x)
-            ps = [x.real, x.imag] if x.dtype.kind == "c" else [x]
-            return sum(quantize(p, self.shift, self.axis)[1] for p in ps)
+        if namespace(self.x) is not np:  # CuPy: counted as the quantised parts are made
+            self.quantized()
+            return self._lost
         q = Panel(self.x, self.shift, self.bad, self.axis) if self._halves else _panel(self)[0]  # x's entries
         flat, rs, fr, fc, layout = q._layout()
         rows, width = q.x.shape
@@ -452,6 +454,98 @@ def twom_residues(x, m: int, s: int, dtype) -> tuple[np.ndarray, np.ndarray]:
                                     plus, minus), p.shape[0], width, 2)
     plus, minus = (plus.T, minus.T) if flip else (plus, minus)
     return (plus, minus) if isinstance(x, Panel) else (plus.reshape(np.shape(x)), minus.reshape(np.shape(x)))
+
+
+@njit
+def _stats_kernel(flat, rs, i0, i1, width, o0, s0, o1, s1, nparts, r1, r2, c1, c2, ex, need, sq, keep,
+                  bars):  # pragma: no cover - compiled
+    """:func:`line_stats` of rows ``i0 .. i1`` of a panel (lines are its rows where ``c1`` is
+    empty, else its columns): entry by entry, the bound ``sum over parts of
+    ceil(|x| * 2**(T_BITS - ex))`` (at least 1 where ``x != 0``; the factors carry the
+    shift, 0 on bad lines), its square into ``sq`` and into ``bars`` (with ``keep``), and
+    ``ex - lsb(x)`` into ``need``."""
+    rowlines = c1.shape[0] == 0
+    for i in range(i0, i1):
+        if r1[i] == 0.0:
+            if keep:
+                bars[i, :] = 0
+            continue
+        row = flat[i * rs:]
+        for j in range(width):
+            line = i if rowlines else j
+            f1, f2 = (r1[i], r2[i]) if rowlines else (c1[j], c2[j])
+            bound = 0.0
+            if f1 != 0.0:
+                for p in range(nparts):
+                    v = row[o0 + j * s0] if p == 0 else row[o1 + j * s1]
+                    if v != 0.0:
+                        bound += max(np.ceil(abs(v) * f1 * f2), 1.0)
+                        fr, e = math.frexp(v)  # v = fr * 2**e, |fr| in [0.5, 1)
+                        mant = np.int64(abs(fr) * 2.0**53)  # an integer below 2**53
+                        low = math.frexp(np.float64(mant & -mant))[1] - 1  # its trailing zero bits
+                        need[line] = max(need[line], ex[line] - (e - 53 + low))
+                sq[line] += bound * bound
+            if keep:
+                bars[i, j] = np.uint8(bound)
+
+
+@njit
+def _maxima_kernel(flat, rs, i0, i1, width, o0, s0, o1, s1, nparts, rowlines, mx, bad):  # pragma: no cover
+    """:func:`line_maxima` of rows ``i0 .. i1`` of a panel (lines: its rows or its columns)."""
+    for i in range(i0, i1):
+        row = flat[i * rs:]
+        for j in range(width):
+            line = i if rowlines else j
+            for p in range(nparts):
+                a = abs(row[o0 + j * s0] if p == 0 else row[o1 + j * s1])
+                if a < np.inf:
+                    mx[line] = max(mx[line], a)
+                else:  # Inf or NaN
+                    bad[line] = True
+
+
+def line_maxima(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(bad, mx)`` of a NumPy piece ``x`` (float64 or complex128), per row (``axis=1``) or
+    column (``axis=0``): whether it holds Inf or NaN, and the largest finite ``|part|``
+    of its entries, in one pass."""
+    lines = x.shape[1 - axis]
+    p, flip = _panel(Panel(x, np.zeros(lines, dtype=np.int64), np.zeros(lines, dtype=bool), axis))
+    flat, rs, _, _, layout = p._layout()
+    rows, width = p.x.shape
+    (o0, s0, _), (o1, s1, _) = layout[0], layout[-1]
+
+    def slab(r):
+        mx, bad = np.zeros(lines), np.zeros(lines, dtype=bool)
+        _maxima_kernel(flat, rs, r.start, r.stop, width, o0, s0, o1, s1, len(layout), p.axis == 1, mx, bad)
+        return bad, mx
+
+    found = each_row(slab, rows, width)
+    return functools.reduce(np.logical_or, [f[0] for f in found]), functools.reduce(np.maximum, [f[1] for f in found])
+
+
+def line_stats(x: np.ndarray, ex: np.ndarray, bad: np.ndarray, axis: int, bars: np.ndarray | None = None):
+    """What stage (a) takes of a NumPy piece ``x`` (float64 or complex128) of whole lines'
+    exponents ``ex`` (rows, ``axis=1``; columns, ``axis=0``), in one pass:
+    ``(need, sq)``, the bits :func:`exact_bits` gives and the squared norms of the bounds
+    of :func:`part_bounds` (``(bar * bar).sum(axis)``), lines in ``bad`` counting as
+    zeros; the bounds themselves written into ``bars`` (uint8, ``x``'s shape) when given.
+    The same integers as those functions' numpy passes, without their temporaries."""
+    lines = x.shape[1 - axis]
+    p, flip = _panel(Panel(x, T_BITS - ex, bad, axis))
+    flat, rs, fr, fc, layout = p._layout()
+    rows, width = p.x.shape
+    (o0, s0, _), (o1, s1, _) = layout[0], layout[-1]
+    keep = bars is not None
+    target = (bars.T if flip else bars) if keep else np.zeros((0, 0), dtype=np.uint8)
+
+    def slab(r):
+        need, sq = np.full(lines, T_BITS, dtype=np.int64), np.zeros(lines)
+        _stats_kernel(flat, rs, r.start, r.stop, width, o0, s0, o1, s1, len(layout), *fr, *fc, ex, need, sq, keep,
+                      target)
+        return need, sq
+
+    found = each_row(slab, rows, width, 2)
+    return (functools.reduce(np.maximum, [f[0] for f in found]), functools.reduce(np.add, [f[1] for f in found]))
 
 
 @njit

@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from ._limits import limits
 from ._progress import bar as progress_bar
 
 __all__ = ["paths", "warmup", "ship"]
@@ -192,6 +193,12 @@ def _ozaki() -> None:
             for alg in algorithms:
                 ozaki.zgemm(z, z.T, engine=engine, mode=mode, algorithm=alg)
                 ozaki.zherk(z, engine=engine, mode=mode, algorithm=alg)
+    # tiles and k-panels: the strided pieces (and added residues) of tiled products
+    y = rng.standard_normal((300, 300))
+    with limits(memory="2MiB"):
+        for mode in ("fast", "accurate"):
+            ozaki.dgemm(y, y.T, mode=mode)
+            ozaki.zgemm(y + 1j * y.T, y, mode=mode)
 
 
 def paths() -> list[tuple[str, Callable[[], None]]]:

@@ -18,6 +18,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -129,6 +130,20 @@ def budgets(tiling_of, top: int = 10**10, within=None):
         out.setdefault((t.tile, t.grid), (budget, t))
         budget = int(min(budget, t.peak) / 1.5)
     return list(out.values())
+
+
+def traced(call):
+    """``(result, peak)``: what ``call()`` returns and the most memory numpy and Python held
+    during it (tracemalloc). ``call`` runs once untraced first: numba loads (or compiles)
+    each kernel specialization a tiling needs on its first use, a one-time cost in Python
+    objects that is not working memory."""
+    call()
+    tracemalloc.start()
+    try:
+        out = call()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def same_bits(x, y) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import modlin
-from conftest import HARNESS_SIGNATURES, budgets, same_bits
+from conftest import HARNESS_SIGNATURES, budgets, same_bits, traced
 from modlin import _cuda, ozaki
 from modlin.gaussian import twom_moduli
 
@@ -407,20 +407,12 @@ def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels)
 
 def test_ozaki_gpu_working_memory_within_the_model(gpu, rng):
     # the stand-in allocates host memory where CuPy would allocate device memory: traced
-    import tracemalloc
-
     Z, W = _phi_matrix(rng, (160, 150), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
     mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150)
     cp = sys.modules["cupy"]
-    ozaki.zgemm(gpu(Z[:8, :8]), gpu(W[:8, :8]))
     for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False, cp)[0])[1:]:
         _device_memory(t.budget)
-        tracemalloc.start()
-        try:
-            c = ozaki.zgemm(gpu(Z), gpu(W))
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        c, peak = traced(lambda: ozaki.zgemm(gpu(Z), gpu(W)))
         assert peak - c.nbytes - Z.nbytes - W.nbytes <= t.peak, (t.grid, peak, t.peak)
 
 
@@ -454,22 +446,14 @@ def test_gaussian_gpu_matmul_tiles_within_the_device_budget(gpu, rng, m, algorit
 @pytest.mark.parametrize("algorithm", ["2m", "3m"])
 def test_gaussian_gpu_working_memory_within_the_model(gpu, rng, algorithm):
     # as for ozaki: the stand-in's "device" allocations are host allocations, traced
-    import tracemalloc
-
     m = 2**21 - 19 if algorithm == "2m" else 2**31 - 1
     a = gpu(rng.integers(0, m, (150, 140))), gpu(rng.integers(0, m, (150, 140)))
     b = gpu(rng.integers(0, m, (140, 130))), gpu(rng.integers(0, m, (140, 130)))
     pl = modlin.plan(m, 150, 140, 130, device="cuda")
     cp = sys.modules["cupy"]
-    modlin.gaussian.matmul(a, b, m, algorithm=algorithm)
     for _, t in _device_budgets(lambda: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), 1, xp=cp)):
         _device_memory(t.budget)
-        tracemalloc.start()
-        try:
-            re, im = modlin.gaussian.matmul(a, b, m, algorithm=algorithm)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        (re, im), peak = traced(lambda: modlin.gaussian.matmul(a, b, m, algorithm=algorithm))
         assert peak - re.nbytes - im.nbytes <= t.peak, (t.grid, peak, t.peak)
 
 

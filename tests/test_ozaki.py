@@ -1349,3 +1349,46 @@ def test_panel_kernels_quantise_as_they_read(rng, complex_, layout, axis):
             assert minus.tolist() == [[balanced(a - s * b, m) for a, b in zip(*rows)] for rows in z]
             assert panel.halves().lost() == lost
     np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_line_stats_kernel_matches_the_numpy_passes(rng, complex_, layout, axis):
+    # stage (a)'s one-pass kernel gives the integers of part_bounds and exact_bits: entries
+    # from subnormal to 1e308, odd multiples of every power of two, zeros, Inf and NaN lines
+    from modlin import _ozaki_core as core
+    from modlin import _quantize
+
+    r, c = (9, 300) if axis == 1 else (300, 7)
+    lines = r if axis == 1 else c
+
+    def draw():
+        x = np.ldexp(rng.integers(-(2**53) + 1, 2**53, (r, c)).astype(np.float64),
+                     rng.integers(-1126, 970, (r, c)))
+        x[rng.random((r, c)) < 0.2] = 0.0
+        x[rng.random((r, c)) < 0.05] = 5e-324
+        return x
+
+    x = draw() + 1j * draw() if complex_ else draw()
+    line = (2, slice(None)) if axis == 1 else (slice(None), 2)
+    x[line][4] = np.nan
+    x[(0, slice(None)) if axis == 1 else (slice(None), 0)][1] = -np.inf
+    bad = core.nonfinite(x, axis)
+    assert bad[0] and bad[2]
+    if layout == "F":
+        x = np.asfortranarray(x)
+    ps = core.parts(core._zero_lines(x, bad, axis))
+    mx = np.maximum.reduce([abs(p).max(axis=axis) for p in ps])
+    ex = np.frexp(mx)[1].astype(np.int64)
+    _, bar = _quantize.part_bounds(ps, axis, ex)
+    want_need = _quantize.exact_bits(ps, ex, axis)
+    bars = np.full(x.shape, 255, dtype=np.uint8)
+    need, sq = _quantize.line_stats(x, ex, bad, axis, bars)
+    assert need.tolist() == want_need.tolist() and want_need.max() > 60
+    assert sq.tolist() == (bar * bar).sum(axis=axis).tolist()
+    assert bars.tolist() == bar.astype(np.uint8).tolist()
+    assert len(need) == lines
+    got_bad, got_mx = _quantize.line_maxima(x, axis)
+    assert got_bad.tolist() == bad.tolist()
+    assert got_mx[~bad].tolist() == mx[~bad].tolist() and np.isfinite(got_mx).all()

@@ -10,15 +10,13 @@ so that 1, 2, 7 or more tiles, k-panels and uneven last tiles all occur.
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 import modlin
 from modlin import _limits, gaussian, ozaki
 
-from conftest import budgets, rand_ints, same_bits
+from conftest import budgets, rand_ints, same_bits, traced
 from test_ozaki import gemmul8
 
 
@@ -27,6 +25,7 @@ def _restore_limits():
     before = _limits.current()
     yield
     _limits._state[0] = before
+
 
 
 # ---------------------------------------------------------------------------- ozaki
@@ -136,15 +135,9 @@ def test_ozaki_working_memory_within_the_model(fn, kw, rng):
     """The workspace model bounds what the product allocates beyond its operands and result
     (numpy's allocations, traced), for every tiling."""
     a, b = _ozaki_case(rng, fn, 260, 200, 230)
-    _call(fn, a[:8, :8], None if b is None else b[:8, :8], **kw)  # compile outside the measurement
     for budget, t in budgets(_ozaki_tiling(fn, a, b, kw))[1:]:
         with modlin.limits(memory=budget):
-            tracemalloc.start()
-            try:
-                c = _call(fn, a, b, **kw)
-                peak = tracemalloc.get_traced_memory()[1]
-            finally:
-                tracemalloc.stop()
+            c, peak = traced(lambda: _call(fn, a, b, **kw))
         assert peak - c.nbytes <= t.peak <= budget, (t.grid, peak - c.nbytes, t.peak)
 
 
@@ -237,15 +230,9 @@ def test_gaussian_working_memory_within_the_model(rng):
     a = rand_ints(rng, (260, 200), 0, m), rand_ints(rng, (260, 200), 0, m)
     b = rand_ints(rng, (200, 230), 0, m), rand_ints(rng, (200, 230), 0, m)
     for alg in ("2m", "3m"):
-        gaussian.matmul(tuple(x[:8, :8] for x in a), tuple(x[:8, :8] for x in b), m, algorithm=alg)
         for budget, t in budgets(_gauss_tiling(m, alg, (260, 200, 230)))[1::2]:
             with modlin.limits(memory=budget):
-                tracemalloc.start()
-                try:
-                    re, im = gaussian.matmul(a, b, m, algorithm=alg)
-                    peak = tracemalloc.get_traced_memory()[1]
-                finally:
-                    tracemalloc.stop()
+                (re, im), peak = traced(lambda: gaussian.matmul(a, b, m, algorithm=alg))
             assert peak - re.nbytes - im.nbytes <= t.peak <= budget, (alg, t.grid, peak, t.peak)
 
 
@@ -433,15 +420,9 @@ def test_gaussian_intmul_working_memory_within_the_model(rng):
     b = rand_ints(rng, (200, 230), -(2**20), 2**20), rand_ints(rng, (200, 230), -(2**20), 2**20)
     a, b = tuple(x.astype(np.int64) for x in a), tuple(x.astype(np.int64) for x in b)
     for engine in ("fp64", "int8"):
-        gaussian.intmul(tuple(x[:8, :8] for x in a), tuple(x[:8, :8] for x in b), engine=engine)  # compile first
         for budget, t in budgets(_intmul_tiling(a, b, engine))[1::2]:
             with modlin.limits(memory=budget):
-                tracemalloc.start()
-                try:
-                    re, im = gaussian.intmul(a, b, engine=engine)
-                    peak = tracemalloc.get_traced_memory()[1]
-                finally:
-                    tracemalloc.stop()
+                (re, im), peak = traced(lambda: gaussian.intmul(a, b, engine=engine))
             assert peak - re.nbytes - im.nbytes <= t.peak <= budget, (engine, t.grid, peak, t.peak)
 
 
