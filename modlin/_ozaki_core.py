@@ -40,6 +40,7 @@ from ._plan import _best_plan
 from . import _rns
 from ._quantize import Panel
 from ._rns import Basis
+from ._threads import side_by_side
 from ._tiles import run, scratch
 from .gaussian import sqrt_minus_one
 
@@ -233,6 +234,12 @@ class _Products:
         out = scratch((m, n), np.float64)
         return _multiword.multiply_words(sub, a[np.newaxis], b[np.newaxis], out)
 
+    def gemms(self, q, *pairs) -> list[np.ndarray]:
+        """:meth:`gemm` of each ``(a, b)`` of ``pairs``, independent products of one modulus,
+        side by side where the workers allow (:func:`~modlin._threads.side_by_side`)."""
+        work = sum(a.shape[0] * a.shape[1] * b.shape[1] for a, b in pairs)
+        return side_by_side([functools.partial(self.gemm, q, a, b) for a, b in pairs], work)
+
     def res(self, x, q, part=0):
         return _quantize.residues(x, q, self.dtype, part)
 
@@ -264,16 +271,17 @@ def gemm_residues(mods: Moduli, ap: Panel, bp: Panel) -> list[np.ndarray]:
             s = sqrt_minus_one(q)
             a_plus, a_minus = _quantize.twom_residues(ap, q, s, P.dtype)
             b_plus, b_minus = _quantize.twom_residues(bp, q, s, P.dtype)
-            _quantize.twom_combine(P.gemm(q, a_plus, b_plus), P.gemm(q, a_minus, b_minus), q, s,
-                                   rc[0][i], rc[1][i])
+            X, Y = P.gemms(q, (a_plus, b_plus), (a_minus, b_minus))
+            _quantize.twom_combine(X, Y, q, s, rc[0][i], rc[1][i])
             continue
         ar, ai, br, bi = (P.res(x, q, part) for x in (ap, bp) for part in (0, 1))
-        rr, ii = P.gemm(q, ar, br), P.gemm(q, ai, bi)
-        rc[0][i] = _mod(rr - ii, q)
         if alg == "3m":
-            rc[1][i] = _mod(P.gemm(q, P.add(ar, ai, q), P.add(br, bi, q)) - rr - ii, q)
+            rr, ii, ss = P.gemms(q, (ar, br), (ai, bi), (P.add(ar, ai, q), P.add(br, bi, q)))
+            rc[1][i] = _mod(ss - rr - ii, q)
         else:
-            rc[1][i] = _mod(P.gemm(q, ar, bi) + P.gemm(q, ai, br), q)
+            rr, ii, ri, ir = P.gemms(q, (ar, br), (ai, bi), (ar, bi), (ai, br))
+            rc[1][i] = _mod(ri + ir, q)
+        rc[0][i] = _mod(rr - ii, q)
     return rc
 
 
@@ -304,8 +312,7 @@ def syrk_residues(mods: Moduli, ap: Panel, bp: Panel | None = None):
             s = sqrt_minus_one(q)
             pa, ma = _quantize.twom_residues(ap.halves() if real else ap, q, s, P.dtype)
             pb, mb = (pa, ma) if not pair else _quantize.twom_residues(bp.halves() if real else bp, q, s, P.dtype)
-            X = P.gemm(q, pa, mb.T)
-            Xt = P.gemm(q, pb, ma.T) if pair else X
+            X, Xt = P.gemms(q, (pa, mb.T), (pb, ma.T)) if pair else 2 * [P.gemm(q, pa, mb.T)]
             for dst, x, y in ((rc, X, Xt.T), (rt, Xt, X.T))[: 1 + pair]:
                 im = dst[1][i] if not real else np.empty_like(dst[0][i])
                 _quantize.twom_combine(x, y, q, s, dst[0][i], im)
@@ -316,9 +323,12 @@ def syrk_residues(mods: Moduli, ap: Panel, bp: Panel | None = None):
         else:  # 3M/4M moduli of a HERK: C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
             ar, ai = P.res(ap, q, 0), P.res(ap, q, 1)
             br, bi = (ar, ai) if not pair else (P.res(bp, q, 0), P.res(bp, q, 1))
-            ir = P.gemm(q, ai, br.T)
-            irt = P.gemm(q, bi, ar.T) if pair else ir
-            rc[0][i] = _mod(P.gemm(q, ar, br.T) + P.gemm(q, ai, bi.T), q)
+            if pair:
+                ir, irt, rr, ii = P.gemms(q, (ai, br.T), (bi, ar.T), (ar, br.T), (ai, bi.T))
+            else:
+                ir, rr, ii = P.gemms(q, (ai, br.T), (ar, br.T), (ai, bi.T))
+                irt = ir
+            rc[0][i] = _mod(rr + ii, q)
             rc[1][i] = _mod(ir - irt.T, q)
             if pair:
                 rt[0][i] = rc[0][i].T
@@ -371,8 +381,9 @@ _PRODUCTS = {"real": 3, "2m": 4, "3m": 6, "4m": 6}
 #: Live words of a panel's size, per modulus: the real residues, 2M's two images, 3M's two
 #: parts and their sum, 4M's two parts.
 _WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}
-#: Live float64 arrays of a piece's size while stage (a) reads it (part_bounds, exact_bits).
-_SCALE_PASS = 8
+#: Live float64 arrays of a piece's size while stage (a) reads it with array expressions
+#: (part_bounds, exact_bits: CuPy's path; NumPy's one-pass kernels make none).
+SCALE_PASS = 8
 
 
 def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int, parts: int) -> int:
@@ -395,13 +406,15 @@ class Kernels:
     and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt``), and ``memory``,
     the bytes the residue kernels allocate for a tile beside the residues they return
     (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
-    :func:`workspace`)."""
+    :func:`workspace`), and ``scale_pass``, the live float64 arrays of a piece's size
+    while stage (a) reads the operands on that device (:data:`SCALE_PASS`, or none)."""
 
     gemm_residues: Callable
     syrk_residues: Callable
     add_residues: Callable
     crt: Callable
     memory: Callable[[Moduli, tuple[int, int, int], int, int], int]
+    scale_pass: int = 0
 
 
 def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: tuple[int, int, int],
@@ -410,7 +423,8 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
     ``shape = (m, k, n)`` cut into tiles ``(mt, kt, nt)`` (an upper bound: the tile
     scheduler's model), stages (b) and (c) run by ``kernels`` (default :data:`CPU`).
 
-    Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` (its temporaries); "accurate"
+    Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` (on the GPU, with temporaries of
+    their size; on the CPU, in one pass of a kernel, with none); "accurate"
     mode keeps the uint8 bounds of both operands and of the bound product through the
     whole product. Stage (b), per tile: the kernels' quantised panels, words and products
     (``kernels.memory``), a row-major copy of a panel, and the residues of every modulus
@@ -424,7 +438,7 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
     rs = np.dtype(residue_dtype(mods)).itemsize
     lines = 96 * (m + n)  # the shifts, bounds and flags of every line
     keep = (m * k + (0 if symmetric else k * n) + m * n) if mode == "accurate" else 0
-    scale = _SCALE_PASS * 8 * max(mt * kt, kt * nt) * P
+    scale = kernels.scale_pass * 8 * max(mt * kt, kt * nt) * P
     if mode == "accurate":  # the bound GEMM of a tile; the exponents' int64 passes over mt rows
         scale = max(scale, 8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
     pairs = 2 if symmetric else 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cuda
-from ._ozaki_core import Kernels, halves
+from ._ozaki_core import SCALE_PASS, Kernels, halves
 
 __all__ = ["KERNELS", "add_residues", "gemm_residues", "syrk_residues", "to_double"]
 
@@ -208,4 +208,4 @@ def to_double(res, basis, sa, sb):
 
 
 #: The CuPy kernels of stages (b) and (c).
-KERNELS = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory)
+KERNELS = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, scale_pass=SCALE_PASS)

