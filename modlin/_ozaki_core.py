@@ -376,8 +376,10 @@ def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r:
 # --------------------------------------------------------------------------- workspace
 
 #: Live float64 arrays of a tile's size, per modulus, while stage (b) multiplies (the
-#: products, the GEMMs' accumulators and the combination's temporaries).
-_PRODUCTS = {"real": 3, "2m": 4, "3m": 6, "4m": 6}
+#: products, the GEMMs' accumulators and the combination's temporaries; 4M's four GEMMs
+#: run two at a time side by side, each with its own accumulator: 1.001 of the model at
+#: 6, traced, in 64-row tiles).
+_PRODUCTS = {"real": 3, "2m": 4, "3m": 6, "4m": 7}
 #: Live words of a panel's size, per modulus: the real residues, 2M's two images, 3M's two
 #: parts and their sum, 4M's two parts.
 _WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}

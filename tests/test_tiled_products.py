@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin import _limits, gaussian, ozaki
+from modlin import _limits, _threads, gaussian, ozaki
 
 from conftest import budgets, rand_ints, same_bits, traced
 from test_ozaki import gemmul8
@@ -129,14 +129,17 @@ def test_ozaki_tiled_alpha_beta_inf_nan_and_stacks(rng):
 
 
 @pytest.mark.parametrize("fn, kw", [(ozaki.zgemm, {}), (ozaki.dgemm, {"mode": "accurate"}),
-                                    (ozaki.zgemm, {"engine": "int8"}), (ozaki.zherk, {})],
-                         ids=["zgemm", "dgemm-accurate", "zgemm-int8", "zherk"])
-def test_ozaki_working_memory_within_the_model(fn, kw, rng):
+                                    (ozaki.zgemm, {"engine": "int8"}), (ozaki.zherk, {}),
+                                    (ozaki.zgemm, {"algorithm": "4m"})],
+                         ids=["zgemm", "dgemm-accurate", "zgemm-int8", "zherk", "zgemm-4m"])
+def test_ozaki_working_memory_within_the_model(fn, kw, rng, monkeypatch):
     """The workspace model bounds what the product allocates beyond its operands and result
-    (numpy's allocations, traced), for every tiling."""
+    (numpy's allocations, traced), for every tiling, a modulus' GEMMs side by side on two
+    threads however small."""
+    monkeypatch.setattr(_threads, "MIN_WORK", 0)
     a, b = _ozaki_case(rng, fn, 260, 200, 230)
     for budget, t in budgets(_ozaki_tiling(fn, a, b, kw))[1:]:
-        with modlin.limits(memory=budget):
+        with modlin.limits(memory=budget, threads=2):
             c, peak = traced(lambda: _call(fn, a, b, **kw))
         assert peak - c.nbytes <= t.peak <= budget, (t.grid, peak - c.nbytes, t.peak)
 
