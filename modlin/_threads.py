@@ -192,7 +192,8 @@ def run(fn: Callable[[T], object], items: Sequence[T]) -> list:
 def side_by_side(calls: Sequence[Callable[[], T]], work: float) -> list[T]:
     """``[call() for call in calls]`` for independent products (``work`` multiply-adds in
     all), each on one BLAS thread, as many at once as there are workers, when the calls
-    divide evenly among them; else one after the other on BLAS' threads.
+    divide evenly among all of them (``limits().threads``: with fewer calls than threads,
+    side by side would leave cores idle); else one after the other on BLAS' threads.
 
     For the few deep GEMMs of one modulus (an Ozaki 2M modulus' two): side by side they
     pack their own operands and leave no BLAS worker spinning, so the residues made next
@@ -200,7 +201,7 @@ def side_by_side(calls: Sequence[Callable[[], T]], work: float) -> list[T]:
     2M residue pass over 2048 x 4096 complex entries, medians of 5): GEMMs 0.74 s against
     0.83 s one after the other, and the pass after them 0.041 s against 0.075 s."""
     t = workers(work, len(calls))
-    if t <= 1 or len(calls) % t:
+    if t <= 1 or t < current_limits().threads or len(calls) % t:
         return [call() for call in calls]
     with region(t):
         done = run(lambda group: [call() for call in group], [calls[s] for s in slabs(len(calls), t)])

@@ -251,10 +251,17 @@ def test_side_by_side_products_each_on_one_blas_thread():
         assert _threads.side_by_side(calls[:3], 10**9) == [0, 1, 4]  # 3 on 2 workers: in turn
         assert {t for _, t, _ in seen} == {threading.get_ident()}
         assert all(b == tuple(_blas_threads()) for _, _, b in seen)  # on BLAS' own threads
-    with modlin.limits(threads=1):
+    for threads in (1, 4):  # one worker; more workers than calls (cores left idle): in turn
+        with modlin.limits(threads=threads):
+            seen.clear()
+            assert _threads.side_by_side(calls[:2], 10**9) == [0, 1]
+            assert {t for _, t, _ in seen} == {threading.get_ident()}
+    with modlin.limits(threads=4):
         seen.clear()
-        assert _threads.side_by_side(calls[:2], 10**9) == [0, 1]
-        assert {t for _, t, _ in seen} == {threading.get_ident()}
+        assert _threads.side_by_side(calls, 10**9) == [0, 1, 4, 9]
+        # one call on this thread, the others on the pool's, all with BLAS on one thread
+        assert [t for _, t, _ in seen].count(threading.get_ident()) == 1
+        assert all(set(b) <= {1} for _, _, b in seen)
 
 
 def test_each_covers_every_entry_once():
