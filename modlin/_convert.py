@@ -306,17 +306,17 @@ def balanced_halves(x, p: int, name: str):
     """:func:`balanced_lift` as the 16-bit pieces a residue number system reads
     (:class:`modlin._rns._Halves`). Object arrays of Python ints in ``[-p, p)``
     go to pieces directly and are balanced there, without Python arithmetic."""
-    from ._rns import _Halves
+    from ._rns import _Halves, object_pieces
 
     x = np.asarray(x)
     if x.dtype == np.int64 and p < 2**63 and x.flags.c_contiguous and reduced_int64(x, p):
         # residues already: the residue kernel lifts them entry by entry, no lifted copy is made
         return _Halves(x, lift=p)
     if x.dtype == object and x.size:
-        try:
-            h = _Halves(x)
-        except (TypeError, ValueError):  # not plain ints, or too large: the general path decides
-            h = None
+        # values in [-p, p) fit the pieces of p with a sign; others (or entries that are not
+        # plain ints): the general path decides
+        pieces = object_pieces(x, p.bit_length() // 16 + 1)
+        h = None if pieces is None else _Halves(x, pieces=pieces)
         if h is not None and h.balance(p):
             return h
     return _Halves(balanced_lift(x, p, name))

@@ -229,12 +229,24 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
     stack = result.shape[1 if residues else 0:-2]
     batch = math.prod(stack)
     multiword = isinstance(plan, Plan)
+    # Python ints cost more to convert than to re-read: their tiling counts it (2-D products)
+    objects = (a.dtype == object, b.dtype == object) if not stack else (False, False)
     tiling_of = (lambda count: plan.tiling((m, k, n), batch=count)) if multiword else (
-        lambda count: plan.tiling((m, k, n), batch=count, residues=residues))
+        lambda count: plan.tiling((m, k, n), batch=count, residues=residues, objects=objects))
     tiling, items, rounds = stack_items(stack, tiling_of, a, b)
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
     lead = (slice(None),) if residues else ()
     whole_a = prepared is not None and tiling.grid[:2] == (1, 1)  # every tile reads all of a
+    last_a = [None, None]  # an RNS tile's A block and its pieces, for the next tile of its row
+
+    def pieces(x, name):
+        return _rns._Halves(x) if p is None else balanced_halves(x, p, name)
+
+    def pieces_a(x, rows, inner):
+        if last_a[0] != (rows, inner):
+            last_a[:] = None, None  # freed before the next block's are made
+            last_a[:] = (rows, inner), pieces(x[..., rows, inner], "A")
+        return last_a[1]
 
     def int64_residues(t, name):
         r = residues_int64(t, p, name)
@@ -257,6 +269,8 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
     with progress(rounds * tiling.count, batch * tiling.count * plan.cost(tiling.tile), what) as bar:
         for idx, x, y in items:
             dst = result[lead + idx]
+            kept_b = pieces(y, "B") if tiling.kept else None  # converted once, read by every tile
+            last_a[:] = None, None
 
             def product(rows, inner, cols):
                 xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
@@ -266,12 +280,14 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
                     _multiword.multiply(plan, prepared if whole_a else int64_residues(xt, "A"),
                                         int64_residues(yt, "B"), part, arena)
                     return part
-                if p is not None:
-                    xt, yt = prepared if whole_a else balanced_halves(xt, p, "A"), balanced_halves(yt, p, "B")
+                xt = prepared if whole_a else pieces_a(x, rows, inner)
+                yt = kept_b.block(inner, cols) if kept_b is not None else pieces(yt, "B")
                 whole = first and inner.stop >= k and not residues  # the CRT straight from the products
                 direct = whole and tile.dtype == np.int64 and tile.flags.c_contiguous  # into the result itself
-                # what the tile holds apart from the result: its int64 entries, and the k-panels' residues
-                memory = tiling.budget - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
+                # what the tile holds apart from the result: its int64 entries, and the k-panels'
+                # residues; and B's pieces when they are kept
+                memory = tiling.budget - tiling.kept \
+                    - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
                 if whole:
                     if direct:
                         _rns.multiply(plan, xt, yt, memory=memory, arena=arena, out=tile)

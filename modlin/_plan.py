@@ -354,15 +354,24 @@ _VARIANT_TEXT = {
 }
 
 
-def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False) -> Tiling:
+def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False,
+            convert: tuple[float, float] = (0.0, 0.0)) -> Tiling:
     """:meth:`Plan.tiling` and :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`: the output
     of a tile is a view of the result, except the partial products of k-panels, which are
     written apart and then added into it. An RNS tile of k-panels (or of a product whose
     result is its ``residues``) adds each panel's residues into the tile's (int32 per
     modulus) before one CRT; an RNS tile of the whole ``k`` is written apart unless the CRT
-    can write it in place (:func:`rns_apart`)."""
+    can write it in place (:func:`rns_apart`).
+
+    ``convert``: the modelled cost per entry of converting ``A``'s and ``B``'s entries to
+    an RNS' pieces beyond what the plan's cost counts (Python ints: see
+    :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`). ``A``'s block is converted once for
+    the row of tiles that reads it (when ``k`` is whole); ``B``'s once per tile, or, where
+    that is cheaper and its pieces fit beside the tiles, once for the whole product and
+    kept (``Tiling.kept``, 2-D products only)."""
     budget = current_limits().memory if budget is None else budget
     rns = not isinstance(pl, Plan)
+    m, k, n = shape
 
     def apart(mt, kt, nt):
         if not rns:
@@ -371,19 +380,32 @@ def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, res
             return batch * (8 + 4 * len(pl.moduli)) * mt * nt
         return rns_apart(pl, shape, (mt, kt, nt), batch)
 
-    def memory(mt, kt, nt):
-        work = pl.workspace((mt, kt, nt), panels=batch == 1) if rns else pl.workspace((mt, kt, nt))
-        return batch * work + apart(mt, kt, nt)
+    def memory(mt, kt, nt, kept=0):
+        work = pl.workspace((mt, kt, nt), panels=batch == 1, kept=kept > 0) if rns else pl.workspace((mt, kt, nt))
+        return batch * work + apart(mt, kt, nt) + kept
 
-    tiling = choose_tiles(shape, memory, budget, lambda mt, kt, nt: batch * pl.cost((mt, kt, nt)))
+    def cost(mt, kt, nt, kept=0):
+        a = convert[0] * mt * kt / (-(-n // nt) if kt >= k else 1)
+        return batch * (pl.cost((mt, kt, nt)) + a + (0 if kept else convert[1] * kt * nt))
+
+    tiling = choose_tiles(shape, memory, budget, cost)
     if not rns:
         return tiling
+    kept = pl.entry_bytes() * k * n
+    if convert[1] and batch == 1 and tiling.count > 1 and kept < budget:
+        try:
+            alt = choose_tiles(shape, lambda *t: memory(*t, kept), budget, lambda *t: cost(*t, kept))
+        except ValueError:  # B's pieces leave too little for even the smallest tile
+            alt = None
+        if alt is not None and alt.cost + convert[1] * k * n < tiling.cost:
+            tiling = replace(alt, kept=kept)
     # the tile's product takes as many moduli at a time as the budget allows (RNSPlan.schedule)
     mt, kt, nt = tiling.tile
     ea, eb, e = batch * mt * kt, batch * kt * nt, batch * mt * nt
-    group, panel = pl.schedule(ea, eb, e, kt, mt if batch == 1 else 0, budget - apart(mt, kt, nt))
-    peak = pl._memory(ea, eb, e, kt, group, None if panel is None else panel / mt)
-    return replace(tiling, peak=peak + apart(mt, kt, nt))
+    spare = budget - apart(mt, kt, nt) - tiling.kept
+    group, panel = pl.schedule(ea, eb, e, kt, mt if batch == 1 else 0, spare, kept=tiling.kept > 0)
+    peak = pl._memory(ea, eb, e, kt, group, None if panel is None else panel / mt, tiling.kept > 0)
+    return replace(tiling, peak=peak + apart(mt, kt, nt) + tiling.kept)
 
 
 def rns_apart(pl, shape: tuple[int, int, int], tile: tuple[int, int, int], batch: int) -> int:

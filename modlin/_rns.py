@@ -175,6 +175,32 @@ def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
     return pieces, True
 
 
+#: Python ints converted to pieces at a time by :func:`object_pieces`: the conversion's
+#: lists and marshal stream (about ``3 H + 4`` bytes an entry beside its pieces) stay small.
+OBJECT_STEP = 2**16
+
+
+def object_pieces(x: np.ndarray, H: int) -> np.ndarray | None:
+    """:func:`pieces_of` an object array of Python ints whose values need at most ``H``
+    pieces, made :data:`OBJECT_STEP` entries at a time into one ``(H, x.size)`` array (a
+    whole array's conversion would hold a list and a marshal stream of it all, twice the
+    pieces' memory); None when some entry is not an ``int`` or needs more pieces."""
+    out = np.empty((H, x.size), dtype=np.uint16)
+    rows = x.reshape(-1, x.shape[-1]) if x.ndim > 1 and x.shape[-1] else x.reshape(1, -1)
+    step = max(1, OBJECT_STEP // max(rows.shape[1], 1))
+    e = 0
+    for r0 in range(0, rows.shape[0], step):
+        part = to_halves(rows[r0:r0 + step])
+        if part is None or part.shape[0] > H:
+            return None
+        n = part.shape[1]
+        out[:part.shape[0], e:e + n] = part
+        # sign-extend into the top pieces
+        out[part.shape[0]:, e:e + n] = np.where(part[-1] >= 32768, np.uint16(0xFFFF), np.uint16(0))
+        e += n
+    return out
+
+
 @lru_cache(maxsize=128)
 def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.ndarray:
     """``w[i, j] = 2**(16 j) mod m_i`` for the ``H`` pieces; then ``-(2**(16 H) mod m_i)``,
@@ -186,11 +212,13 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
 
 #: Entries processed together by the kernels below: their working set stays in cache.
 CHUNK = 2048
-#: Entries per GEMM of :meth:`_Halves.residues`.
+#: Entries per call of :func:`_piece_residues` in :meth:`_Halves.residues`.
 RESIDUE_STEP = 32768
+#: Entries whose pieces :func:`_piece_residues` holds as floats at once (in the L1 cache).
+PIECE_STEP = 256
 #: Cost of one residue of an int64 entry (:func:`_int64_residues`), in multiply-adds of a
 #: large fp64 GEMM, for splitting it across workers: measured here at n = 2048 with six
-#: moduli, 34 on one worker and 18 on two (the pieces' GEMMs: 48 and 35).
+#: moduli, 34 on one worker and 18 on two (the pieces' GEMMs they replaced: 48 and 35).
 RESIDUE_INT64 = 30.0
 
 
@@ -228,37 +256,58 @@ def padded_rows(rows: int, E: int, dtype, arena: Arena | None = None, name: str 
 
 
 @njit
-def _as_float_pieces(h, shift, e0, buf):  # pragma: no cover - compiled
-    """``buf[:H]`` = the pieces of entries ``e0 .. e0 + c`` as float64, ``buf[H]``
-    whether each is negative (top piece at or above ``2**15``), and ``buf[H + 1]`` its
-    shift when ``shift`` is not empty: the right operand of the weights' GEMM."""
+def _piece_residues(h, shift, start, stride, C, lo, hi, w, moduli, out, o0):  # pragma: no cover - compiled
+    """``out[i, o0 + e - lo]`` = the balanced residue modulo ``moduli[i]`` of entry ``e`` of
+    a block of the pieces ``h`` (``(H, size)``, C-contiguous) for ``lo <= e < hi``: entry
+    ``e`` of the block, ``(e // C, e % C)``, is column ``start + (e // C) * stride + e % C``
+    of ``h`` (a block of ``C`` columns of a matrix whose rows are ``stride`` apart; flat
+    pieces are one long row). ``shift`` (int8, like a row of ``h``, or empty): the balancing
+    shifts; ``w[i]``: the weights of the pieces, of the sign and of the shift
+    (:func:`_piece_weights`).
+
+    Each residue is the weighted sum of the entry's pieces, exact in float64 (every term
+    is below ``2**16 * 2**26`` and there are at most ``2**11`` pieces), reduced as
+    :func:`_int64_residues` reduces. The pieces of :data:`PIECE_STEP` entries are made
+    floats once, in cache, and read for every modulus: a few moduli at a time (as a tight
+    budget has them made) then cost little more per modulus than all at once.
+    """
     H = h.shape[0]
-    c = buf.shape[1]
-    for j in range(H):  # through 1-D slices: loops over offset indices do not vectorise
-        src, dst = h[j, e0:e0 + c], buf[j]
-        for e in range(c):
-            dst[e] = src[e]
-    src, dst = h[H - 1, e0:e0 + c], buf[H]
-    for e in range(c):
-        dst[e] = src[e] >= 32768
-    if shift.shape[0]:
-        src, dst = shift[e0:e0 + c], buf[H + 1]
-        for e in range(c):
-            dst[e] = src[e]
-
-
-@njit
-def _balance_rows(x, e0, moduli, c):  # pragma: no cover - compiled
-    """``x[i, e0 + q] <- x[i, e0 + q] mod moduli[i]``, balanced into ``[-(m//2), (m-1)//2]``,
-    in place, for ``q < c`` (``|x| < 2**53``, integer-valued). In place through one slice:
-    with a separate source and destination the loop does not vectorise (3x slower)."""
-    for i in range(x.shape[0]):
-        m = np.float64(moduli[i])
-        minv = 1.0 / m
-        half = np.floor((m - 1.0) / 2.0)
-        seg = x[i, e0:e0 + c]
-        for q in range(c):
-            seg[q] = _balanced(_fmod(seg[q], m, minv), m, half)
+    K = H + 2 if shift.shape[0] else H + 1
+    f = np.empty((K, PIECE_STEP))
+    for c0 in range(lo, hi, PIECE_STEP):
+        c = min(PIECE_STEP, hi - c0)
+        r, col, q = c0 // C, c0 % C, 0
+        while q < c:  # row segment by row segment, each a contiguous slice (as vectorises)
+            n = min(C - col, c - q)
+            x0 = start + r * stride + col
+            for j in range(H):
+                src, dst = h[j, x0:x0 + n], f[j, q:q + n]
+                for e in range(n):
+                    dst[e] = src[e]
+            src, dst = h[H - 1, x0:x0 + n], f[H, q:q + n]
+            for e in range(n):
+                dst[e] = src[e] >= 32768
+            if K > H + 1:
+                s, dst = shift[x0:x0 + n], f[H + 1, q:q + n]
+                for e in range(n):
+                    dst[e] = s[e]
+            q += n
+            r += 1
+            col = 0
+        for i in range(moduli.shape[0]):
+            m = np.float64(moduli[i])
+            minv = 1.0 / m
+            half = np.floor((m - 1.0) / 2.0)
+            seg = out[i, o0 + c0 - lo:o0 + c0 - lo + c]
+            w0, f0 = w[i, 0], f[0]
+            for e in range(c):
+                seg[e] = w0 * f0[e]
+            for j in range(1, K):
+                wj, fj = w[i, j], f[j]
+                for e in range(c):
+                    seg[e] += wj * fj[e]
+            for e in range(c):
+                seg[e] = _balanced(_fmod(seg[e], m, minv), m, half)
 
 
 @njit
@@ -273,7 +322,7 @@ def _int64_residues(x, lo, hi, moduli, w, out, o0, lift, above):  # pragma: no c
     Each entry is cut into 21-bit pieces, ``x = h2 2**42 + h1 2**21 + h0`` (``h2`` signed,
     below ``2**21`` in magnitude), whose weighted sum ``h2 w2 + h1 w1 + h0`` is congruent
     to ``x`` and below ``2**21 m + 2**21 m + 2**21 <= 2**53``: exact in float64, reduced as
-    :func:`_balance_rows` reduces (:func:`_fmod`, :func:`_balanced`) in the same loop (a
+    :func:`_piece_residues` reduces (:func:`_fmod`, :func:`_balanced`) in the same loop (a
     separate call on each row, still in L1, made the kernel 17 to 26 % slower). The
     pieces are made once per :data:`CHUNK` entries, as floats through
     :func:`~modlin._modular._to_float` (AVX2 has no packed int64 conversion).
@@ -325,7 +374,7 @@ def _shift_kernel(h, hi, top, lo, bottom, shift):  # pragma: no cover - compiled
         up = _compare(h, e, hi) > 0
         down = _compare(h, e, lo) < 0
         bad |= (_compare(h, e, top) > 0) | (_compare(h, e, bottom) < 0)
-        shift[e] = np.float64(down) - np.float64(up)
+        shift[e] = np.int8(down) - np.int8(up)
     return not bad
 
 
@@ -355,13 +404,22 @@ class _Halves:
     balanced lift of ``x`` modulo ``p``, which the residues make entry by entry.
     """
 
-    def __init__(self, x: np.ndarray, lift: int = 0):
+    #: Whether the pieces are a block of a matrix's kept for many tiles (:meth:`block`): the
+    #: memory model then counts them once, for the whole matrix, not for each product.
+    kept = False
+    #: A block's first entry and the distance between its rows, in the pieces' columns.
+    window = None
+
+    def __init__(self, x: np.ndarray, lift: int = 0, pieces: np.ndarray | None = None):
         self.shape = x.shape
         self.size = x.size
         self.shift, self.p = None, 0  # see balance()
-        self.int64 = np.ascontiguousarray(x).reshape(-1) if x.dtype == np.int64 else None
+        self.int64 = np.ascontiguousarray(x).reshape(-1) if x.dtype == np.int64 and pieces is None else None
         self.lift = lift if self.int64 is not None else 0
-        self._halves, self.signed = (None, True) if self.int64 is not None else pieces_of(x)
+        if pieces is not None:  # made already (:func:`object_pieces`), two's complement
+            self._halves, self.signed = pieces, True
+        else:
+            self._halves, self.signed = (None, True) if self.int64 is not None else pieces_of(x)
         if self._halves is not None and self._halves.shape[0] > 2**11:
             raise ValueError("integers above 32768 bits are not supported")
 
@@ -391,66 +449,74 @@ class _Halves:
         if H > h.shape[0]:  # sign-extend, so that p and -p fit with their sign bits
             ext = np.where(h[-1] >= 32768, np.uint16(0xFFFF), np.uint16(0))
             h = np.concatenate([h, np.broadcast_to(ext, (H - h.shape[0], h.shape[1]))])
-        shift = np.empty(h.shape[1])
+        shift = np.empty(h.shape[1], dtype=np.int8)
         if not _shift_kernel(h, *(_pieces(v, H) for v in ((p - 1) // 2, p - 1, -(p // 2), -p)), shift):
             return False
         self.shift, self.p = shift, p
         return True
+
+    def block(self, rows: slice, cols: slice) -> _Halves:
+        """The pieces of ``x[rows, cols]`` (``x`` 2-D, not int64), a view of these: the tiles
+        of one product read one conversion of an operand of Python ints (~100 ns an entry,
+        under the GIL) instead of converting their blocks again."""
+        R, C = self.shape
+        (r0, r1, _), (c0, c1, _) = rows.indices(R), cols.indices(C)
+        out = object.__new__(_Halves)
+        out.__dict__.update(self.__dict__)
+        out._halves = self.halves
+        out.int64, out.lift = None, 0  # the pieces stand for the entries now
+        out.shape, out.size = (r1 - r0, c1 - c0), (r1 - r0) * (c1 - c0)
+        out.window = (r0 * C + c0, C)
+        out.kept = True
+        return out
 
     def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None,
                  rows: slice | None = None) -> np.ndarray:
         """Balanced residues modulo each of ``moduli``, shape ``(len(moduli), *shape)``; with
         ``rows`` (a step-1 slice, for a 2-D array), those of these rows only.
 
-        An int64 array's come from its entries (:meth:`_direct`). Otherwise the
-        weighted sums of the pieces (with the sign and the balancing shift)
-        for all moduli are a float64 GEMM per chunk of entries, exact as every
-        term is below ``2**16 * 2**26`` and there are at most ``2**11`` pieces,
-        then one balanced reduction pass. ``out``, from :func:`padded_rows` with at least
+        An int64 array's come from its entries (:meth:`_direct`); otherwise from the
+        weighted sums of the pieces (with the sign and the balancing shift), in one pass
+        (:func:`_piece_residues`). ``out``, from :func:`padded_rows` with at least
         ``len(moduli)`` rows, is reused rather than allocated (fresh pages cost too).
         """
         E, G = self.size, len(moduli)
         first, shape = 0, self.shape
-        if rows is not None:  # the entries of those rows: a range of the flat array
+        if rows is not None:  # the entries of those rows: a range of the flat array (or a block's rows)
             r0, r1, _ = rows.indices(self.shape[0])
             first, E, shape = r0 * self.shape[1], (r1 - r0) * self.shape[1], (r1 - r0, self.shape[1])
         out = padded_rows(G, E, dtype) if out is None else out[:G]
         if self.int64 is not None and self.shift is None and max(moduli) <= 2**31:
             return self._direct(moduli, out, first, E, shape)
-        H = self.halves.shape[0]
-        shift = self.shift if self.shift is not None else np.zeros(0)
-        w = _piece_weights(tuple(moduli), H, self.signed, self.p)[:, :H + 1 + (shift.size > 0)]
+        h = self.halves
+        shift = self.shift if self.shift is not None else np.zeros(0, dtype=np.int8)
+        w = _piece_weights(tuple(moduli), h.shape[0], self.signed, self.p)
+        # the entries from first on: a block's rows, or a range of flat entries (one long row)
+        start, stride = (first, 0) if self.window is None else (self.window[0] + first // shape[1] * self.window[1],
+                                                                 self.window[1])
+        cols = shape[-1] if self.window is not None else max(E, 1)
         mods = np.array(moduli, dtype=np.int64)
-        # float64 words are reduced where the GEMM wrote them; other engines' words
-        # from a float64 buffer
+        # float64 words are written in place, other engines' through a float64 chunk
         in_place = out.dtype == np.float64
 
         def chunks(part: range) -> None:
-            buf = s = None
+            s = None if in_place else np.empty((G, RESIDUE_STEP))
             for e0 in part:
-                c = min(RESIDUE_STEP, E - e0)
-                if buf is None or buf.shape[1] != c:
-                    buf = np.empty((w.shape[1], c))
-                    s = None if in_place else np.empty((G, c))
-                _as_float_pieces(self.halves, shift, first + e0, buf)
+                e1 = min(E, e0 + RESIDUE_STEP)
                 if in_place:
-                    np.matmul(w, buf, out=out[:, e0:e0 + c])
-                    _balance_rows(out, e0, mods, c)
+                    _piece_residues(h, shift, start, stride, cols, e0, e1, w, mods, out, e0)
                 else:
-                    np.matmul(w, buf, out=s)
-                    _balance_rows(s, 0, mods, c)
-                    out[:, e0:e0 + c] = s  # small integers: exact in every word dtype
+                    _piece_residues(h, shift, start, stride, cols, e0, e1, w, mods, s, 0)
+                    out[:, e0:e1] = s[:, :e1 - e0]  # small integers: exact in every word dtype
 
         starts = range(0, E, RESIDUE_STEP)
-        t = workers(E * G * (H + 2), len(starts))
-        with quiet_blas():  # the weights' GEMMs are k <= 2**11 + 2 deep, mostly 5 or 6
-            run(chunks, [starts[part] for part in slabs(len(starts), t)])
+        t = workers(E * (G + 1) * (h.shape[0] + 2), len(starts))  # the pieces' floats, then each modulus
+        run(chunks, [starts[part] for part in slabs(len(starts), t)])
         return out[:, :E].reshape((G,) + shape)
 
     def _direct(self, moduli: tuple[int, ...], out: np.ndarray, first: int, E: int, shape) -> np.ndarray:
         """:meth:`residues` of an int64 array's ``E`` entries from ``first`` on, by
-        :func:`_int64_residues` (several times faster than the pieces' GEMMs, whose inner
-        dimension is only 5 or 6)."""
+        :func:`_int64_residues` (faster than the weighted sums of its four pieces)."""
         G = len(moduli)
         mods = np.array(moduli, dtype=np.int64)
         w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
@@ -926,7 +992,7 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
     prepared = isinstance(ha, Residues)
     # panels of rows only for a 2-D product: a stack's rows are not a range of its entries
     group, panel = pl.schedule(0 if prepared else ha.size, hb.size, E, k, full[-2] if len(full) == 2 else 0,
-                               memory)
+                               memory, kept=getattr(hb, "kept", False))
     rc = padded_rows(len(basis.moduli), E, np.float64 if panel is None else np.int32, arena, "products")
     if not E:
         return rc, full

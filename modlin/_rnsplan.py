@@ -18,7 +18,7 @@ import numpy as np
 
 from ._engines import engines_on, get_engine
 from ._limits import current as current_limits, planning_threads
-from ._plan import PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
+from ._plan import CALIBRATION_THREADS, PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
 from ._rns import (CHUNK, MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fused_crt, int8_moduli, planned_range,
                    primes_below)
 from ._threads import MIN_ROWS
@@ -49,6 +49,11 @@ RESIDUE = 150.0
 WEIGH = 100.0
 CRT_SUM = 8.0
 LIMB = 120.0
+#: Converting a Python int into 16-bit pieces (:func:`modlin._pyints.to_halves`: ``tolist``,
+#: ``marshal`` and a numba parse) and balancing it, per piece: serial under the GIL, so a
+#: tile that converts its operands' blocks again pays it again. Measured at 127 bits (8
+#: pieces): 108 + 14 ns per entry against 0.0185 ns per multiply-add of a 2048 dgemm on 2 cores.
+OBJECT_PIECE = 800.0
 #: On a GPU those passes are fused kernels over data already on the device (one
 #: residue kernel for all moduli, one CRT kernel): an estimate of their share of
 #: the CPU's cost, to be calibrated by benchmarks/gpu_report.py.
@@ -147,6 +152,11 @@ class RNSPlan:
         m, k, n = self.shape if shape is None else shape
         return self.cost((m, k, n), threads) / max(_gemm_cost(m, k, n), 1.0)
 
+    def entry_bytes(self) -> int:
+        """Bytes per operand entry the model assumes for its conversion: its :meth:`pieces`
+        and a byte of balancing shift (:meth:`modlin._rns._Halves.balance`)."""
+        return 2 * self.pieces() + 1
+
     def pieces(self) -> int:
         """16-bit pieces per operand entry the model assumes: those of a balanced residue
         modulo ``p`` (operands are reduced into ``[-p, p)`` first), at least the four of an
@@ -154,34 +164,37 @@ class RNSPlan:
         bits = self.p.bit_length() if self.p else (self.bound.bit_length() + 1) // 2 + 1
         return max(4, bits // 16 + 1)
 
-    def workspace(self, shape: tuple[int, int, int] | None = None, *, group: int = 1, panels: bool = True) -> int:
+    def workspace(self, shape: tuple[int, int, int] | None = None, *, group: int = 1, panels: bool = True,
+                  kept: bool = False) -> int:
         """Bytes :func:`modlin._rns.multiply` allocates beyond operands and result for
         ``shape`` (default: its own) with residues of ``group`` moduli at a time, or less
         when its int32 products in panels of rows (see :meth:`schedule`) take less (only for a
-        2-D product: ``panels``); an upper bound, the tile scheduler's model."""
+        2-D product: ``panels``); an upper bound, the tile scheduler's model. With ``kept``,
+        ``B``'s pieces are not counted: a block of those of a whole operand, kept apart."""
         m, k, n = self.shape if shape is None else shape
-        need = self._memory(m * k, k * n, m * n, k, group)
+        need = self._memory(m * k, k * n, m * n, k, group, kept=kept)
         if panels and self._panels():
-            need = min(need, self._memory(m * k, k * n, m * n, k, 1, min(1.0, MIN_ROWS / max(m, 1))))
+            need = min(need, self._memory(m * k, k * n, m * n, k, 1, min(1.0, MIN_ROWS / max(m, 1)), kept))
         return need
 
     def _panels(self) -> bool:
         """Whether products may be kept as int32 residues (read by the host's fused CRT only)."""
         return self.device == "cpu" and fused_crt(self.p, len(self.moduli))
 
-    def _memory(self, ea: int, eb: int, e: int, k: int, group: int, panel: float | None = None) -> int:
+    def _memory(self, ea: int, eb: int, e: int, k: int, group: int, panel: float | None = None,
+                kept: bool = False) -> int:
         """:meth:`workspace` for operands of ``ea`` and ``eb`` entries, ``e`` results and
         inner dimension ``k``; with ``panel``, the int32 products made ``panel`` (a fraction)
-        of the rows at a time (``group`` is then 1).
+        of the rows at a time (``group`` is then 1); with ``kept``, without ``B``'s pieces.
 
-        The operands' 16-bit pieces (or int64 lifts) live throughout; beside them, first
+        The operands' 16-bit pieces and balancing shifts (or int64 lifts) live throughout; beside them, first
         one operand's balanced lift (int64), then the residues of one group of moduli with
         every modulus' product (and a multiword product's accumulators), then the products
         with the CRT's per-entry arrays and chunk buffers.
         """
         N = len(self.moduli)
         w = get_engine(self.engine).dtype.itemsize
-        pieces = 2 * self.pieces() * (ea + eb)
+        pieces = self.entry_bytes() * (ea + (0 if kept else eb))
         one_gemm = _one_gemm(self, k)
         pad = 8 * 4160  # padded_rows: each row starts 4 KiB + 64 bytes apart
         if panel is None:
@@ -196,7 +209,8 @@ class RNSPlan:
         crt = 18 * e + fused
         return int(pieces + max(8 * max(ea, eb), products + multiply, products + crt))
 
-    def schedule(self, ea: int, eb: int, e: int, k: int, rows: int, memory: int) -> tuple[int, int | None]:
+    def schedule(self, ea: int, eb: int, e: int, k: int, rows: int, memory: int,
+                 kept: bool = False) -> tuple[int, int | None]:
         """How :func:`modlin._rns.product_residues` fits ``memory`` bytes (operands of ``ea``
         and ``eb`` entries, ``e`` results, inner dimension ``k``; ``rows`` rows of ``A``, 0 for
         a stack): ``(group, None)`` for float64 products of every modulus made from the
@@ -212,29 +226,34 @@ class RNSPlan:
         budget: 7.5 against 6.7 GEMM times with the pool keeping everything), so then int32
         products, in the largest panels that fit (only read by the fused CRT, and only for
         a 2-D product). ``(1, None)`` when nothing fits (the tile scheduler saw to it that
-        something does).
+        something does). ``kept``: ``B``'s pieces are kept apart (:meth:`workspace`).
         """
         N = len(self.moduli)
         lo, hi = 0, N  # the largest group that fits (the memory grows with it), or 0
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if self._memory(ea, eb, e, k, mid) <= memory else (lo, mid - 1)
+            lo, hi = (mid, hi) if self._memory(ea, eb, e, k, mid, kept=kept) <= memory else (lo, mid - 1)
         group = lo and -(-N // -(-N // lo))
-        kept = POOL_SHARE * current_limits().memory
-        if not (rows and self._panels()) or (group and self._memory(ea, eb, e, k, group) <= kept):
+        pooled = POOL_SHARE * current_limits().memory
+        if not (rows and self._panels()) or (group and self._memory(ea, eb, e, k, group, kept=kept) <= pooled):
             return max(group, 1), None
         for parts in range(1, max(rows // MIN_ROWS, 1) + 1):
             panel = -(-rows // parts)
-            if self._memory(ea, eb, e, k, 1, panel / rows) <= memory:
+            if self._memory(ea, eb, e, k, 1, panel / rows, kept) <= memory:
                 return 1, panel
         return max(group, 1), None
 
     def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
-               budget: int | None = None, residues: bool = False) -> Tiling:
+               budget: int | None = None, residues: bool = False,
+               objects: tuple[bool, bool] = (False, False)) -> Tiling:
         """How the product of ``shape`` (default: the plan's; ``batch`` matrices at once)
         is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`'); with
-        ``residues``, for a product whose result is its residues (a dask chunk pair's)."""
-        return _tiling(self, self.shape if shape is None else shape, batch, budget, residues)
+        ``residues``, for a product whose result is its residues (a dask chunk pair's).
+        ``objects``: whether ``A`` and ``B`` hold Python ints, whose conversion to pieces
+        (:data:`OBJECT_PIECE`) the tiles should not repeat."""
+        piece = OBJECT_PIECE * self.pieces() * planning_threads(None) / CALIBRATION_THREADS
+        convert = tuple(piece if o and self.device == "cpu" else 0.0 for o in objects)
+        return _tiling(self, self.shape if shape is None else shape, batch, budget, residues, convert)
 
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""

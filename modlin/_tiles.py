@@ -56,12 +56,19 @@ class Tiling:
         Modelled working memory of one tile, in bytes (beyond operands and result).
     budget : int
         The memory budget it was chosen for.
+    cost : float
+        Modelled time of all the tile products, in multiply-adds of a large fp64 GEMM.
+    kept : int
+        Bytes of ``B``'s conversion made once and kept for every tile (counted in ``peak``):
+        an operand of Python ints, whose conversion costs more than its re-reading.
     """
 
     shape: tuple[int, int, int]
     tile: tuple[int, int, int]
     peak: int
     budget: int
+    cost: float = 0.0
+    kept: int = 0
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -91,7 +98,8 @@ class Tiling:
         a, c, b = self.grid
         mt, kt, nt = self.tile
         panels = f", k in {c} panels {combined}" if c > 1 else ""
-        return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}), {peak}"
+        kept = f", B converted once ({format_size(self.kept)} kept)" if self.kept else ""
+        return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}{kept}), {peak}"
 
 
 def budget(xp=np) -> int:
@@ -143,9 +151,10 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
         When even the smallest tile does not fit: the message names its size.
     """
     m, k, n = shape
-    whole = workspace(max(m, 1), max(k, 1), max(n, 1))
+    one = (max(m, 1), max(k, 1), max(n, 1))
+    whole = workspace(*one)
     if whole <= budget:
-        return Tiling(shape, (max(m, 1), max(k, 1), max(n, 1)), whole, budget)
+        return Tiling(shape, one, whole, budget, cost(*one))
     best = None
     for kt in _sizes(k) if split_k else [max(k, 1)]:
         ks = -(-k // kt) if k else 1
@@ -169,8 +178,8 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
             f"({t[0]}x{t[1]} @ {t[1]}x{t[2]}) needs {format_size(need)} ({need} bytes); raise it with "
             f"modlin.limits(memory=...) or MODLIN_MEMORY"
         )
-    tile = best[1]
-    return Tiling(shape, tile, workspace(*tile), budget)
+    total, tile = best
+    return Tiling(shape, tile, workspace(*tile), budget, total)
 
 
 def square(tiling: Tiling) -> Tiling:

@@ -1033,7 +1033,7 @@ class _ExactTile:
         ops, e, N = mt * kt + kt * nt, mt * nt, len(self.tiles)
         halves = 2 * pieces * 2 * ops
         rows = 2 * 8 * N * (e + 512)  # padded_rows: at most 4 KiB of padding per row
-        # the residues of one panel: the weights' GEMM in chunks (on up to two threads), float64, int64
+        # the residues of one panel, in chunks (on up to two threads), float64, int64
         convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _rns.RESIDUE_STEP)
         product = max(_workspace(t.pl, t.alg, t.words, 1)(mt, kt, nt) for t in self.tiles)
         crt = 2 * 18 * e + _rns.crt_scratch(N, self.basis.M * N, e)

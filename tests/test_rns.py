@@ -1312,3 +1312,33 @@ def test_reduced_int64_operands_are_lifted_entry_by_entry(p, rng):
         assert not reduced_int64(y, p) and balanced_halves(y, p, "B").lift == 0
     assert reduced_int64(np.zeros((0, 3), dtype=np.int64), p)
     assert balanced_halves(np.asfortranarray(x), p, "A").lift == 0  # not contiguous: lifted as before
+
+
+@pytest.mark.parametrize("p", [2**100 + 277, 2**127 - 1, P256], ids=pid)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
+def test_residues_of_blocks_of_kept_pieces(p, dtype, rng):
+    """A block of an operand's pieces (``_Halves.block``: what a tile reads of an operand
+    converted once) has the residues of the block converted alone: with and without the
+    balancing shifts, of some of its rows, uneven blocks at every edge."""
+    import modlin._rns as rns
+    from modlin._convert import balanced_halves
+
+    x = rand_ints(rng, (37, 29), -p, p)
+    x[0, 0], x[-1, -1], x[5, 3] = -p, p - 1, (p - 1) // 2
+    basis = Basis(int8_moduli()[:5]) if dtype == np.int8 else Basis((2**26 - 5, 2**23 - 15, 65521, 256, 7))
+    if dtype == np.float32:
+        basis = Basis((4093, 4091, 256, 7))
+    balanced = balanced_halves(x, p, "x")
+    assert balanced.shift is not None  # the shifts' path
+    plain = rns._Halves(x)  # values as they are: no shifts
+    for h, lift in ((balanced, lambda v: v % p - p * (v % p > (p - 1) // 2)), (plain, lambda v: v)):
+        for rows, cols in ((slice(0, 37), slice(0, 29)), (slice(3, 20), slice(7, 8)), (slice(36, 37), slice(0, 29)),
+                           (slice(10, 37), slice(5, 29)), (slice(0, 1), slice(28, 29))):
+            blk = h.block(rows, cols)
+            assert blk.kept and blk.shape == x[rows, cols].shape
+            want = np.vectorize(lift, otypes=[object])(x[rows, cols])
+            got = blk.residues(basis.moduli, dtype)
+            assert got.dtype == dtype and got.shape == (len(basis.moduli),) + want.shape
+            _assert_residues(got.astype(np.int64), want, basis)
+            part = slice(1, max(2, want.shape[0] - 1))
+            _assert_residues(blk.residues(basis.moduli, dtype, rows=part).astype(np.int64), want[part], basis)

@@ -163,27 +163,25 @@ def test_region_limits_blas_and_restores_once():
         assert _blas_threads() == before
 
 
-@pytest.mark.parametrize("p", [P61, P127])
-def test_pass_gemms_keep_blas_on_one_thread(rng, monkeypatch, p):
-    """The residues' and the CRT's small GEMMs run with BLAS on one thread even when the
-    product's own GEMMs use BLAS' threads (``threads=1``): on BLAS' threads they would leave
-    its workers spinning into the next product. Seen from the kernels each GEMM feeds."""
+def test_pass_gemms_keep_blas_on_one_thread(rng, monkeypatch):
+    """The CRT's small GEMMs (the limbs' of a result above ``2**63``) run with BLAS on one
+    thread even when the product's own GEMMs use BLAS' threads (``threads=1``): on BLAS'
+    threads they would leave its workers spinning into the next product. Seen from the
+    kernel each GEMM feeds. (The residues are one numba pass, without GEMMs.)"""
     from modlin import _rns
 
-    seen = {}
-    for name in ("_balance_rows", "_carry"):
-        kernel = getattr(_rns, name)
+    seen = set()
+    kernel = _rns._carry
 
-        def spy(*args, _kernel=kernel, _name=name):
-            seen.setdefault(_name, set()).update(_blas_threads())
-            return _kernel(*args)
+    def spy(*args):
+        seen.update(_blas_threads())
+        return kernel(*args)
 
-        monkeypatch.setattr(_rns, name, spy)
-    a, b = rand_ints(rng, (40, 30), 0, p), rand_ints(rng, (30, 20), 0, p)
+    monkeypatch.setattr(_rns, "_carry", spy)
+    a, b = rand_ints(rng, (40, 30), 0, P127), rand_ints(rng, (30, 20), 0, P127)
     with modlin.limits(threads=1):
-        assert np.array_equal(modlin.matmul(a, b, p), ref_matmul(a, b, p))
-    # below 2**63 the CRT is one fused pass, without GEMMs (_rns._crt_modp)
-    assert seen == ({"_balance_rows": {1}, "_carry": {1}} if p > 2**63 else {"_balance_rows": {1}})
+        assert np.array_equal(modlin.matmul(a, b, P127), ref_matmul(a, b, P127))
+    assert seen == {1}
 
 
 def test_blas_gemms_keeps_products_off_slabs_on_this_thread_only():

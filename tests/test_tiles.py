@@ -480,3 +480,49 @@ def test_empty_scratch_takes_nothing_from_the_pool():
         a = pool.empty(shape, dtype)
         assert a.shape == shape and a.dtype == dtype
     assert pool.held_bytes() == 0
+
+
+def test_tiled_python_ints_are_converted_once(rng, monkeypatch):
+    """Operands of Python ints (~100 ns an entry to convert, under the GIL) are converted
+    once however many tiles read them: ``A`` block by block of rows, each kept for its row
+    of tiles, ``B`` whole and kept when the tiling says so (``Tiling.kept``); the result
+    is exact, equal to the untiled one, and the working memory (less the result's ints)
+    stays within the modelled peak."""
+    import sys
+
+    from modlin import _rns
+
+    from conftest import traced
+
+    p = 2**127 - 1
+    m, k, n = 400, 300, 500
+    A, B = rand_ints(rng, (m, k), -p, 2 * p), rand_ints(rng, (k, n), 0, p)  # some unreduced
+    A[0, 0], B[-1, -1] = p - 1, p - 1
+    want = modlin.matmul(A, B, p)
+    assert np.array_equal(want[:30], ref_matmul(A[:30], B, p))
+    converted = []
+    real = _rns.object_pieces
+
+    def spy(x, H):
+        converted.append(x.size)
+        return real(x, H)
+
+    monkeypatch.setattr(_rns, "object_pieces", spy)
+    pl = modlin.plan(p, m, k, n)
+    kinds, reduced = set(), A % p
+    for budget in (12 << 20, 8 << 20, 5 << 20):
+        with modlin.limits(memory=budget):
+            t = pl.tiling((m, k, n), objects=(True, True))
+            assert t.count > 1 and t.grid[1] == 1 and t.peak <= budget
+            kinds.add(t.kept > 0)
+            converted.clear()
+            got = modlin.matmul(A, B, p)
+            assert np.array_equal(got, want)
+            # A's unreduced entries take the general path (not converted here) where found
+            assert sum(converted) <= m * k + (k * n if t.kept else t.grid[0] * k * n)
+            if t.kept:
+                assert "B converted once" in t.describe()
+                got, peak = traced(lambda: modlin.matmul(reduced, B, p))
+                result = got.nbytes + sum(sys.getsizeof(v) for v in got.flat)
+                assert peak - result <= 1.05 * t.peak
+    assert True in kinds
