@@ -385,7 +385,7 @@ def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, res
         return batch * work + apart(mt, kt, nt) + kept
 
     def cost(mt, kt, nt, kept=0):
-        a = convert[0] * mt * kt / (-(-n // nt) if kt >= k else 1)
+        a = convert[0] * mt * kt / (max(1, -(-n // nt)) if kt >= k else 1)
         return batch * (pl.cost((mt, kt, nt)) + a + (0 if kept else convert[1] * kt * nt))
 
     tiling = choose_tiles(shape, memory, budget, cost)
