@@ -182,10 +182,11 @@ OBJECT_STEP = 2**16
 
 def object_pieces(x: np.ndarray, H: int) -> np.ndarray | None:
     """:func:`pieces_of` an object array of Python ints whose values need at most ``H``
-    pieces, made :data:`OBJECT_STEP` entries at a time into one ``(H, x.size)`` array (a
-    whole array's conversion would hold a list and a marshal stream of it all, twice the
-    pieces' memory); None when some entry is not an ``int`` or needs more pieces."""
-    out = np.empty((H, x.size), dtype=np.uint16)
+    pieces, made :data:`OBJECT_STEP` entries at a time into one array of as many pieces as
+    its largest value needs (a whole array's conversion would hold a list and a marshal
+    stream of it all, twice the pieces' memory); None when some entry is not an ``int`` or
+    needs more than ``H`` pieces."""
+    out = None
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 1 and x.shape[-1] else x.reshape(1, -1)
     step = max(1, OBJECT_STEP // max(rows.shape[1], 1))
     e = 0
@@ -193,12 +194,20 @@ def object_pieces(x: np.ndarray, H: int) -> np.ndarray | None:
         part = to_halves(rows[r0:r0 + step])
         if part is None or part.shape[0] > H:
             return None
-        n = part.shape[1]
-        out[:part.shape[0], e:e + n] = part
-        # sign-extend into the top pieces
-        out[part.shape[0]:, e:e + n] = np.where(part[-1] >= 32768, np.uint16(0xFFFF), np.uint16(0))
-        e += n
+        if out is None or part.shape[0] > out.shape[0]:  # more pieces than so far (rarely)
+            wider = np.empty((part.shape[0], x.size), dtype=np.uint16)
+            if out is not None:
+                _sign_extend(out[:, :e], wider[:, :e])
+            out = wider
+        _sign_extend(part, out[:, e:e + part.shape[1]])
+        e += part.shape[1]
     return out
+
+
+def _sign_extend(src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst`` = the two's-complement pieces ``src`` with as many more pieces as ``dst`` has rows."""
+    dst[:src.shape[0]] = src
+    dst[src.shape[0]:] = np.where(src[-1] >= 32768, np.uint16(0xFFFF), np.uint16(0))
 
 
 @lru_cache(maxsize=128)
@@ -447,8 +456,9 @@ class _Halves:
         H = max(self.halves.shape[0], p.bit_length() // 16 + 1)
         h = self.halves
         if H > h.shape[0]:  # sign-extend, so that p and -p fit with their sign bits
-            ext = np.where(h[-1] >= 32768, np.uint16(0xFFFF), np.uint16(0))
-            h = np.concatenate([h, np.broadcast_to(ext, (H - h.shape[0], h.shape[1]))])
+            wide = np.empty((H, h.shape[1]), dtype=np.uint16)
+            _sign_extend(h, wide)
+            h = wide
         shift = np.empty(h.shape[1], dtype=np.int8)
         if not _shift_kernel(h, *(_pieces(v, H) for v in ((p - 1) // 2, p - 1, -(p // 2), -p)), shift):
             return False

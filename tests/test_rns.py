@@ -1342,3 +1342,24 @@ def test_residues_of_blocks_of_kept_pieces(p, dtype, rng):
             _assert_residues(got.astype(np.int64), want, basis)
             part = slice(1, max(2, want.shape[0] - 1))
             _assert_residues(blk.residues(basis.moduli, dtype, rows=part).astype(np.int64), want[part], basis)
+
+
+def test_object_pieces_in_steps(rng, monkeypatch):
+    """Python ints are made pieces a few rows at a time: a later step needing more pieces
+    widens the earlier ones (sign-extended), entries needing more than allowed, or not
+    plain ints, give None; and a huge ``p`` with small entries keeps few pieces."""
+    import modlin._rns as rns
+
+    monkeypatch.setattr(rns, "OBJECT_STEP", 40)
+    x = rand_ints(rng, (9, 13), -2**20, 2**20)
+    x[6, 2], x[7, 0] = -2**100, 2**100 - 1  # past the first steps
+    got = rns.object_pieces(x, 8)
+    assert np.array_equal(got, pieces_of(x)[0])
+    assert rns.object_pieces(x, 6) is None  # 101 bits and a sign do not fit 6 pieces
+    y = x.copy()
+    y[8, 12] = np.int64(3)
+    assert rns.object_pieces(y, 8) is None
+    p = 2**40000 + 1  # far more pieces than the entries need
+    A = rand_ints(rng, (3, 50), -2**64, 2**64)
+    B = rand_ints(rng, (50, 2), 0, 2**64)
+    assert _same(modlin.matmul(A, B, p), ref_matmul(A, B, p))
