@@ -413,10 +413,8 @@ class _Halves:
     balanced lift of ``x`` modulo ``p``, which the residues make entry by entry.
     """
 
-    #: Whether the pieces are a block of a matrix's kept for many tiles (:meth:`block`): the
-    #: memory model then counts them once, for the whole matrix, not for each product.
-    kept = False
-    #: A block's first entry and the distance between its rows, in the pieces' columns.
+    #: A block's first entry and the distance between its rows, in the pieces' columns
+    #: (:meth:`block`); None for an array's own pieces.
     window = None
 
     def __init__(self, x: np.ndarray, lift: int = 0, pieces: np.ndarray | None = None):
@@ -465,6 +463,12 @@ class _Halves:
         self.shift, self.p = shift, p
         return True
 
+    @property
+    def kept(self) -> bool:
+        """Whether these are a block of a matrix's pieces kept for many tiles (:meth:`block`):
+        the memory model counts them once, for the whole matrix, not for each product."""
+        return self.window is not None
+
     def block(self, rows: slice, cols: slice) -> _Halves:
         """The pieces of ``x[rows, cols]`` (``x`` 2-D, not int64), a view of these: the tiles
         of one product read one conversion of an operand of Python ints (~100 ns an entry,
@@ -477,7 +481,6 @@ class _Halves:
         out.int64, out.lift = None, 0  # the pieces stand for the entries now
         out.shape, out.size = (r1 - r0, c1 - c0), (r1 - r0) * (c1 - c0)
         out.window = (r0 * C + c0, C)
-        out.kept = True
         return out
 
     def residues(self, moduli: tuple[int, ...], dtype=np.float64, out: np.ndarray | None = None,
@@ -501,10 +504,9 @@ class _Halves:
         h = self.halves
         shift = self.shift if self.shift is not None else np.zeros(0, dtype=np.int8)
         w = _piece_weights(tuple(moduli), h.shape[0], self.signed, self.p)
-        # the entries from first on: a block's rows, or a range of flat entries (one long row)
-        start, stride = (first, 0) if self.window is None else (self.window[0] + first // shape[1] * self.window[1],
-                                                                 self.window[1])
-        cols = shape[-1] if self.window is not None else max(E, 1)
+        # the entries from first on: a block's rows, each stride apart, or flat pieces as one long row
+        base, stride = self.window or (first, 0)
+        start, cols = (base + first // shape[-1] * stride, shape[-1]) if self.window else (base, max(E, 1))
         mods = np.array(moduli, dtype=np.int64)
         # float64 words are written in place, other engines' through a float64 chunk
         in_place = out.dtype == np.float64
