@@ -356,6 +356,16 @@ _VARIANT_TEXT = {
 
 def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False,
             convert: tuple[float, float] = (0.0, 0.0)) -> Tiling:
+    """:func:`_tiled` under the limits in force (cached: a tiling weighs hundreds of tiles, each
+    with its schedule, 0.1 to 0.3 s for a product under a tight budget, every call)."""
+    limits = current_limits()
+    return _tiled(pl, tuple(shape), batch, limits.memory if budget is None else budget, residues, tuple(convert),
+                  limits.memory, limits.threads)
+
+
+@lru_cache(maxsize=256)
+def _tiled(pl, shape: tuple[int, int, int], batch: int, budget: int, residues: bool, convert: tuple[float, float],
+           memory: int, threads: int) -> Tiling:
     """:meth:`Plan.tiling` and :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`: the output
     of a tile is a view of the result, except the partial products of k-panels, which are
     written apart and then added into it. An RNS tile of k-panels (or of a product whose
@@ -368,8 +378,8 @@ def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, res
     :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`). ``A``'s block is converted once for
     the row of tiles that reads it (when ``k`` is whole); ``B``'s once per tile, or, where
     that is cheaper and its pieces fit beside the tiles, once for the whole product and
-    kept (``Tiling.kept``, 2-D products only)."""
-    budget = current_limits().memory if budget is None else budget
+    kept (``Tiling.kept``, 2-D products only). ``memory`` and ``threads``: those of
+    :func:`modlin.limits` in force, which the costs and schedules read (they key the cache)."""
     rns = not isinstance(pl, Plan)
     m, k, n = shape
 
@@ -386,7 +396,10 @@ def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, res
 
     def cost(mt, kt, nt, kept=0):
         a = convert[0] * mt * kt / (max(1, -(-n // nt)) if kt >= k else 1)
-        return batch * (pl.cost((mt, kt, nt)) + a + (0 if kept else convert[1] * kt * nt))
+        # an RNS tile's residues in as many groups of moduli as its memory allows
+        passes = pl.schedule_cost(batch * mt * kt, batch * kt * nt, batch * mt * nt, kt, mt if batch == 1 else 0,
+                                  budget - apart(mt, kt, nt) - kept, kept > 0) if rns else 0
+        return batch * (pl.cost((mt, kt, nt)) + a + (0 if kept else convert[1] * kt * nt)) + passes
 
     tiling = choose_tiles(shape, memory, budget, cost)
     if not rns:

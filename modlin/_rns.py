@@ -636,14 +636,14 @@ def _weigh(x, y, f, k, m, minv, w):  # pragma: no cover - compiled
 
 
 @njit
-def _crt_weights(x, lo, hi, moduli, w, k, flag, work):  # pragma: no cover - compiled
-    """Residues ``x[i, e]``, ``lo <= e < hi`` (float64 integers below ``2**53`` in magnitude, congruent
-    to ``C`` modulo ``m_i``) -> ``y_i = x_i w_i mod m_i`` in place,
-    with ``w_i = (M / m_i)**-1 mod m_i``, so that ``C = sum y_i M / m_i - k M``.
+def _crt_weights(x, lo, hi, moduli, w, k, flag, work, y):  # pragma: no cover - compiled
+    """Residues ``x[i, e]``, ``lo <= e < hi`` (float64 integers below ``2**53`` in magnitude,
+    or int32 residues, congruent to ``C`` modulo ``m_i``; only read) -> ``y[i, e - lo] = x_i w_i
+    mod m_i``, with ``w_i = (M / m_i)**-1 mod m_i``, so that ``C = sum y_i M / m_i - k M``.
 
     ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
     ``flag[e]`` marks a fraction too close to 1/2 for the float sum to round it surely.
-    ``work``: float64 scratch of shape ``(2, CHUNK)``.
+    ``work``: float64 scratch of shape ``(2, CHUNK)``; ``y``: float64 ``(N, hi - lo)``.
     """
     N = x.shape[0]
     f = work[0]
@@ -655,8 +655,7 @@ def _crt_weights(x, lo, hi, moduli, w, k, flag, work):  # pragma: no cover - com
         kk[:c] = 0.0
         for i in range(N):
             m = np.float64(moduli[i])
-            y = x[i, e0:e1]
-            _weigh(y, y, f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
+            _weigh(x[i, e0:e1], y[i, e0 - lo:e1 - lo], f[:c], kk[:c], m, 1.0 / m, np.float64(w[i]))
         for e in range(c):
             flag[e0 + e] = abs(f[e] - 0.5) < AMBIGUOUS
             k[e0 + e] = kk[e] + (f[e] >= 0.5)
@@ -872,17 +871,18 @@ def _crt_step(N: int, L: int) -> int:
     return max(1024, min(16384, 2**18 // (L + min(N, CRT_BLOCK))))
 
 
-def crt_scratch(N: int, modulus: int, E: int) -> int:
+def crt_scratch(N: int, modulus: int, E: int, workers: int = 1) -> int:
     """Bytes of the CRT's chunk buffers for ``N`` moduli, ``E`` results and results modulo
-    ``modulus`` (or up to it): limb sums, accumulators and conversion buffers, of one chunk."""
+    ``modulus`` (or up to it): limb sums, accumulators, weights and conversion buffers, of
+    chunk for each of ``workers`` (no more chunks than ``E`` fills)."""
     L = max(-(-modulus.bit_length() // 16), 3) + 1
-    return 8 * min(_crt_step(N, L), E) * (4 * L + 4)
+    return 8 * min(_crt_step(N, L) * workers, E) * (4 * L + 4 + N)
 
 
 def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool,
                       out: np.ndarray | None = None) -> np.ndarray:
-    """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous float64
-    ``(N, E + pad)`` workspace (see :func:`padded_rows`); returns the flat result, written
+    """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous ``(N, E + pad)``
+    array (see :func:`padded_rows`) of float64 sums or int32 residues, only read; returns the flat result, written
     into ``out`` (C-contiguous int64, of ``E`` entries) when given: only for int64
     results (``p <= 2**63``, or ``p = None`` without ``as_object``)."""
     N = len(basis.moduli)
@@ -906,19 +906,22 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
             return []
         # the kernels' scratch comes from here: one allocating inside would make numba's cached
         # kernel import numba.np.arrayobj on its first load (40 ms of a first call)
-        _crt_weights(x, part.start, part.stop, moduli, w, k, flag, np.empty((2, CHUNK)))
         limbs = []
         t = None
+        scratch = np.empty((2, CHUNK))
         for e0 in range(part.start, part.stop, step):
             e1 = min(part.stop, e0 + step)
             c = e1 - e0
             if t is None or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
-                t, d, work = np.empty((L, c)), np.empty((L, c)), np.empty((3, c))
+                t, d, work, y = np.empty((L, c)), np.empty((L, c)), np.empty((3, c)), np.empty((N, c))
+            # the chunk's weights in a buffer that stays in cache: the products are only read
+            # (float64 sums, or int32 residues half their size)
+            _crt_weights(x, e0, e1, moduli, w, k, flag, scratch, y)
             acc = np.multiply.outer(kfac, k[e0:e1])  # -k M (mod p): at most N * 2**16 per limb
             top = np.zeros(c)
             for i0 in range(0, N, CRT_BLOCK):
                 i1 = min(N, i0 + CRT_BLOCK)
-                np.matmul(cst[i0:i1].T, x[i0:i1, e0:e1], out=t)
+                np.matmul(cst[i0:i1].T, y[i0:i1], out=t)
                 _carry(t, acc, top, work[0])
                 if p is not None:
                     _reduce(acc, top, pl, ps, d, work)
@@ -960,18 +963,16 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
         out = writer.result()
     if p is not None and p > 2**63:
         out = out.view(np.uint64).astype(object) if small else out
-    for e in np.flatnonzero(flag):
-        # the fused CRT leaves x as it was; the limbs' weights replaced it by the y_i
-        out[e] = _exact_entry(x[:, e], basis, p, weighed=not fused_crt(p, N))
+    for e in np.flatnonzero(flag):  # both CRTs leave x as it was
+        out[e] = _exact_entry(x[:, e], basis, p)
     return out
 
 
-def _exact_entry(x: np.ndarray, basis: Basis, p: int | None, weighed: bool) -> int:
-    """One entry of :func:`reconstruct` from its residues ``x_i`` (or, ``weighed``, its
-    ``y_i``), with Python integers."""
+def _exact_entry(x: np.ndarray, basis: Basis, p: int | None) -> int:
+    """One entry of :func:`reconstruct` from its residues ``x_i``, with Python integers."""
     M = basis.M
     w = _crt_constants(basis.moduli, p)[0]
-    y = [int(v) if weighed else int(v) * int(wi) % m for v, wi, m in zip(x, w, basis.moduli)]
+    y = [int(v) * int(wi) % m for v, wi, m in zip(x, w, basis.moduli)]
     c = sum(yi * (M // m) for yi, m in zip(y, basis.moduli)) % M
     c = c - M if c > (M - 1) // 2 else c
     return c if p is None else c % p

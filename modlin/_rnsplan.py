@@ -24,6 +24,11 @@ from ._rns import (CHUNK, MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fuse
 from ._threads import MIN_ROWS
 from ._tiles import POOL_SHARE, Tiling
 
+#: Int32 products are made in panels of at least this many rows of ``A`` (or all of them)
+#: when the budget allows it with groups of several moduli: dgemm at k = 1024, n = 2048 on
+#: the development machine ran 89 GFlop/s on 1024 and 2048 rows, 81 on 512, 72 on 256, 45 on 64.
+GEMM_ROWS = 1024
+
 __all__ = ["RNSPlan", "rns_plan", "choose_moduli"]
 
 # Cost model, in multiply-adds of a large fp64 GEMM (as in modlin._plan), measured
@@ -54,6 +59,11 @@ LIMB = 120.0
 #: tile that converts its operands' blocks again pays it again. Measured at 127 bits (8
 #: pieces): 108 + 14 ns per entry against 0.0185 ns per multiply-add of a 2048 dgemm on 2 cores.
 OBJECT_PIECE = 800.0
+#: Each group of moduli after the first reads the operands' pieces again to make its
+#: residues (:meth:`RNSPlan.schedule`), per piece of an entry: measured at 127 bits (8 pieces)
+#: on a 2048 x 2048 operand, 12 moduli in 1, 2, 3, 4, 6 and 12 groups took about 95, 50,
+#: 45, 42, 40 and 38 ns per entry on 2 cores (2.5 to 5 ns per entry and extra group).
+REREAD = 24.0
 #: On a GPU those passes are fused kernels over data already on the device (one
 #: residue kernel for all moduli, one CRT kernel): an estimate of their share of
 #: the CPU's cost, to be calibrated by benchmarks/gpu_report.py.
@@ -178,14 +188,15 @@ class RNSPlan:
         return need
 
     def _panels(self) -> bool:
-        """Whether products may be kept as int32 residues (read by the host's fused CRT only)."""
-        return self.device == "cpu" and fused_crt(self.p, len(self.moduli))
+        """Whether products may be kept as int32 residues (the host's CRTs read them; the
+        GPU's kernel reads float64 sums)."""
+        return self.device == "cpu"
 
     def _memory(self, ea: int, eb: int, e: int, k: int, group: int, panel: float | None = None,
                 kept: bool = False) -> int:
         """:meth:`workspace` for operands of ``ea`` and ``eb`` entries, ``e`` results and
         inner dimension ``k``; with ``panel``, the int32 products made ``panel`` (a fraction)
-        of the rows at a time (``group`` is then 1); with ``kept``, without ``B``'s pieces.
+        of the rows at a time; with ``kept``, without ``B``'s pieces.
 
         The operands' 16-bit pieces and balancing shifts (or int64 lifts) live throughout; beside them, first
         one operand's balanced lift (int64), then the residues of one group of moduli with
@@ -200,12 +211,16 @@ class RNSPlan:
         if panel is None:
             products = 8 * N * e + pad * N
             multiply = w * group * (ea + eb) + (0 if one_gemm else 16 * e) + pad * 2 * group
-        else:  # int32 products; one modulus' residues, of A a panel's, and its float64 product
+        else:  # int32 products; one group's residues, of A a panel's, and one float64 product
             products = 4 * N * e + pad * N
-            multiply = w * (ea * panel + eb) + 8 * e * panel * (1 if one_gemm else 3) + pad * 2
-        # the fused CRT's buffers are a few chunks per worker; the limbs' grow with the entries
-        fused = 5 * 8 * CHUNK * current_limits().threads if self.device == "cpu" and fused_crt(self.p, N) \
-            else crt_scratch(N, self.p or self.basis.M, e)
+            multiply = w * group * (ea * panel + eb) + 8 * e * panel * (1 if one_gemm else 3) + pad * 2 * group
+        # the fused CRT's buffers are a few chunks per worker; the limbs' (crt_scratch) too
+        if self.device != "cpu":
+            fused = crt_scratch(N, self.p or self.basis.M, e)
+        elif fused_crt(self.p, N):
+            fused = 5 * 8 * CHUNK * current_limits().threads
+        else:
+            fused = crt_scratch(N, self.p or self.basis.M, e, current_limits().threads)
         crt = 18 * e + fused
         return int(pieces + max(8 * max(ea, eb), products + multiply, products + crt))
 
@@ -214,34 +229,74 @@ class RNSPlan:
         """How :func:`modlin._rns.product_residues` fits ``memory`` bytes (operands of ``ea``
         and ``eb`` entries, ``e`` results, inner dimension ``k``; ``rows`` rows of ``A``, 0 for
         a stack): ``(group, None)`` for float64 products of every modulus made from the
-        residues of ``group`` moduli at a time, or ``(1, panel)`` for int32 products (reduced
-        into ``[0, m_i)``: half the memory, one more pass) made a modulus and ``panel`` rows
-        of ``A`` at a time.
+        residues of ``group`` moduli at a time, or ``(group, panel)`` for int32 products
+        (reduced into ``[0, m_i)``: half the memory, one more pass) made from the residues of
+        ``group`` moduli at a time, ``panel`` rows of ``A`` at a time.
 
-        Float64 products, from groups as large as fit (fewer, larger groups convert the
-        operands fewer times, in groups of equal size), while their workspace stays within
-        what the scratch pool keeps between calls (:data:`~modlin._tiles.POOL_SHARE` of the
-        budget); beyond it, memory is mapped afresh on every call, which on the development
+        Groups are as large as fit, in groups of equal size: each group reads the operands'
+        pieces once more to make its residues (at 127 bits and ``n = 4096`` a tile under
+        1 GiB made them one modulus at a time: 12 reads where 3 now do). Float64 products
+        while their workspace stays within what the scratch pool keeps between calls
+        (:data:`~modlin._tiles.POOL_SHARE` of the budget) and their groups' reads cost no
+        more than the int32 products' with their extra pass (:meth:`_passes`);
+        beyond the pool, memory is mapped afresh on every call, which on the development
         machine cost more than the int32 products' extra pass (61 bits, ``n = 4096``, 1 GiB
-        budget: 7.5 against 6.7 GEMM times with the pool keeping everything), so then int32
-        products, in the largest panels that fit (only read by the fused CRT, and only for
-        a 2-D product). ``(1, None)`` when nothing fits (the tile scheduler saw to it that
-        something does). ``kept``: ``B``'s pieces are kept apart (:meth:`workspace`).
+        budget: 7.5 against 6.7 GEMM times with the pool keeping everything). Int32 products
+        (read by the host's CRTs, and only for a 2-D product) take the largest group
+        whose panels keep at least :data:`GEMM_ROWS` rows (or all of them), else one
+        modulus at a time in the largest panels that fit. ``(1, None)`` when nothing fits
+        (the tile scheduler saw to it that something does). ``kept``: ``B``'s pieces are
+        kept apart (:meth:`workspace`).
         """
         N = len(self.moduli)
-        lo, hi = 0, N  # the largest group that fits (the memory grows with it), or 0
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if self._memory(ea, eb, e, k, mid, kept=kept) <= memory else (lo, mid - 1)
-        group = lo and -(-N // -(-N // lo))
-        pooled = POOL_SHARE * current_limits().memory
-        if not (rows and self._panels()) or (group and self._memory(ea, eb, e, k, group, kept=kept) <= pooled):
-            return max(group, 1), None
-        for parts in range(1, max(rows // MIN_ROWS, 1) + 1):
-            panel = -(-rows // parts)
-            if self._memory(ea, eb, e, k, 1, panel / rows, kept) <= memory:
-                return 1, panel
-        return max(group, 1), None
+
+        def largest(fits) -> int:  # the largest group that fits (memory grows with it), as equal groups, or 0
+            lo, hi = 0, N
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+            return lo and -(-N // -(-N // lo))
+
+        def fits64(g: int) -> bool:
+            return self._memory(ea, eb, e, k, g, kept=kept) <= memory
+
+        def fits32(g: int, panel: int) -> bool:
+            return self._memory(ea, eb, e, k, g, panel / rows, kept) <= memory
+
+        def widest(g: int, most: int) -> int | None:  # the largest panel that fits, `most` panels at most; or None
+            lo, hi = 1, most + 1  # the fewest panels that fit (fewer need more memory)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if fits32(g, -(-rows // mid)) else (mid + 1, hi)
+            return -(-rows // lo) if lo <= most else None
+
+        g64 = largest(fits64)
+        if not (rows and self._panels()):
+            return max(g64, 1), None
+        most = max(rows // min(rows, GEMM_ROWS), 1)  # panels, each at least GEMM_ROWS rows
+        g32 = largest(lambda g: fits32(g, -(-rows // most)))
+        panel = widest(g32, most) if g32 else widest(1, max(rows // MIN_ROWS, 1))
+        g32 = max(g32, 1)  # else one modulus at a time, in the largest panels that fit
+        if panel is None:
+            return max(g64, 1), None
+        if g64 and self._memory(ea, eb, e, k, g64, kept=kept) <= POOL_SHARE * current_limits().memory \
+                and self._passes(ea, eb, e, g64, None) <= self._passes(ea, eb, e, g32, panel):
+            return g64, None
+        return g32, panel
+
+    def _passes(self, ea: int, eb: int, e: int, group: int, panel: int | None) -> float:
+        """The modelled cost of a :meth:`schedule` beyond :meth:`cost` (which assumes every
+        modulus' residues made at once): each group after the first reads the operands' pieces
+        again (:data:`REREAD`), and int32 products take one more pass over each product."""
+        N = len(self.moduli)
+        reread = (-(-N // group) - 1) * REREAD * self.pieces() * (ea + eb)
+        reduce = 0 if panel is None else PASS * N * e
+        return (reread + reduce) * device_pass_scale(self.device, None)
+
+    def schedule_cost(self, ea: int, eb: int, e: int, k: int, rows: int, memory: int, kept: bool = False) -> float:
+        """:meth:`_passes` of the schedule that fits ``memory`` (arguments as for :meth:`schedule`):
+        what the tile scheduler adds to :meth:`cost` for a tile within its budget."""
+        return self._passes(ea, eb, e, *self.schedule(ea, eb, e, k, rows, memory, kept))
 
     def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
                budget: int | None = None, residues: bool = False,

@@ -159,15 +159,18 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
     for kt in _sizes(k) if split_k else [max(k, 1)]:
         ks = -(-k // kt) if k else 1
         for mt in _sizes(m):
-            # the widest column panel that fits: workspace grows with nt
-            fits = [nt for nt in _sizes(n) if workspace(mt, kt, nt) <= budget]
-            if not fits:
-                continue
-            nt = fits[0]
-            tiles = (-(-m // mt) if m else 1) * (-(-n // nt) if n else 1)
-            total = tiles * ks * cost(mt, kt, nt) + (ks - 1) * m * n * combine
-            if best is None or total < best[0]:
-                best = (total, (mt, kt, nt))
+            # the widest column panels that fit (workspace grows with nt), down to half the
+            # widest: a narrower tile leaves more of the budget to its schedule (an RNS
+            # tile's groups of moduli)
+            sizes = _sizes(n)
+            first = next((i for i, nt in enumerate(sizes) if workspace(mt, kt, nt) <= budget), len(sizes))
+            for nt in sizes[first:]:
+                if 2 * nt < sizes[first]:
+                    break
+                tiles = (-(-m // mt) if m else 1) * (-(-n // nt) if n else 1)
+                total = tiles * ks * cost(mt, kt, nt) + (ks - 1) * m * n * combine
+                if best is None or total < best[0]:
+                    best = (total, (mt, kt, nt))
     if best is None:
         t = tuple(min(max(d, 1), MIN_TILE) for d in shape)
         if not split_k:

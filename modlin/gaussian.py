@@ -27,6 +27,7 @@ from . import _rns
 from ._backend import cpu_only, is_dask, namespace
 from ._convert import _index, float_integers, integer_operands, integers, max_abs, residues_int64, unwrap_fields
 from ._flint import FlintType
+from ._limits import current as current_limits
 
 from ._matmul import matmul as _matmul
 from ._modular import twom_combine, twom_finish, twom_split, twom_words
@@ -1016,7 +1017,6 @@ class _ExactTile:
     def tiling(self, shape, batch: int, pieces: int, budget: int | None = None):
         """The tiles of the product of ``shape`` (``batch`` matrices at once) within ``budget``
         (default: :func:`modlin.limits`'), operand entries cut into ``pieces`` 16-bit pieces."""
-        from ._limits import current as current_limits
         from ._tiles import choose
 
         budget = current_limits().memory if budget is None else budget
@@ -1036,7 +1036,7 @@ class _ExactTile:
         # the residues of one panel, in chunks (on up to two threads), float64, int64
         convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _rns.RESIDUE_STEP)
         product = max(_workspace(t.pl, t.alg, t.words, 1)(mt, kt, nt) for t in self.tiles)
-        crt = 2 * 18 * e + _rns.crt_scratch(N, self.basis.M * N, e)
+        crt = 2 * 18 * e + _rns.crt_scratch(N, self.basis.M * N, e, current_limits().threads)
         # Python ints: a pointer and an int object of the bound's size (30-bit digits)
         entry = 8 + 32 + 4 * (-(-(self.basis.M.bit_length()) // 30)) if self.as_object else 8
         return halves + rows + max(convert + product, crt) + 2 * entry * e

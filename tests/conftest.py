@@ -113,10 +113,11 @@ def rand_ints(rng, shape, lo: int, hi: int) -> np.ndarray:
     return out.reshape(shape)
 
 
-def budgets(tiling_of, top: int = 10**10, within=None):
-    """One budget per distinct tiling, from ``top`` down until no tile fits, with the tiling
-    seen: ``[(budget, tiling), ...]``. ``tiling_of()`` reads the budget in force inside
-    ``within(budget)`` (default: ``modlin.limits(memory=budget)``)."""
+def budgets(tiling_of, top: int = 10**10, within=None, step: float = 1.5):
+    """One budget per distinct tiling, from ``top`` down until no tile fits, each ``step``
+    times below the last tiling's peak, with the tiling seen: ``[(budget, tiling), ...]``.
+    ``tiling_of()`` reads the budget in force inside ``within(budget)`` (default:
+    ``modlin.limits(memory=budget)``)."""
     import modlin
 
     within = within or (lambda b: modlin.limits(memory=b))
@@ -128,7 +129,7 @@ def budgets(tiling_of, top: int = 10**10, within=None):
             except ValueError:
                 break
         out.setdefault((t.tile, t.grid), (budget, t))
-        budget = int(min(budget, t.peak) / 1.5)
+        budget = int(min(budget, t.peak) / step)
     return list(out.values())
 
 

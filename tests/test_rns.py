@@ -1099,7 +1099,7 @@ def test_planned_bases_never_need_the_exact_fallback(rng):
         x = _canonical(vals, basis).astype(np.float64)
         k, flag = np.empty(len(vals)), np.empty(len(vals), dtype=np.bool_)
         rns._crt_weights(x, 0, len(vals), np.array(basis.moduli, dtype=np.int64), rns._crt_constants(basis.moduli, None)[0],
-                         k, flag, np.empty((2, rns.CHUNK)))
+                         k, flag, np.empty((2, rns.CHUNK)), np.empty(x.shape))
         assert not flag.any()
         assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, as_object=True)] == vals
 
@@ -1180,15 +1180,76 @@ def test_rns_products_as_int32_panels(p, rng):
         assert pl.schedule(m * k, k * n, m * n, k, m, whole)[1] is None
 
 
-def test_rns_int32_panels_only_where_the_fused_crt_reads_them():
-    for pl in (modlin.plan(2**127 - 1, 300, 150, 70), modlin.plan(2**61 - 1, 300, 150, 70, device="cuda")):
-        whole = pl.workspace(panels=False)
-        assert pl.workspace() == whole
-        assert pl.schedule(300 * 150, 150 * 70, 300 * 70, 150, 300, whole // 2)[1] is None
-    pl = modlin.plan(2**61 - 1, 300, 150, 70)
-    assert pl.workspace() < pl.workspace(panels=False)
-    # a stack's rows are not a range of its entries: no panels
-    assert pl.schedule(300 * 150, 150 * 70, 300 * 70, 150, 0, pl.workspace() + 1)[1] is None
+def test_rns_int32_products_only_where_the_host_crt_reads_them():
+    pl = modlin.plan(2**61 - 1, 300, 150, 70, device="cuda")  # the GPU's CRT kernel reads float64 sums
+    whole = pl.workspace(panels=False)
+    assert pl.workspace() == whole
+    assert pl.schedule(300 * 150, 150 * 70, 300 * 70, 150, 300, whole // 2)[1] is None
+    for pl in (modlin.plan(2**61 - 1, 300, 150, 70), modlin.plan(2**127 - 1, 300, 150, 70)):  # fused CRT, limbs
+        assert pl.workspace() < pl.workspace(panels=False)
+        # a stack's rows are not a range of its entries: no panels
+        assert pl.schedule(300 * 150, 150 * 70, 300 * 70, 150, 0, pl.workspace() + 1)[1] is None
+
+
+@pytest.mark.parametrize("p", [2**61 - 1, 2**127 - 1, P256], ids=pid)
+def test_rns_int32_products_in_groups_of_moduli(p, rng, monkeypatch):
+    """Int32 products made from the residues of several moduli at a time, in panels of rows
+    (uneven last panel), the fused CRT's and the limbs': exact, and each group reads the
+    operands' pieces once (fewer groups than moduli)."""
+    import modlin._rns as rns
+    import modlin._rnsplan as rnsplan
+    from modlin._convert import balanced_halves
+
+    monkeypatch.setattr(rnsplan, "GEMM_ROWS", 64)  # panels of 64 rows or more, at this size
+    m, k, n = 301, 600, 70  # A's residues weigh most: its panels make room for more moduli
+    A = rand_ints(rng, (m, k), 0, p)
+    B = rand_ints(rng, (k, n), 0, p)
+    A[0], B[:, 0] = p - 1, p - 1
+    A[1], B[:, 1] = (p - 1) // 2, (p + 1) // 2  # the balanced extremes
+    pl = modlin.plan(p, m, k, n, algorithm="rns")
+    N = len(pl.moduli)
+    assert N >= 4
+    group = -(-N // 2)  # two groups, each at most half the moduli
+    with modlin.limits(threads=1):  # the CRT's buffers are per worker
+        memory = pl._memory(m * k, k * n, m * n, k, group, 76 / m)
+    with modlin.limits(memory=memory, threads=1):
+        assert pl._memory(m * k, k * n, m * n, k, 1) > memory / 4  # float64 products: beyond the pool's share
+        got_group, panel = pl.schedule(m * k, k * n, m * n, k, m, memory)
+        assert got_group >= group and panel is not None and 64 <= panel < m
+        reads = []
+        real = rns._Halves.residues
+        monkeypatch.setattr(rns._Halves, "residues",
+                            lambda self, q, *a, **kw: reads.append(len(q)) or real(self, q, *a, **kw))
+        rc, _ = rns.product_residues(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+    assert rc.dtype == np.int32
+    # per group, B's residues once and A's once per panel
+    assert max(reads) == got_group and len(reads) == 2 * -(-N // got_group) * (1 + -(-m // panel))
+    assert _same(got, ref_matmul(A, B, p))
+
+
+@pytest.mark.parametrize("p", [None, 2**61 - 1, 2**63 + 29, 2**127 - 1], ids=pid)
+def test_limb_crt_reads_int32_residues(p, rng, monkeypatch):
+    """The limbs' CRT only reads the products: int32 residues and float64 sums congruent
+    to them give the same results, the entries at the edge of a tight basis (rebuilt with
+    Python ints) too, and neither input changes."""
+    import modlin._rns as rns
+
+    monkeypatch.setattr(rns, "FUSED_MAX_N", 0)  # the limbs' path for every p
+    basis = Basis((2**26 - 5, 2**26 - 27, 2**25 - 39))
+    M, q = basis.M, basis.moduli
+    vals = [-(M // 2), (M - 1) // 2, -(M // 2) + 1, 0, 1, -1] + [int(v) for v in rand_ints(rng, (300,), -(M // 2), M // 2)]
+    E = len(vals)
+    x32 = rns.padded_rows(len(q), E, np.int32)
+    x32[:, :E] = [[v % m for v in vals] for m in q]
+    x64 = rns.padded_rows(len(q), E, np.float64)  # unreduced sums, as a product leaves them
+    x64[:, :E] = [[v % m + int(j) * m for v, j in zip(vals, rand_ints(rng, (E,), -2**26, 2**26))] for m in q]
+    before = x32[:, :E].copy(), x64[:, :E].copy()
+    want = vals if p is None else [v % p for v in vals]
+    for x in (x32, x64):
+        got = rns._reconstruct_rows(x, E, basis, p, p is None)
+        assert [int(v) for v in got] == want
+    assert np.array_equal(x32[:, :E], before[0]) and np.array_equal(x64[:, :E], before[1])
 
 
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**64, 2**127 - 1, P256], ids=pid)

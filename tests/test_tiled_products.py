@@ -345,7 +345,7 @@ def _pair_oracle(a, b, rows, cols):
 def _check_intmul_across_budgets(a, b, engine="fp64", most=7, k_panels=True):
     want = gaussian.intmul(a, b, engine=engine)
     counts, grids = set(), set()
-    for budget, t in budgets(_intmul_tiling(a, b, engine)):
+    for budget, t in budgets(_intmul_tiling(a, b, engine), step=1.25):  # fine enough to meet 2 tiles
         with modlin.limits(memory=budget):
             got = gaussian.intmul(a, b, engine=engine)
         counts.add(t.count)
