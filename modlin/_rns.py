@@ -874,7 +874,7 @@ def _crt_step(N: int, L: int) -> int:
 def crt_scratch(N: int, modulus: int, E: int, workers: int = 1) -> int:
     """Bytes of the CRT's chunk buffers for ``N`` moduli, ``E`` results and results modulo
     ``modulus`` (or up to it): limb sums, accumulators, weights and conversion buffers, of
-    chunk for each of ``workers`` (no more chunks than ``E`` fills)."""
+    one chunk for each of ``workers`` (no more chunks than ``E`` fills)."""
     L = max(-(-modulus.bit_length() // 16), 3) + 1
     return 8 * min(_crt_step(N, L) * workers, E) * (4 * L + 4 + N)
 
@@ -882,8 +882,8 @@ def crt_scratch(N: int, modulus: int, E: int, workers: int = 1) -> int:
 def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool,
                       out: np.ndarray | None = None) -> np.ndarray:
     """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous ``(N, E + pad)``
-    array (see :func:`padded_rows`) of float64 sums or int32 residues, only read; returns the flat result, written
-    into ``out`` (C-contiguous int64, of ``E`` entries) when given: only for int64
+    array (see :func:`padded_rows`) of float64 sums or int32 residues, only read; returns
+    the flat result, written into ``out`` (C-contiguous int64, of ``E`` entries) when given: only for int64
     results (``p <= 2**63``, or ``p = None`` without ``as_object``)."""
     N = len(basis.moduli)
     w, cst, kfac, pl, ps = _crt_constants(basis.moduli, p)
@@ -904,10 +904,10 @@ def _reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obj
         """The CRT of the entries ``part``: written to ``out``, or as limbs to be written."""
         if not part:
             return []
-        # the kernels' scratch comes from here: one allocating inside would make numba's cached
-        # kernel import numba.np.arrayobj on its first load (40 ms of a first call)
         limbs = []
         t = None
+        # the kernels' scratch comes from here: one allocating inside would make numba's cached
+        # kernel import numba.np.arrayobj on its first load (40 ms of a first call)
         scratch = np.empty((2, CHUNK))
         for e0 in range(part.start, part.stop, step):
             e1 = min(part.stop, e0 + step)

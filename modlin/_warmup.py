@@ -79,6 +79,10 @@ def _matmul(p: int) -> None:
             matmul(a.astype(object), b.astype(object), p)  # Python-int operands
     # other integer dtypes, negative and unreduced entries
     matmul(rng.integers(-2**62, 2**62, (8, 8)), rng.integers(0, 2**64 - 1, (8, 8), dtype=np.uint64), p)
+    if p > 2**52:  # tiles of a residue number system: int32 products, read by its CRT
+        a = _residues(rng, p, (300, 300))
+        with limits(memory="4MiB"):
+            matmul(a, a, p)
 
 
 def _all_plans(p: int) -> None:
