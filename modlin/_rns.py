@@ -987,9 +987,10 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
     Within ``memory`` bytes (default: the budget of :func:`modlin.limits`;
     :meth:`RNSPlan.schedule` decides) ``rc`` is float64, integers congruent to the product
     modulo ``m_i`` and below ``2**53`` in magnitude, made from the residues of as many
-    moduli at a time as fit; when even one modulus' do not fit beside them, ``rc`` is
-    int32, the products reduced into ``[0, m_i)`` (half the memory, one more pass), made a
-    modulus and a panel of rows of ``a`` at a time. Arguments as for :func:`multiply`
+    moduli at a time as fit; beyond the pool's share of the budget (or where its groups
+    would read the operands more often), ``rc`` is int32 (host plans only), the products
+    reduced into ``[0, m_i)`` (half the memory, one more pass), made from the residues of
+    a group of moduli and a panel of rows of ``a`` at a time. Arguments as for :func:`multiply`
     (``a`` may be its :class:`Residues`)."""
     basis = pl.basis
     eng = get_engine(pl.engine)
