@@ -3,8 +3,8 @@
 ``peakmem_*`` is the peak memory of the process during one product, ``time_*``
 its time, and ``track_tiles`` the number of tiles the scheduler chose, for a
 budget that holds the whole product and for budgets that force tiles, at a size
-a 2-core runner affords; ``ozaki.zgemm``, ``gaussian.matmul`` (2M) and ``intmul``'s
-single float64 GEMM likewise.
+a 2-core runner affords; ``ozaki.zgemm``, ``gaussian.matmul`` (2M), and ``intmul``'s
+single float64 GEMM and residue number system likewise.
 """
 
 import numpy as np
@@ -125,3 +125,18 @@ class TiledIntmulFloat64:
 
     def peakmem_intmul(self, memory):
         modlin.intmul(self.a, self.b)
+
+
+class TiledIntmulRNS(TiledIntmulFloat64):
+    """``intmul`` of Python ints through a residue number system, whole or in tiles: the
+    tiles read blocks of the pieces made for the bound (held within the budget), and
+    k-panels add into int32 residues that each tile's CRT reads in place."""
+
+    params = (["4GiB", "96MiB", "48MiB"],)  # the pieces alone take 28 MiB
+    n = 1024
+
+    def setup(self, memory):
+        rng = np.random.default_rng(0)
+        self.a, self.b = (rng.integers(-(2**62), 2**62, (self.n, self.n)).astype(object) * 2**38 for _ in range(2))
+        self.limits = modlin.limits(memory=memory)
+        modlin.intmul(self.a[:64, :64], self.b[:64, :64])

@@ -155,10 +155,11 @@ def intmul(A: ArrayLike, B: ArrayLike, *, engine: str | None = None, moduli=None
             whole = False
         if whole:
             c = _rns.multiply(pl, ha, hb, as_object=as_object)  # the pieces made for the bound
-        else:  # tile by tile within the memory budget, each tile converting its own operands
-            del ha, hb
+        else:  # tile by tile within the memory budget, reading blocks of the pieces made for the bound
+            held = tuple(h if isinstance(h, _rns._Halves) and len(full) == 2 else None for h in (ha, hb))
+            del ha, hb  # a stack's tiles convert their own blocks
             c = np.empty(full, dtype=dtype)
-            _product(pl, a, b, None, c, as_object=as_object)
+            _product(pl, a, b, None, c, as_object=as_object, held=held)
     c = c.reshape(shape)
     if ftype is not None:
         return ftype.product(c, np.ndim(A))

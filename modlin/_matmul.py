@@ -11,6 +11,7 @@ from ._backend import is_dask, namespace
 from ._convert import _matmul_shapes, balanced_halves, check_operand, residues_int64, unwrap_fields
 from ._engines import get_engine
 from ._flint import FlintType
+from ._limits import format_size
 from ._modular import add_into
 from ._plan import Plan, _check_modulus
 from ._planner import plan as make_plan
@@ -206,7 +207,7 @@ def prepare_left(plan: Plan | RNSPlan, a: np.ndarray, p: int) -> Prepared:
 
 
 def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: int | None, result: np.ndarray,
-             *, as_object: bool = False, residues: bool = False) -> None:
+             *, as_object: bool = False, residues: bool = False, held: tuple = (None, None)) -> None:
     """``result[...] = a @ b mod p`` (2-D or stacked operands, any accepted dtype), tile by
     tile within the memory budget of :func:`modlin.limits` (:meth:`Plan.tiling`).
     With ``p = None`` (an :class:`RNSPlan` of :func:`modlin.intmul`), the exact
@@ -222,6 +223,9 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
     made. Partial products over k-panels are added modulo ``p`` (multiword plans), or as
     residues modulo each modulus before the tile's one CRT (residue number systems).
     A :class:`Prepared` ``a`` (2-D) skips the conversion of the tiles that span it.
+    ``held``: the pieces (:class:`modlin._rns._Halves`, or None) of 2-D ``a`` and ``b`` made
+    already (:func:`modlin.intmul` makes them for its bound): the tiles read blocks of them,
+    and the tiling counts their bytes beside every tile.
     """
     prepared = a.parts if isinstance(a, Prepared) else None
     a = a.source if prepared is not None else a
@@ -230,10 +234,18 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
     batch = math.prod(stack)
     multiword = isinstance(plan, Plan)
     # Python ints cost more to convert than to re-read: their tiling counts it (2-D products)
-    objects = (a.dtype == object, b.dtype == object) if not stack else (False, False)
+    objects = (a.dtype == object and held[0] is None, b.dtype == object and held[1] is None) if not stack \
+        else (False, False)
+    pinned = sum(h.nbytes() for h in held if h is not None)
     tiling_of = (lambda count: plan.tiling((m, k, n), batch=count)) if multiword else (
-        lambda count: plan.tiling((m, k, n), batch=count, residues=residues, objects=objects))
-    tiling, items, rounds = stack_items(stack, tiling_of, a, b)
+        lambda count: plan.tiling((m, k, n), batch=count, residues=residues, objects=objects, held=pinned))
+    try:
+        tiling, items, rounds = stack_items(stack, tiling_of, a, b)
+    except ValueError as e:
+        if not pinned:
+            raise
+        raise ValueError(f"{e}; what the smallest tile needs includes the {format_size(pinned)} of the operands' "
+                         "16-bit pieces, made for the bound and read by every tile") from None
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
     lead = (slice(None),) if residues else ()
     whole_a = prepared is not None and tiling.grid[:2] == (1, 1)  # every tile reads all of a
@@ -280,13 +292,15 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
                     _multiword.multiply(plan, prepared if whole_a else int64_residues(xt, "A"),
                                         int64_residues(yt, "B"), part, arena)
                     return part
-                xt = prepared if whole_a else pieces_a(x, rows, inner)
-                yt = kept_b.block(inner, cols) if kept_b is not None else pieces(yt, "B")
+                xt = prepared if whole_a else held[0].block(rows, inner) if held[0] is not None \
+                    else pieces_a(x, rows, inner)
+                yt = kept_b.block(inner, cols) if kept_b is not None else held[1].block(inner, cols) \
+                    if held[1] is not None else pieces(yt, "B")
                 whole = first and inner.stop >= k and not residues  # the CRT straight from the products
                 direct = whole and tile.dtype == np.int64 and tile.flags.c_contiguous  # into the result itself
                 # what the tile holds apart from the result: its int64 entries, and the k-panels'
                 # residues; and B's pieces when they are kept
-                memory = tiling.budget - tiling.kept \
+                memory = tiling.budget - tiling.kept - pinned \
                     - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
                 if whole:
                     if direct:
@@ -296,16 +310,21 @@ def _product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, p: i
                     return None
                 # k-panels: each panel's products reduced and added into the tile's residues
                 rc, full = _rns.product_residues(plan, xt, yt, memory=memory, arena=arena)
-                acc = take(arena, "residues", (len(plan.moduli),) + full, np.int32)
+                # padded rows, which the CRT reads as they are (no float64 copy of N products)
+                acc = _rns.padded_rows(len(plan.moduli), math.prod(full), np.int32, arena, "residues")
                 return _rns.reduce_residues(rc, math.prod(full), plan.basis, acc, add=not first)
 
             def finish(rows, cols, acc):
                 if acc is None:
                     return
+                tile = dst[..., rows, cols]
+                E = tile.size // len(plan.moduli) if residues else tile.size
                 if residues:
-                    dst[..., rows, cols] = acc
+                    tile[...] = acc[:, :E].reshape(tile.shape)
+                elif tile.dtype == np.int64 and tile.flags.c_contiguous:  # the CRT writes into the result
+                    _rns._reconstruct_rows(acc, E, plan.basis, p, as_object, tile)
                 else:
-                    dst[..., rows, cols] = _rns.reconstruct(acc, plan.basis, p=p, as_object=as_object, arena=arena)
+                    tile[...] = _rns._reconstruct_rows(acc, E, plan.basis, p, as_object).reshape(tile.shape)
 
             if multiword:
                 run(tiling, product, add=add, bar=bar)

@@ -355,17 +355,17 @@ _VARIANT_TEXT = {
 
 
 def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False,
-            convert: tuple[float, float] = (0.0, 0.0)) -> Tiling:
+            convert: tuple[float, float] = (0.0, 0.0), held: int = 0) -> Tiling:
     """:func:`_tiled` under the limits in force (cached: a tiling weighs hundreds of tiles, each
     with its schedule, 0.1 to 0.3 s for a product under a tight budget, every call)."""
     limits = current_limits()
     return _tiled(pl, tuple(shape), batch, limits.memory if budget is None else budget, residues, tuple(convert),
-                  limits.memory, limits.threads)
+                  held, limits.memory, limits.threads)
 
 
 @lru_cache(maxsize=256)
 def _tiled(pl, shape: tuple[int, int, int], batch: int, budget: int, residues: bool, convert: tuple[float, float],
-           memory: int, threads: int) -> Tiling:
+           held: int, memory: int, threads: int) -> Tiling:
     """:meth:`Plan.tiling` and :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`: the output
     of a tile is a view of the result, except the partial products of k-panels, which are
     written apart and then added into it. An RNS tile of k-panels (or of a product whose
@@ -378,8 +378,10 @@ def _tiled(pl, shape: tuple[int, int, int], batch: int, budget: int, residues: b
     :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`). ``A``'s block is converted once for
     the row of tiles that reads it (when ``k`` is whole); ``B``'s once per tile, or, where
     that is cheaper and its pieces fit beside the tiles, once for the whole product and
-    kept (``Tiling.kept``, 2-D products only). ``memory`` and ``threads``: those of
-    :func:`modlin.limits` in force, which the costs and schedules read (they key the cache)."""
+    kept (``Tiling.kept``, 2-D products only). ``held``: bytes held beside every tile (an RNS
+    product's operand pieces made before it, :meth:`RNSPlan.tiling <modlin.RNSPlan.tiling>`).
+    ``memory`` and ``threads``: those of :func:`modlin.limits` in force, which the costs and
+    schedules read (they key the cache)."""
     rns = not isinstance(pl, Plan)
     m, k, n = shape
 
@@ -392,13 +394,13 @@ def _tiled(pl, shape: tuple[int, int, int], batch: int, budget: int, residues: b
 
     def memory(mt, kt, nt, kept=0):
         work = pl.workspace((mt, kt, nt), panels=batch == 1, kept=kept > 0) if rns else pl.workspace((mt, kt, nt))
-        return batch * work + apart(mt, kt, nt) + kept
+        return batch * work + apart(mt, kt, nt) + kept + held
 
     def cost(mt, kt, nt, kept=0):
         a = convert[0] * mt * kt / (max(1, -(-n // nt)) if kt >= k else 1)
         # an RNS tile's residues in as many groups of moduli as its memory allows
         passes = pl.schedule_cost(batch * mt * kt, batch * kt * nt, batch * mt * nt, kt, mt if batch == 1 else 0,
-                                  budget - apart(mt, kt, nt) - kept, kept > 0) if rns else 0
+                                  budget - apart(mt, kt, nt) - kept - held, kept > 0) if rns else 0
         return batch * (pl.cost((mt, kt, nt)) + a + (0 if kept else convert[1] * kt * nt)) + passes
 
     tiling = choose_tiles(shape, memory, budget, cost)
@@ -415,10 +417,10 @@ def _tiled(pl, shape: tuple[int, int, int], batch: int, budget: int, residues: b
     # the tile's product takes as many moduli at a time as the budget allows (RNSPlan.schedule)
     mt, kt, nt = tiling.tile
     ea, eb, e = batch * mt * kt, batch * kt * nt, batch * mt * nt
-    spare = budget - apart(mt, kt, nt) - tiling.kept
+    spare = budget - apart(mt, kt, nt) - tiling.kept - held
     group, panel = pl.schedule(ea, eb, e, kt, mt if batch == 1 else 0, spare, kept=tiling.kept > 0)
     peak = pl._memory(ea, eb, e, kt, group, None if panel is None else panel / mt, tiling.kept > 0)
-    return replace(tiling, peak=peak + apart(mt, kt, nt) + tiling.kept)
+    return replace(tiling, peak=peak + apart(mt, kt, nt) + tiling.kept + held)
 
 
 def rns_apart(pl, shape: tuple[int, int, int], tile: tuple[int, int, int], batch: int) -> int:

@@ -169,12 +169,15 @@ def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
         return np.ascontiguousarray(flat.view(np.uint16).reshape(-1, 4).T), x.dtype == np.int64
     if x.dtype != object:
         raise TypeError(f"pieces_of takes int64, uint64 or object arrays, not {x.dtype}")
-    pieces = to_halves(x)
+    # a block of entries at a time: the conversion's lists and marshal stream stay small
+    pieces = object_pieces(x, MAX_PIECES) if x.size else to_halves(x)
     if pieces is None:  # NumPy integer scalars are converted; anything else is refused here
         pieces = to_halves(python_ints(x))
     return pieces, True
 
 
+#: The most 16-bit pieces an integer may have (32768 bits): :class:`_Halves` refuses more.
+MAX_PIECES = 2**11
 #: Python ints converted to pieces at a time by :func:`object_pieces`: the conversion's
 #: lists and marshal stream (about ``3 H + 4`` bytes an entry beside its pieces) stay small.
 OBJECT_STEP = 2**16
@@ -427,7 +430,7 @@ class _Halves:
             self._halves, self.signed = pieces, True
         else:
             self._halves, self.signed = (None, True) if self.int64 is not None else pieces_of(x)
-        if self._halves is not None and self._halves.shape[0] > 2**11:
+        if self._halves is not None and self._halves.shape[0] > MAX_PIECES:
             raise ValueError("integers above 32768 bits are not supported")
 
     @property
@@ -462,6 +465,11 @@ class _Halves:
             return False
         self.shift, self.p = shift, p
         return True
+
+    def nbytes(self) -> int:
+        """Bytes these pieces hold beside the array they stand for (the pieces and the
+        balancing shifts made so far; an int64 array's entries are its own)."""
+        return sum(x.nbytes for x in (self._halves, self.shift) if x is not None)
 
     @property
     def kept(self) -> bool:
@@ -1092,9 +1100,10 @@ def _reduce_rows_kernel(src, moduli, dst, add, lo, hi):  # pragma: no cover - co
 def reduce_residues(rc: np.ndarray, E: int, basis: Basis, out: np.ndarray, *, add: bool = False) -> np.ndarray:
     """``out = rc mod m_i`` (``add``: ``out = (out + rc) mod m_i``) row by row, for products
     ``rc`` of :func:`product_residues` (``E`` entries per row) and residues ``out`` of shape
-    ``(N, ...)`` in ``[0, m_i)`` (int32 or float64): the residues of two products (of two
-    k-panels, or chunks, of one product) add up to those of their sum. Returns ``out``."""
-    rows = out.reshape(len(basis.moduli), E)
+    ``(N, ...)``, or padded rows ``(N, E + pad)`` (:func:`padded_rows`, what the CRT reads), in
+    ``[0, m_i)`` (int32 or float64): the residues of two products (of two k-panels, or chunks,
+    of one product) add up to those of their sum. Returns ``out``."""
+    rows = out.reshape(len(basis.moduli), -1)
     q = np.asarray(basis.moduli, dtype=np.int64)
     each(lambda part: _reduce_rows_kernel(rc, q, rows, add, part.start, part.stop), E, len(q))
     return out

@@ -300,15 +300,16 @@ class RNSPlan:
 
     def tiling(self, shape: tuple[int, int, int] | None = None, *, batch: int = 1,
                budget: int | None = None, residues: bool = False,
-               objects: tuple[bool, bool] = (False, False)) -> Tiling:
+               objects: tuple[bool, bool] = (False, False), held: int = 0) -> Tiling:
         """How the product of ``shape`` (default: the plan's; ``batch`` matrices at once)
         is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`'); with
         ``residues``, for a product whose result is its residues (a dask chunk pair's).
         ``objects``: whether ``A`` and ``B`` hold Python ints, whose conversion to pieces
-        (:data:`OBJECT_PIECE`) the tiles should not repeat."""
+        (:data:`OBJECT_PIECE`) the tiles should not repeat. ``held``: bytes held beside
+        the tiles throughout (the operands' pieces, made already), counted in every tile's."""
         piece = OBJECT_PIECE * self.pieces() * planning_threads(None) / CALIBRATION_THREADS
         convert = tuple(piece if o and self.device == "cpu" else 0.0 for o in objects)
-        return _tiling(self, self.shape if shape is None else shape, batch, budget, residues, convert)
+        return _tiling(self, self.shape if shape is None else shape, batch, budget, residues, convert, held)
 
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""

@@ -279,6 +279,7 @@ def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
 
 def test_tiled_intmul_is_exact(rng):
     """intmul's residue number systems follow the budget too; k-panels add exactly."""
+    from modlin import _rns
     from modlin._intmul import max_abs
     from modlin._rnsplan import rns_plan
 
@@ -293,10 +294,12 @@ def test_tiled_intmul_is_exact(rng):
         assert np.array_equal(want.astype(object), A.astype(object) @ B.astype(object))
         batch = A.size // (150 * 90)
         pl = rns_plan(None, 90 * max_abs(A.astype(object)) * max_abs(B.astype(object)), (150, 90, 70))
+        # a 2-D product's tiles read the pieces of object operands made for the bound, held throughout
+        held = sum(_rns._Halves(x).nbytes() for x in (A, B) if x.dtype == object and batch == 1)
         counts, budget = set(), 2 * pl.tiling((150, 90, 70), batch=batch).peak
         while True:
             try:
-                counts.add(pl.tiling((150, 90, 70), batch=batch, budget=budget).count)
+                counts.add(pl.tiling((150, 90, 70), batch=batch, budget=budget, held=held).count)
             except ValueError:
                 break
             with modlin.limits(memory=budget):
@@ -519,11 +522,58 @@ def test_tiled_python_ints_are_converted_once(rng, monkeypatch):
             converted.clear()
             got = modlin.matmul(A, B, p)
             assert np.array_equal(got, want)
-            # A's unreduced entries take the general path (not converted here) where found
-            assert sum(converted) <= m * k + (k * n if t.kept else t.grid[0] * k * n)
+            # a block of A with unreduced entries is converted again after its lift (the general path)
+            assert sum(converted) <= 2 * m * k + (k * n if t.kept else t.grid[0] * k * n)
             if t.kept:
                 assert "B converted once" in t.describe()
                 got, peak = traced(lambda: modlin.matmul(reduced, B, p))
                 result = got.nbytes + sum(sys.getsizeof(v) for v in got.flat)
                 assert peak - result <= 1.05 * t.peak
     assert True in kinds
+
+
+@pytest.mark.parametrize("p, shape, sizes", [(2**61 - 1, (150, 3000, 120), (4, 3)), (2**127 - 1, (90, 1500, 70), (4, 3)),
+                                             (None, (80, 2000, 60), (5.25, 5))])
+def test_rns_k_panels_within_the_budget(p, shape, sizes, rng, monkeypatch):
+    """An RNS tile cut into k-panels adds each panel's residues into padded int32 rows that
+    its one CRT reads as they are (no float64 copy of the tile's ``N`` residues, which used to
+    be made), written into the result itself where it is int64; ``intmul``'s tiles read
+    blocks of the pieces it made for its bound (it used to convert them again, and the
+    pieces it had made were beyond the budget). The results are exact and equal to the
+    untiled ones, and the working memory (beyond the result and its Python ints) stays
+    within the budget."""
+    import sys
+
+    from modlin import _rns
+
+    from conftest import traced
+
+    m, k, n = shape
+    big = p is None or p > 2**64
+    lo, hi = (-(2**70), 2**70) if p is None else (0, p)
+    A, B = (rand_ints(rng, s, lo, hi) if big else rng.integers(lo, hi, s) for s in ((m, k), (k, n)))
+    A[0, :], B[:, -1] = hi - 1, hi - 1  # worst case: the largest entries in one row and column
+    product = (lambda: modlin.intmul(A, B)) if p is None else (lambda: modlin.matmul(A, B, p))
+    want = product()
+    exact = A[:4].astype(object) @ B.astype(object)
+    assert np.array_equal(want[:4], exact if p is None else exact % p)
+    calls = {"reconstruct": 0, "reduce_residues": 0, "pieces_of": 0}
+    for name in calls:
+        real = getattr(_rns, name)
+        monkeypatch.setattr(_rns, name, lambda *a, _real=real, _name=name, **kw: calls.__setitem__(
+            _name, calls[_name] + 1) or _real(*a, **kw))
+    for budget in (int(size * 2**20) for size in sizes):  # k-panels; and uneven row tiles at the smaller
+        with modlin.limits(memory=budget):
+            calls.update(reduce_residues=0, pieces_of=0)
+            got, peak = traced(product)
+            assert np.array_equal(got, want)
+            assert calls["reduce_residues"] > 2  # k-panels, each added into the tile's residues
+            if p is None:  # A's and B's pieces, made once for the bound, are the tiles' too (traced calls twice)
+                assert calls["pieces_of"] == 2 * 2
+            result = got.nbytes + (sum(sys.getsizeof(v) for v in got.flat) if got.dtype == object else 0)
+            assert peak - result <= budget
+    assert calls["reconstruct"] == 0
+    if p is None:  # a budget that cannot hold the pieces beside the smallest tile says so
+        with modlin.limits(memory=2 << 20), pytest.raises(ValueError, match=r"too small.*needs.*includes the "
+                                                                          r"[0-9.]+ MiB of the operands' 16-bit pieces"):
+            product()
