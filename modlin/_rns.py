@@ -857,7 +857,8 @@ def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_objec
     Returns the signed values (each in ``[-(M//2), (M-1)//2]``) as int64, or as an
     object array of Python ints when ``as_object``; with ``p``, the values
     modulo ``p`` in ``[0, p)`` (int64 for ``p <= 2**63``, object above).
-    The CRT's workspace (a float64 copy of ``res``) comes from ``arena`` when given.
+    The CRT's workspace (a copy of ``res`` in padded rows: int32 residues stay int32, which
+    the CRT reads as they are; anything else becomes float64) comes from ``arena`` when given.
 
     The CRT is ``C = sum_i y_i M/m_i - k M`` with ``y_i = res_i (M/m_i)**-1 mod m_i``
     and ``k = round(sum_i y_i / m_i)``. The sum is a float64 product of the ``y``
@@ -869,7 +870,7 @@ def reconstruct(res: np.ndarray, basis: Basis, *, p: int | None = None, as_objec
     """
     N = len(basis.moduli)
     E = math.prod(res.shape[1:])
-    x = padded_rows(N, E, np.float64, arena, "products")
+    x = padded_rows(N, E, np.int32 if res.dtype == np.int32 else np.float64, arena, "products")
     x[:, :E] = res.reshape(N, E)
     return _reconstruct_rows(x, E, basis, p, as_object).reshape(res.shape[1:])
 

@@ -215,12 +215,11 @@ class RNSPlan:
             products = 4 * N * e + pad * N
             multiply = w * group * (ea * panel + eb) + 8 * e * panel * (1 if one_gemm else 3) + pad * 2 * group
         # the fused CRT's buffers are a few chunks per worker; the limbs' (crt_scratch) too
-        if self.device != "cpu":
-            fused = crt_scratch(N, self.p or self.basis.M, e)
-        elif fused_crt(self.p, N):
-            fused = 5 * 8 * CHUNK * current_limits().threads
+        threads = current_limits().threads if self.device == "cpu" else 1
+        if self.device == "cpu" and fused_crt(self.p, N):
+            fused = 5 * 8 * CHUNK * threads
         else:
-            fused = crt_scratch(N, self.p or self.basis.M, e, current_limits().threads)
+            fused = crt_scratch(N, self.p or self.basis.M, e, threads)
         crt = 18 * e + fused
         return int(pieces + max(8 * max(ea, eb), products + multiply, products + crt))
 
