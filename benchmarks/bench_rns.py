@@ -78,3 +78,44 @@ class IntMul:
 
     def time_intmul(self, bits, n):
         modlin.intmul(self.a, self.b)
+
+
+
+class PythonIntsToPieces:
+    """The serial pass that starts a product of Python ints, on ``1024 x 1024`` signed
+    entries: into 16-bit pieces, read from the ints' memory, or through ``marshal`` (the
+    way taken where CPython's int layout is unknown)."""
+
+    params = ([127, 256], ["objects", "marshal"])
+    param_names = ["bits", "reader"]
+
+    def setup(self, bits, reader):
+        from modlin import _pyints
+
+        self.x = _signed(np.random.default_rng(0), bits, (1024, 1024))
+        self.read = (lambda x: _pyints._to_halves_objects(x, None)) if reader == "objects" \
+            else _pyints._to_halves_marshal
+        assert self.read(self.x[:2]) is not None  # kernels compiled, layout checked: outside the samples
+
+    def time_to_pieces(self, bits, reader):
+        self.read(self.x)
+
+
+class PythonIntsFromLimbs:
+    """The serial pass that ends a product of Python ints (of ``1024 x 1024`` entries): the
+    ints made from the CRT's 16-bit limbs, through ``marshal`` streams."""
+
+    params = [127, 256]
+    param_names = ["bits"]
+
+    def setup(self, bits):
+        from modlin import _pyints
+
+        x = _signed(np.random.default_rng(0), bits, (1024, 1024))
+        self.limbs, self.neg = _pyints.to_halves(np.abs(x)), x.ravel() < 0
+        _pyints.from_limbs(self.limbs[:, :2], self.neg[:2])
+
+    def time_from_limbs(self, bits):
+        from modlin._pyints import from_limbs
+
+        from_limbs(self.limbs, self.neg)

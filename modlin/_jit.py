@@ -76,7 +76,7 @@ from numba import types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic
 
-__all__ = ["njit", "cache_dir", "shipped"]
+__all__ = ["njit", "cache_dir", "shipped", "peek_int64", "peek_uint32"]
 
 #: Options every kernel is compiled with. ``nogil``: the passes of one product run on
 #: several Python threads at once (:mod:`modlin._threads`).
@@ -255,5 +255,28 @@ def fma(typingctx, a, b, c):
         double = ir.DoubleType()
         fnty = ir.FunctionType(double, [double, double, double])
         return builder.call(cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.f64"), args)
+
+    return sig, codegen
+
+
+@intrinsic
+def peek_int64(typingctx, address):
+    """The int64 stored at the memory ``address`` (an int64), as a nopython load. For reading
+    objects that the caller keeps alive and that no other thread can change meanwhile."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()), align=8)
+
+    return sig, codegen
+
+
+@intrinsic
+def peek_uint32(typingctx, address):
+    """The uint32 stored at the memory ``address`` (an int64): see :func:`peek_int64`."""
+    sig = types.uint32(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.load(builder.inttoptr(args[0], ir.IntType(32).as_pointer()), align=4)
 
     return sig, codegen

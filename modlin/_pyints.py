@@ -1,4 +1,13 @@
-"""Object arrays of Python ints to 16-bit pieces and back, through :mod:`marshal`.
+"""Object arrays of Python ints to 16-bit pieces and back.
+
+Reading: on CPython, whose ints are a size-and-sign word and 30-bit digits after
+the object's header, a numba kernel reads every entry's digits straight from its
+memory (:func:`_to_halves_objects`, about 40 ns an entry at 127 bits, most of it
+the memory's latency), with the GIL held, so that no other thread can drop an
+entry while it is read. :func:`_objects_ok` checks that layout once per process
+against ``int.to_bytes`` on boundary values, as below; elsewhere (another
+interpreter, a free-threaded build) reading goes through :mod:`marshal`, as
+writing always does.
 
 Converting entry by entry with ``int.to_bytes`` / ``int.from_bytes`` costs
 about 240 / 140 ns per entry, almost all of it interpreter overhead.
@@ -28,14 +37,17 @@ boundary values; if the check fails, the public functions use per-entry
 
 from __future__ import annotations
 
+import ctypes
 import marshal
 import math
 import struct
+import sys
+import sysconfig
 from functools import cache
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, peek_int64, peek_uint32
 
 __all__ = ["IntWriter", "from_limbs", "python_ints", "to_halves"]
 
@@ -362,7 +374,7 @@ def python_ints(x: np.ndarray) -> np.ndarray:
     return x if types <= {int} else np.frompyfunc(int, 1, 1)(x)
 
 
-def to_halves(x: np.ndarray) -> np.ndarray | None:
+def to_halves(x: np.ndarray, most: int | None = None) -> np.ndarray | None:
     """Python ints as 16-bit two's-complement pieces.
 
     Parameters
@@ -371,6 +383,9 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
         Array of Python ints, any shape and strides (normally ``dtype=object``;
         other dtypes go through ``tolist`` too, so an int64 array works and a
         float array gives None).
+    most : int, optional
+        The most pieces the caller takes: None is returned when an entry needs more
+        (before any are made for it).
 
     Returns
     -------
@@ -392,9 +407,143 @@ def to_halves(x: np.ndarray) -> np.ndarray | None:
     >>> to_halves(np.array([1, True], dtype=object)) is None
     True
     """
+    if x.dtype == object and _objects_ok():
+        return _to_halves_objects(x, most)
     if _marshal_ok("read") and x.size <= _MAX_ENTRIES:
-        return _to_halves_marshal(x)
-    return _to_halves_bytes(x)
+        h = _to_halves_marshal(x)
+    else:
+        h = _to_halves_bytes(x)
+    return None if h is None or (most is not None and h.shape[0] > most) else h
+
+
+# --------------------------------------------------------------------------- straight from the ints
+
+#: Offsets (bytes) in a CPython int object of its type pointer, of the word that holds its
+#: size and sign, and of its 30-bit digits (least significant first).
+_TYPE, _SIZE, _DIGITS = 8, 16, 24
+
+
+def _int_layout() -> int | None:
+    """How this interpreter's ints keep their size and sign: 0 for a signed count of digits
+    (CPython up to 3.11), 1 for a tag (3.12 on: ``digits << 3 | sign``, sign 0 for positive,
+    1 for zero, 2 for negative); None for anything else (other interpreters, free-threaded
+    builds, other digits or word sizes), where :func:`to_halves` goes through ``marshal``."""
+    if sys.implementation.name != "cpython" or sys.byteorder != "little" or struct.calcsize("P") != 8 \
+            or sys.int_info.bits_per_digit != 30 or sys.int_info.sizeof_digit != 4 \
+            or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return None
+    return 0 if sys.version_info < (3, 12) else 1
+
+
+@njit(inline="always")
+def _digits(a, int_type, tagged):  # pragma: no cover - compiled
+    """``(count, negative)`` of the digits of the int object at address ``a``; a count of
+    -1 when the object is not exactly an ``int`` (its type is not ``int_type``)."""
+    if peek_int64(a + _TYPE) != int_type:
+        return -1, False
+    w = peek_int64(a + _SIZE)
+    if tagged:
+        return w >> 3, (w & 3) == 2
+    return (w if w >= 0 else -w), w < 0
+
+
+@njit(nogil=False)
+def _objects_need(ptrs, int_type, tagged):  # pragma: no cover - compiled
+    """The pieces :func:`to_halves` needs for the int objects at ``ptrs``; 0 when one is not
+    exactly an ``int``. Holds the GIL, as every kernel that reads objects: no other thread
+    can drop an entry while it is read."""
+    H = 1
+    for e in range(ptrs.shape[0]):
+        a = ptrs[e]
+        nd, neg = _digits(a, int_type, tagged)
+        if nd < 0:
+            return 0
+        if nd == 0:
+            continue
+        top = peek_uint32(a + _DIGITS + 4 * (nd - 1))
+        bits, t = 30 * (nd - 1), top
+        while t:
+            bits += 1
+            t >>= 1
+        if neg:  # -2**b needs no more pieces than 2**b - 1
+            power = top & (top - 1) == 0
+            for i in range(nd - 1):
+                power = power and peek_uint32(a + _DIGITS + 4 * i) == 0
+            if power:
+                bits -= 1
+        H = max(H, bits // 16 + 1)
+    return H
+
+
+@njit(nogil=False)
+def _objects_halves(ptrs, int_type, tagged, out):  # pragma: no cover - compiled
+    """:func:`to_halves` of the int objects at ``ptrs`` into ``out`` (``(Hb, E)`` uint16, as
+    many rows as the caller expects to need), in one pass over them: returns the pieces
+    needed (the first rows of ``out`` hold them), 0 when an entry is not exactly an ``int``,
+    -1 when one needs more than ``Hb`` pieces (``out`` is then unfinished). Holds the GIL
+    (see :func:`_objects_need`)."""
+    Hb = out.shape[0]
+    H = 1
+    for e in range(ptrs.shape[0]):
+        a = ptrs[e]
+        nd, neg = _digits(a, int_type, tagged)
+        if nd < 0:
+            return 0
+        acc = np.uint64(0)
+        nb, i = 0, 0
+        carry = np.uint64(1)  # two's complement: the pieces of |v| inverted, plus one
+        for j in range(Hb):
+            while nb < 16 and i < nd:
+                acc |= np.uint64(peek_uint32(a + _DIGITS + 4 * i)) << np.uint64(nb)
+                nb += 30
+                i += 1
+            piece = acc & np.uint64(0xFFFF)
+            acc >>= np.uint64(16)
+            nb = max(nb - 16, 0)
+            if neg:
+                piece = (~piece & np.uint64(0xFFFF)) + carry
+                carry = piece >> np.uint64(16)
+                piece &= np.uint64(0xFFFF)
+            out[j, e] = piece
+        # |v| beyond Hb pieces, or the top piece's bit not the sign
+        if i < nd or acc != 0 or (out[Hb - 1, e] >= 32768) != neg:
+            return -1
+        sign = np.uint16(0xFFFF) if neg else np.uint16(0)
+        h = Hb
+        while h > H and out[h - 1, e] == sign and (out[h - 2, e] >= 32768) == neg:
+            h -= 1
+        H = h
+    return H
+
+
+def _to_halves_objects(x: np.ndarray, most: int | None) -> np.ndarray | None:
+    """:func:`to_halves` of an object array, read straight from its ints' memory: twice as
+    fast as through ``marshal`` (43 against 80-110 ns an entry at 127 bits), and nothing
+    but the pieces allocated. As many pieces as a sample of the entries needs are written
+    in one pass; should a later entry need more, the entries are measured and written again."""
+    if x.dtype != object:  # its entries would be read as addresses
+        raise TypeError(f"_to_halves_objects reads object arrays only, not {x.dtype}")
+    flat = np.ascontiguousarray(x).reshape(-1)  # the array (or its copy) holds every entry alive
+    E = flat.size
+    if not E:
+        return np.zeros((1, 0), dtype=np.uint16)
+    ptrs = np.ctypeslib.as_array((ctypes.c_int64 * E).from_address(flat.ctypes.data))
+    tagged = _int_layout() == 1
+    sample = flat[:: max(1, E // 64)].tolist()
+    if any(type(v) is not int for v in sample):
+        return None
+    Hb = max(max(sample), ~min(sample)).bit_length() // 16 + 1
+    if most is not None and Hb > most:
+        return None
+    out = np.empty((Hb, E), dtype=np.uint16)
+    H = _objects_halves(ptrs, id(int), tagged, out)
+    if H < 0:  # some entry needs more pieces than the sample's
+        Hb = _objects_need(ptrs, id(int), tagged)
+        if not Hb or (most is not None and Hb > most):
+            return None
+        out = np.empty((Hb, E), dtype=np.uint16)
+        H = _objects_halves(ptrs, id(int), tagged, out)
+    return out[:H] if H > 0 else None
 
 
 # --------------------------------------------------------------------------- from limbs
@@ -687,6 +836,39 @@ def _writes_ok() -> bool:
     limbs = np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T
     back = _from_limbs_marshal(limbs, np.array([v < 0 for v in vals]))
     return back.tolist() == vals and all(type(v) is int for v in back)
+
+
+@cache
+def _objects_ok() -> bool:
+    """Whether :func:`to_halves` may read ints straight from their memory: this interpreter's
+    ints are laid out as :func:`_int_layout` knows, and :data:`_CHECK_VALUES` come out as
+    ``int.to_bytes`` writes them (in one pass, and measured first), non-ints refused."""
+    try:
+        if _int_layout() is None:
+            return False
+        x = np.empty(len(_CHECK_VALUES), dtype=object)
+        x[:] = list(_CHECK_VALUES)
+        ref = _to_halves_bytes(x)
+        # as they are (the sample is every entry), and at odd places among zeros, which the
+        # sample (every other entry) misses: measured, and written again
+        spread = np.zeros(4 * len(x) + 64, dtype=object)
+        spread[1:2 * len(x):2] = x
+        for y in (x, spread):
+            h = _to_halves_objects(y, None)
+            if h is None or not np.array_equal(h, _to_halves_bytes(y)):
+                return False
+        if _to_halves_objects(x, ref.shape[0] - 1) is not None:
+            return False
+        class _Sub(int):
+            pass
+        for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
+            y = np.empty(2, dtype=object)
+            y[:] = [1, bad]
+            if _to_halves_objects(y, None) is not None or _to_halves_objects(y[::-1], None) is not None:
+                return False
+        return True
+    except Exception:  # noqa: BLE001  any surprise: not the layout we assume
+        return False
 
 
 @cache

@@ -169,7 +169,7 @@ def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
         return np.ascontiguousarray(flat.view(np.uint16).reshape(-1, 4).T), x.dtype == np.int64
     if x.dtype != object:
         raise TypeError(f"pieces_of takes int64, uint64 or object arrays, not {x.dtype}")
-    # a block of entries at a time: the conversion's lists and marshal stream stay small
+    # a block of entries at a time: what the conversion holds beside the pieces stays small
     pieces = object_pieces(x, MAX_PIECES) if x.size else to_halves(x)
     if pieces is None:  # NumPy integer scalars are converted; anything else is refused here
         pieces = to_halves(python_ints(x))
@@ -178,24 +178,25 @@ def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
 
 #: The most 16-bit pieces an integer may have (32768 bits): :class:`_Halves` refuses more.
 MAX_PIECES = 2**11
-#: Python ints converted to pieces at a time by :func:`object_pieces`: the conversion's
-#: lists and marshal stream (about ``3 H + 4`` bytes an entry beside its pieces) stay small.
+#: Python ints converted to pieces at a time by :func:`object_pieces`: what the conversion
+#: holds beside the pieces (a block's pieces; through ``marshal``, also its list and stream,
+#: about ``3 H + 4`` bytes an entry) stays small.
 OBJECT_STEP = 2**16
 
 
 def object_pieces(x: np.ndarray, H: int) -> np.ndarray | None:
     """:func:`pieces_of` an object array of Python ints whose values need at most ``H``
     pieces, made :data:`OBJECT_STEP` entries at a time into one array of as many pieces as
-    its largest value needs (a whole array's conversion would hold a list and a marshal
-    stream of it all, twice the pieces' memory); None when some entry is not an ``int`` or
-    needs more than ``H`` pieces."""
+    its largest value needs (a whole array's conversion would hold the pieces twice, and
+    through ``marshal`` a list and a stream of it all too); None when some entry is not an
+    ``int`` or needs more than ``H`` pieces (found before any pieces are made for it)."""
     out = None
     rows = x.reshape(-1, x.shape[-1]) if x.ndim > 1 and x.shape[-1] else x.reshape(1, -1)
     step = max(1, OBJECT_STEP // max(rows.shape[1], 1))
     e = 0
     for r0 in range(0, rows.shape[0], step):
-        part = to_halves(rows[r0:r0 + step])
-        if part is None or part.shape[0] > H:
+        part = to_halves(rows[r0:r0 + step], H)
+        if part is None:
             return None
         if out is None or part.shape[0] > out.shape[0]:  # more pieces than so far (rarely)
             wider = np.empty((part.shape[0], x.size), dtype=np.uint16)

@@ -54,11 +54,13 @@ RESIDUE = 150.0
 WEIGH = 100.0
 CRT_SUM = 8.0
 LIMB = 120.0
-#: Converting a Python int into 16-bit pieces (:func:`modlin._pyints.to_halves`: ``tolist``,
-#: ``marshal`` and a numba parse) and balancing it, per piece: serial under the GIL, so a
-#: tile that converts its operands' blocks again pays it again. Measured at 127 bits (8
-#: pieces): 108 + 14 ns per entry against 0.0185 ns per multiply-add of a 2048 dgemm on 2 cores.
-OBJECT_PIECE = 800.0
+#: Converting a Python int into 16-bit pieces (:func:`modlin._pyints.to_halves`: its digits
+#: read by a numba kernel) and balancing it, per piece: serial under the GIL, so a tile that
+#: converts its operands' blocks again pays it again. Measured at 127 bits (8 pieces, 2048 x
+#: 2048, medians of 7): 39.5 ns per entry against 93.6 through ``marshal`` (calibrated at 800
+#: when the conversion went that way: 108 + 14 ns per entry against 0.0185 ns per
+#: multiply-add of a 2048 dgemm on 2 cores), so 800 * 39.5 / 93.6.
+OBJECT_PIECE = 340.0
 #: Each group of moduli after the first reads the operands' pieces again to make its
 #: residues (:meth:`RNSPlan.schedule`), per piece of an entry: measured at 127 bits (8 pieces)
 #: on a 2048 x 2048 operand, 12 moduli in 1, 2, 3, 4, 6 and 12 groups took about 95, 50,

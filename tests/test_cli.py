@@ -211,7 +211,7 @@ def test_warmup_compiles_every_path_ahead():
     assert r.stdout.startswith("modlin warmup:") and "compiled into" in r.stdout
     files = _cache_files(cache)
     indexes = {pathlib.Path(f).name.split("-")[0] for f in files if f.endswith(".nbi")}
-    for kernel in ("_modular._step", "_modular._finalize", "_rns._crt_weights", "_pyints._scan_marshal",
+    for kernel in ("_modular._step", "_modular._finalize", "_rns._crt_weights", "_pyints._objects_halves",
                    "_modular._twom_words_kernel", "_elimination._eliminate", "_crtfloat._to_double_kernel"):
         assert kernel in indexes
     # a fresh process's first calls load every kernel they need: nothing compiled, no file added

@@ -1,8 +1,8 @@
 """Python ints <-> 16-bit pieces (modlin._pyints), against ``int.to_bytes``.
 
-Every conversion is checked on all three implementations: the public function
-(marshal on this interpreter), the marshal path and the ``int.to_bytes`` /
-``int.from_bytes`` fallback, called directly.
+Every conversion is checked on each implementation: the public function, the
+marshal path, the ``int.to_bytes`` / ``int.from_bytes`` fallback and (reading)
+the ints' own memory, called directly.
 """
 
 from __future__ import annotations
@@ -20,9 +20,16 @@ from hypothesis import strategies as st
 
 from modlin import _pyints as P
 
-TO = [P.to_halves, P._to_halves_marshal, P._to_halves_bytes]
+
+
+def _objects(x):  # reads object arrays only (the public function sends it no others)
+    return P._to_halves_objects(x, None) if x.dtype == object else P.to_halves(x)
+
+
+TO = [P.to_halves, P._to_halves_marshal, P._to_halves_bytes, _objects]
 FROM = [P.from_limbs, P._from_limbs_marshal, P._from_limbs_bytes]
-to_ids = ["public", "marshal", "bytes"]
+to_ids = ["public", "marshal", "bytes", "objects"]
+from_ids = ["public", "marshal", "bytes"]
 
 
 class SubInt(int):
@@ -95,6 +102,66 @@ def boundaries(jmax=70):
 def test_marshal_format_holds():
     # CPython 3.10+ marshal: the fast path must be the one in use here
     assert P._marshal_ok()
+
+
+def test_objects_layout_holds():
+    # CPython 3.11-3.13 ints: the public function reads them straight from their memory
+    assert P._int_layout() is not None
+    assert P._objects_ok.__wrapped__()
+
+
+def test_objects_self_test_catches_a_wrong_layout(monkeypatch):
+    # the other CPython layout's size word, read from these ints: the self-test says no,
+    # and the public function goes through marshal (same results)
+    monkeypatch.setattr(P, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
+    assert not P._objects_ok.__wrapped__()
+    monkeypatch.setattr(P, "_objects_ok", lambda: False)
+    used = []
+    real = P._to_halves_marshal
+    monkeypatch.setattr(P, "_to_halves_marshal", lambda x: used.append(1) or real(x))
+    check_halves(P.to_halves, obj(boundaries(10)))
+    assert used
+
+
+def test_objects_unknown_layout(monkeypatch):
+    monkeypatch.setattr(P.sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
+    assert P._int_layout() is None and not P._objects_ok.__wrapped__()
+
+
+@pytest.mark.parametrize("where", [1, 2, 63, -1])
+def test_objects_wider_than_the_sample(where):
+    # the sample (about 64 entries, evenly spaced) misses the widest entries: they are
+    # measured, and every entry written again
+    E = 64 * 50
+    vals = [(-1) ** e * (e % 7) for e in range(E)]
+    for v in (2**300 + 5, -(2**299), 2**47):
+        vals[where] = v
+        x = obj(vals)
+        check_halves(_objects, x)
+        check_halves(P.to_halves, x.reshape(64, 50))
+        assert P._to_halves_objects(x, 2) is None  # more than `most` pieces: refused
+        where += 50
+
+
+@pytest.mark.parametrize("objects", [True, False], ids=["objects", "marshal"])
+def test_most_pieces(monkeypatch, objects):
+    monkeypatch.setattr(P, "_objects_ok", lambda: objects)
+    x = obj([3, -(2**47), 2**40])  # 3 pieces
+    assert P.to_halves(x, 3).shape == (3, 3)
+    assert P.to_halves(x, 2) is None
+    assert P.to_halves(obj([1, 2]), 1).shape == (1, 2)
+    assert P.to_halves(obj([1, True]), 5) is None
+
+
+def test_objects_leave_the_ints_as_they_were():
+    # read, not referenced: no count changes, the array and its ints as they were
+    vals = [2**127 - 1, -(2**100), 12345]
+    x = obj(vals * 7, (3, 7))[:, ::2]  # not contiguous: read through a copy
+    counts = [sys.getrefcount(v) for v in x.ravel()]
+    check_halves(_objects, x)
+    assert [sys.getrefcount(v) for v in x.ravel()] == counts
+    with pytest.raises(TypeError, match="object arrays only"):
+        P._to_halves_objects(np.arange(3), None)
 
 
 @pytest.mark.parametrize("f", TO, ids=to_ids)
@@ -208,7 +275,7 @@ def test_non_object_dtypes(f):
 # --------------------------------------------------------------------------- from_limbs
 
 
-@pytest.mark.parametrize("f", FROM, ids=to_ids)
+@pytest.mark.parametrize("f", FROM, ids=from_ids)
 @pytest.mark.parametrize("dt", [np.uint16, np.int64, np.float64])
 def test_from_limbs_dtypes_and_boundaries(f, dt):
     vals = boundaries(40)
@@ -218,7 +285,7 @@ def test_from_limbs_dtypes_and_boundaries(f, dt):
     check_from(f, mag_limbs(pos, dtype=dt)[0], None, pos)
 
 
-@pytest.mark.parametrize("f", FROM, ids=to_ids)
+@pytest.mark.parametrize("f", FROM, ids=from_ids)
 def test_from_limbs_edges(f):
     # zero magnitude with neg: 0
     zero = np.zeros((3, 4), dtype=np.uint16)
@@ -242,7 +309,7 @@ def test_from_limbs_edges(f):
     check_from(f, np.asfortranarray(limbs), neg, vals + vals)
 
 
-@pytest.mark.parametrize("f", FROM, ids=to_ids)
+@pytest.mark.parametrize("f", FROM, ids=from_ids)
 def test_from_limbs_int32_edges(f):
     # marshal writes 'i' exactly for -2**31 <= v < 2**31
     vals = [2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**32 - 1, -(2**32) + 1,
@@ -252,7 +319,7 @@ def test_from_limbs_int32_edges(f):
         check_from(f, *mag_limbs([v], L=4, dtype=np.float64), [v])
 
 
-@pytest.mark.parametrize("f", FROM, ids=to_ids)
+@pytest.mark.parametrize("f", FROM, ids=from_ids)
 def test_from_limbs_rejects(f):
     for bad in (65536, -1):
         limbs = np.zeros((3, 2), dtype=np.int64)
@@ -297,11 +364,13 @@ def test_roundtrip_through_halves():
 
 def test_public_functions_use_fallback(monkeypatch):
     monkeypatch.setattr(P, "_marshal_ok", lambda direction="both": False)
+    monkeypatch.setattr(P, "_objects_ok", lambda: False)
 
     def boom(*a, **k):
         raise AssertionError("marshal path used")
 
     monkeypatch.setattr(P, "_to_halves_marshal", boom)
+    monkeypatch.setattr(P, "_to_halves_objects", boom)
     monkeypatch.setattr(P, "_from_limbs_marshal", boom)
     monkeypatch.setattr(P, "_ints_marshal", boom)
     vals = boundaries(10)
@@ -352,7 +421,7 @@ def test_first_buffer_cap(monkeypatch):
     check_from(P._from_limbs_marshal, *mag_limbs(vals, L=60), vals)
 
 
-@pytest.mark.parametrize("f", FROM, ids=to_ids)
+@pytest.mark.parametrize("f", FROM, ids=from_ids)
 def test_bad_limb_late(f):
     limbs, neg = mag_limbs(list(range(300)), L=3)
     limbs = limbs.astype(np.float64)
@@ -429,8 +498,10 @@ def test_int_writer_empty_and_errors():
 
 def test_each_direction_checks_only_its_own_kernels():
     # reading Python ints never compiles (or loads) the writer's kernels, nor writing the reader's
+    # (which read the ints' memory, or marshal streams where that layout is unknown)
     code = ("import numpy as np\nfrom modlin import _pyints as P\n"
-            "P.{call}\nprint(len(P._scan_marshal.signatures), len(P._append_marshal.signatures))")
+            "P.{call}\nprint(len(P._objects_halves.signatures) + len(P._scan_marshal.signatures),"
+            " len(P._append_marshal.signatures))")
     for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
                        ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
