@@ -850,8 +850,8 @@ def _objects_ok() -> bool:
         x[:] = list(_CHECK_VALUES)
         ref = _to_halves_bytes(x)
         # as they are (the sample is every entry), and at odd places among zeros, which the
-        # sample (every other entry) misses: measured, and written again
-        spread = np.zeros(4 * len(x) + 64, dtype=object)
+        # sample (every other entry, of 128 or more) misses: measured, and written again
+        spread = np.zeros(4 * len(x) + 128, dtype=object)
         spread[1:2 * len(x):2] = x
         for y in (x, spread):
             h = _to_halves_objects(y, None)

@@ -129,9 +129,12 @@ def test_objects_unknown_layout(monkeypatch):
 
 
 @pytest.mark.parametrize("where", [1, 2, 63, -1])
-def test_objects_wider_than_the_sample(where):
+def test_objects_wider_than_the_sample(monkeypatch, where):
     # the sample (about 64 entries, evenly spaced) misses the widest entries: they are
     # measured, and every entry written again
+    measured = []
+    need = P._objects_need
+    monkeypatch.setattr(P, "_objects_need", lambda *a: measured.append(1) or need(*a))
     E = 64 * 50
     vals = [(-1) ** e * (e % 7) for e in range(E)]
     for v in (2**300 + 5, -(2**299), 2**47):
@@ -141,6 +144,10 @@ def test_objects_wider_than_the_sample(where):
         check_halves(P.to_halves, x.reshape(64, 50))
         assert P._to_halves_objects(x, 2) is None  # more than `most` pieces: refused
         where += 50
+    assert len(measured) >= 6
+    # the self-test takes that way too
+    measured.clear()
+    assert P._objects_ok.__wrapped__() and measured
 
 
 @pytest.mark.parametrize("objects", [True, False], ids=["objects", "marshal"])
