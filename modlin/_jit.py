@@ -76,7 +76,8 @@ from numba import types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic
 
-__all__ = ["njit", "cache_dir", "shipped", "peek_int64", "peek_uint32"]
+__all__ = ["njit", "cache_dir", "shipped", "peek_int64", "peek_uint32", "poke_int64", "poke_uint32", "call_int64",
+           "call_void"]
 
 #: Options every kernel is compiled with. ``nogil``: the passes of one product run on
 #: several Python threads at once (:mod:`modlin._threads`).
@@ -259,24 +260,59 @@ def fma(typingctx, a, b, c):
     return sig, codegen
 
 
+def _memory(bits: int, kind):
+    """``(peek, poke)`` intrinsics: the ``kind`` (``bits`` wide) stored at a memory address
+    (an int64), and storing one there, as nopython loads and stores. For reading objects
+    that the caller keeps alive and that no other thread can change meanwhile, and for
+    writing objects the caller has just made and owns."""
+    width = ir.IntType(bits)
+
+    @intrinsic
+    def peek(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.load(builder.inttoptr(args[0], width.as_pointer()), align=bits // 8)
+
+        return kind(types.int64), codegen
+
+    @intrinsic
+    def poke(typingctx, address, value):
+        def codegen(context, builder, signature, args):
+            builder.store(args[1], builder.inttoptr(args[0], width.as_pointer()), align=bits // 8)
+            return context.get_dummy_value()
+
+        return types.void(types.int64, kind), codegen
+
+    return peek, poke
+
+
+peek_int64, poke_int64 = _memory(64, types.int64)
+peek_uint32, poke_uint32 = _memory(32, types.uint32)
+
+
 @intrinsic
-def peek_int64(typingctx, address):
-    """The int64 stored at the memory ``address`` (an int64), as a nopython load. For reading
-    objects that the caller keeps alive and that no other thread can change meanwhile."""
-    sig = types.int64(types.int64)
+def call_int64(typingctx, function, argument):
+    """``function(argument)`` for the address of a C function taking and returning one
+    64-bit integer or pointer (a C API function of the interpreter, found through
+    ``ctypes``: passed at run time, so the kernel that calls it can be cached)."""
+    sig = types.int64(types.int64, types.int64)
 
     def codegen(context, builder, signature, args):
-        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()), align=8)
+        i64 = ir.IntType(64)
+        f = builder.inttoptr(args[0], ir.FunctionType(i64, [i64]).as_pointer())
+        return builder.call(f, [args[1]])
 
     return sig, codegen
 
 
 @intrinsic
-def peek_uint32(typingctx, address):
-    """The uint32 stored at the memory ``address`` (an int64): see :func:`peek_int64`."""
-    sig = types.uint32(types.int64)
+def call_void(typingctx, function, argument):
+    """``function(argument)`` for the address of a C function taking one 64-bit integer or
+    pointer and returning nothing (see :func:`call_int64`)."""
+    sig = types.void(types.int64, types.int64)
 
     def codegen(context, builder, signature, args):
-        return builder.load(builder.inttoptr(args[0], ir.IntType(32).as_pointer()), align=4)
+        f = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [ir.IntType(64)]).as_pointer())
+        builder.call(f, [args[1]])
+        return context.get_dummy_value()
 
     return sig, codegen

@@ -15,7 +15,7 @@ wheel does not, such as editable ones or a wheel built on another machine type.
 
 The calls are small (a few milliseconds each once compiled) except where a path
 only starts at a size: the linear algebra recursions run just past
-``THRESHOLD``, the marshal writer just past its stream length.
+``THRESHOLD``, the writer of Python ints just past a marshal stream's length.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _intmul() -> None:
     intmul(small, small.T)
     intmul(small.astype(np.uint64), small.T.astype(np.uint64))
     intmul(big.T, big)  # object results
-    # the marshal writer past one stream of entries
+    # the writer of Python ints past one marshal stream of entries (where it goes through marshal)
     intmul(big[:1].repeat(100, axis=0).T, big[:1].repeat(100, axis=0))
 
 

@@ -26,10 +26,19 @@ def _objects(x):  # reads object arrays only (the public function sends it no ot
     return P._to_halves_objects(x, None) if x.dtype == object else P.to_halves(x)
 
 
+def _objects_write(limbs, neg=None):  # makes ints of uint16 limbs only (IntWriter sends it no others)
+    limbs, neg = P._check_limbs(limbs, neg)
+    if limbs.dtype != np.uint16:
+        return P.from_limbs(limbs, neg)
+    out = np.empty(limbs.shape[1], dtype=object)
+    assert P._objects_from_limbs(limbs, neg, P._slots(out), *P._c_api(), P._int_layout() == 1) == out.size
+    return out
+
+
 TO = [P.to_halves, P._to_halves_marshal, P._to_halves_bytes, _objects]
-FROM = [P.from_limbs, P._from_limbs_marshal, P._from_limbs_bytes]
+FROM = [P.from_limbs, P._from_limbs_marshal, P._from_limbs_bytes, _objects_write]
 to_ids = ["public", "marshal", "bytes", "objects"]
-from_ids = ["public", "marshal", "bytes"]
+from_ids = to_ids
 
 
 class SubInt(int):
@@ -126,6 +135,54 @@ def test_objects_self_test_catches_a_wrong_layout(monkeypatch):
 def test_objects_unknown_layout(monkeypatch):
     monkeypatch.setattr(P.sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
     assert P._int_layout() is None and not P._objects_ok.__wrapped__()
+
+
+def test_objects_made_as_python_makes_them():
+    # the ints IntWriter makes itself: exact, of type int, one reference each (the array's),
+    # every reference they replaced (None) released
+    assert P._objects_write_ok.__wrapped__()
+    vals = boundaries(40) + [0, -0]
+    limbs, neg = mag_limbs(vals)
+    neg[-1] = True  # -0 is 0
+    nones = []
+    for _ in range(4):  # nothing leaks: after the first round (loading the kernel), the counts stay
+        out = _objects_write(limbs, neg)
+        assert out.tolist() == vals and all(type(v) is int for v in out)
+        assert [v == int(str(v)) and hash(v) == hash(int(str(v))) for v in out] == [True] * len(vals)
+        big = out[vals.index(max(vals))]
+        assert sys.getrefcount(big) == 3  # the array, `big` and getrefcount's argument
+        del out, big
+        nones.append(sys.getrefcount(None))
+    assert nones[1] == nones[2] == nones[3]
+
+
+def test_objects_writer_self_test_catches_a_wrong_layout(monkeypatch):
+    monkeypatch.setattr(P, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
+    assert not P._objects_write_ok.__wrapped__()
+    monkeypatch.setattr(P, "_c_api", lambda: None)
+    assert not P._objects_write_ok.__wrapped__()
+
+
+def test_int_writer_out_of_memory(monkeypatch):
+    # the interpreter could not make an int: MemoryError, the entries made so far kept
+    import ctypes
+
+    calls = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
+    def new(n):
+        calls.append(n)
+        return 0
+
+    release = P._c_api()[1]
+    assert P._objects_write_ok()  # checked (and cached) before the stand-in
+    monkeypatch.setattr(P, "_c_api", lambda: (ctypes.cast(new, ctypes.c_void_p).value, release))
+    w = P.IntWriter(3)
+    assert w._direct
+    limbs, neg = mag_limbs([1, 2, 3])
+    with pytest.raises(MemoryError):
+        w.add(limbs.astype(np.uint16), neg)
+    assert calls == [1]
 
 
 @pytest.mark.parametrize("where", [1, 2, 63, -1])
@@ -372,12 +429,14 @@ def test_roundtrip_through_halves():
 def test_public_functions_use_fallback(monkeypatch):
     monkeypatch.setattr(P, "_marshal_ok", lambda direction="both": False)
     monkeypatch.setattr(P, "_objects_ok", lambda: False)
+    monkeypatch.setattr(P, "_objects_write_ok", lambda: False)
 
     def boom(*a, **k):
         raise AssertionError("marshal path used")
 
     monkeypatch.setattr(P, "_to_halves_marshal", boom)
     monkeypatch.setattr(P, "_to_halves_objects", boom)
+    monkeypatch.setattr(P, "_objects_from_limbs", boom)
     monkeypatch.setattr(P, "_from_limbs_marshal", boom)
     monkeypatch.setattr(P, "_ints_marshal", boom)
     vals = boundaries(10)
@@ -505,10 +564,10 @@ def test_int_writer_empty_and_errors():
 
 def test_each_direction_checks_only_its_own_kernels():
     # reading Python ints never compiles (or loads) the writer's kernels, nor writing the reader's
-    # (which read the ints' memory, or marshal streams where that layout is unknown)
+    # (which read or make the ints' memory, or marshal streams where that layout is unknown)
     code = ("import numpy as np\nfrom modlin import _pyints as P\n"
             "P.{call}\nprint(len(P._objects_halves.signatures) + len(P._scan_marshal.signatures),"
-            " len(P._append_marshal.signatures))")
+            " len(P._objects_from_limbs.signatures) + len(P._append_marshal.signatures))")
     for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
                        ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
