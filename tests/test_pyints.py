@@ -258,6 +258,7 @@ def test_blocks_flushes_and_stream_end(E, top, rng):
         vals.append(sign * (int.from_bytes(rng.bytes(b // 8 + 1), "little") % 2**b))
     vals[-1] = -(2 ** (top - 1))  # the last entry long (when top is) and at a sign edge
     check_halves(P._to_halves_marshal, obj(vals))
+    check_halves(_objects, obj(vals))  # its tiles of _FLUSH entries, for more than 8 pieces
 
 
 ints = st.integers(1, 3000).flatmap(lambda b: st.integers(-(2**b), 2**b))
