@@ -901,6 +901,27 @@ _CHECK_VALUES = (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**15,
                  2**1000 + 3, -(2**1007))
 
 
+def _refuses_non_ints(read) -> bool:
+    """Whether ``read`` (a reader of object arrays) gives None for an entry that is not
+    exactly an ``int``, first or last."""
+    class _Sub(int):
+        pass
+    for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
+        y = np.empty(2, dtype=object)
+        y[:] = [1, bad]
+        if read(y) is not None or read(y[::-1]) is not None:
+            return False
+    return True
+
+
+def _check_limbs_of(vals: list) -> tuple[np.ndarray, np.ndarray]:
+    """``(limbs, neg)`` of ``vals`` as :func:`from_limbs` takes them (by ``int.to_bytes``)."""
+    H = max(max(vals), ~min(vals)).bit_length() // 16 + 1
+    mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
+    limbs = np.ascontiguousarray(np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T)
+    return limbs, np.array([v < 0 for v in vals], dtype=np.bool_)
+
+
 def _reads_ok() -> bool:
     """Whether the kernels parse ``marshal.dumps`` streams of :data:`_CHECK_VALUES` as
     ``int.to_bytes`` writes them, and refuse non-ints."""
@@ -911,24 +932,14 @@ def _reads_ok() -> bool:
     ref = _to_halves_bytes(x)
     if h is None or ref is None or h.shape != ref.shape or not np.array_equal(h, ref):
         return False
-    class _Sub(int):
-        pass
-    for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
-        y = np.empty(2, dtype=object)
-        y[:] = [1, bad]
-        if _to_halves_marshal(y) is not None:
-            return False
-    return True
+    return _refuses_non_ints(_to_halves_marshal)
 
 
 def _writes_ok() -> bool:
     """Whether ``marshal.loads`` reads the streams the kernels write for :data:`_CHECK_VALUES`
     back as those ints."""
     vals = list(_CHECK_VALUES)
-    H = max(max(vals), ~min(vals)).bit_length() // 16 + 1
-    mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
-    limbs = np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T
-    back = _from_limbs_marshal(limbs, np.array([v < 0 for v in vals]))
+    back = _from_limbs_marshal(*_check_limbs_of(vals))
     return back.tolist() == vals and all(type(v) is int for v in back)
 
 
@@ -953,14 +964,7 @@ def _objects_ok() -> bool:
                 return False
         if _to_halves_objects(x, ref.shape[0] - 1) is not None:
             return False
-        class _Sub(int):
-            pass
-        for bad in (True, 1.0, None, "7", np.int64(3), _Sub(3)):
-            y = np.empty(2, dtype=object)
-            y[:] = [1, bad]
-            if _to_halves_objects(y, None) is not None or _to_halves_objects(y[::-1], None) is not None:
-                return False
-        return True
+        return _refuses_non_ints(lambda y: _to_halves_objects(y, None))
     except Exception:  # noqa: BLE001  any surprise: not the layout we assume
         return False
 
@@ -975,10 +979,7 @@ def _objects_write_ok() -> bool:
         if _int_layout() is None or _c_api() is None:
             return False
         vals = list(_CHECK_VALUES) + [0, 5, -(2**29), 2**30 - 1, -(2**30), 2**60]
-        H = max(max(vals), ~min(vals)).bit_length() // 16 + 1
-        mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
-        limbs = np.ascontiguousarray(np.frombuffer(mags, dtype=np.uint16).reshape(len(vals), H).T)
-        neg = np.array([v < 0 for v in vals], dtype=np.bool_)
+        limbs, neg = _check_limbs_of(vals)
         neg[vals.index(0)] = True  # -0 is 0
         out = np.empty(len(vals), dtype=object)
         if _objects_from_limbs(limbs, neg, _slots(out), *_c_api(), _int_layout() == 1) != len(vals):
