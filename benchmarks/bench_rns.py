@@ -100,6 +100,9 @@ class PythonIntsToPieces:
     def time_to_pieces(self, bits, reader):
         self.read(self.x)
 
+    def peakmem_to_pieces(self, bits, reader):
+        self.time_to_pieces(bits, reader)
+
 
 class PythonIntsFromLimbs:
     """The serial pass that ends a product of Python ints (of ``1024 x 1024`` entries): the
@@ -119,3 +122,6 @@ class PythonIntsFromLimbs:
         from modlin._pyints import from_limbs
 
         from_limbs(self.limbs, self.neg)
+
+    def peakmem_from_limbs(self, bits):
+        self.time_from_limbs(bits)
