@@ -13,11 +13,23 @@ ZGEMM/DGEMM at n = 4096 and 8192 with their accuracy beside the speed;
 gaussian.matmul 2M against 3M; matmul modulo 20-, 31-, 50- and 61-bit
 primes against a float64 ``cupy.matmul`` of the same size. Each time is the median of ``--repeats``
 runs after a warm-up, the stream synchronised around each run.
+
+Two more sections calibrate the planner's GPU constants. *Passes*: the
+residue number system's stages timed apart (residues, int8 GEMMs, their
+reduction, CRT) against a DGEMM of the same size, with the values of
+``modlin._rnsplan.GPU_PASS_FACTOR`` and ``modlin._engines.GPU_RELATIVE_COST``
+they imply, and the modelled against the measured time of each plan.
+*Memory*: the peak of CuPy's memory pool during each product (a
+``cupy.cuda.MemoryHook``) beyond its result, against the tile scheduler's
+modelled peak; then the same products with the device's free memory squeezed
+(a filler array) so that they must tile: bit-identical results, the peak
+within the budget.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import platform
 import sys
@@ -196,13 +208,256 @@ def table(lines: list[str], sizes, repeats: int) -> None:
         X = Y = F = G = None
 
 
+def _free_pool() -> None:
+    import cupy as cp
+
+    cp.cuda.get_current_stream().synchronize()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def _peak_hook():
+    """A memory hook counting the bytes CuPy's pool hands out: ``.peak`` after the block."""
+    import cupy as cp
+
+    class Peak(cp.cuda.MemoryHook):
+        name = "modlin_peak"
+
+        def __init__(self):
+            self.live = self.peak = 0
+
+        def malloc_postprocess(self, **kw):
+            self.live += kw["mem_size"]
+            self.peak = max(self.peak, self.live)
+
+        def free_postprocess(self, **kw):
+            self.live -= kw["mem_size"]
+
+    return Peak()
+
+
+@contextlib.contextmanager
+def _tilings():
+    """The tilings run inside the block, in order (the tile loop :func:`modlin._tiles.run`
+    spied on wherever it was imported)."""
+    from modlin import _tiles
+
+    made = []
+    run = _tiles.run
+
+    def spy(tiling, *args, **kwargs):
+        made.append(tiling)
+        return run(tiling, *args, **kwargs)
+
+    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "run", None) is run]
+    for m in users:
+        m.run = spy
+    try:
+        yield made
+    finally:
+        for m in users:
+            m.run = run
+
+
+def _cases(n: int, rng):
+    """``(name, function, result bytes)`` of the products whose memory is measured."""
+    import cupy as cp
+
+    import modlin
+    from modlin import ozaki
+
+    X = cp.asarray(rng.integers(0, 2**62, (n, n)))
+    Y = cp.asarray(rng.integers(0, 2**62, (n, n)))
+    F = cp.asarray(_gen(rng, (n, n), 0.5, False))
+    G = cp.asarray(_gen(rng, (n, n), 0.5, False))
+    Z, W = F + 1j * G, G - 0.5j * F
+    m = 1000000009
+    R, S = X % m, Y % m
+    fp = modlin.plan(PRIMES[31], n, n, n, device="cuda", engine="fp64", algorithm="multiword")
+    e = 8 * n * n
+    return [
+        ("matmul 31-bit p, chosen plan", lambda: modlin.matmul(X, Y, PRIMES[31]), e),
+        ("matmul 31-bit p, fp64 multiword", lambda: modlin.matmul(X, Y, PRIMES[31], plan=fp), e),
+        ("matmul 61-bit p", lambda: modlin.matmul(X, Y, PRIMES[61]), e),
+        ("ozaki.dgemm", lambda: ozaki.dgemm(F, G), e),
+        ("ozaki.zgemm", lambda: ozaki.zgemm(Z, W), 2 * e),
+        ("gaussian.matmul 2M, 30-bit m", lambda: modlin.gaussian.matmul((R, S), (S, R), m, algorithm="2m"), 2 * e),
+    ]
+
+
+def _host(x):
+    return tuple(v.get() for v in x) if isinstance(x, tuple) else x.get()
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, tuple):
+        return all(_same(a, b) for a, b in zip(x, y))
+    return np.array_equal(x, y) if x.dtype.kind != "f" and x.dtype.kind != "c" else \
+        np.array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def memory(lines: list[str], n: int, repeats: int) -> bool:
+    """Measured against modelled working memory, then the same products squeezed into a
+    small device budget; False if a squeezed result differs or overruns its budget."""
+    import cupy as cp
+
+    rng = np.random.default_rng(2)
+    ok = True
+    lines += [f"### n = {n}", "",
+              "| product | tiles | modelled peak MiB | measured peak beyond result MiB | measured / model |",
+              "|:---|---:|---:|---:|---:|"]
+    cases = _cases(n, rng)
+    whole = {}
+    for name, fn, out_bytes in cases:
+        try:
+            fn()  # compile the kernels, plan
+            _free_pool()
+            with _tilings() as made, _peak_hook() as hook:
+                t0 = time.perf_counter()
+                got = fn()
+                cp.cuda.get_current_stream().synchronize()
+                whole[name] = (_host(got), time.perf_counter() - t0)
+            got = None
+            t = made[-1]
+            extra = hook.peak - out_bytes
+            lines.append(f"| {name} | {t.count} | {t.peak / 2**20:.0f} | {extra / 2**20:.0f} | "
+                         f"{extra / max(t.peak, 1):.2f} |")
+        except Exception as exc:
+            traceback.print_exc()
+            ok = False
+            lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | | |")
+    lines += ["", "Squeezed: a filler array leaves the device this much free memory; the budget is "
+              "nine tenths of it (``modlin._tiles.budget``).", "",
+              "| product | free MiB | budget MiB | tiles | modelled peak MiB | measured peak beyond result MiB "
+              "| within budget | bit-identical | time / unsqueezed |", "|:---|---:|---:|---:|---:|---:|:---|:---|---:|"]
+    for name, fn, out_bytes in cases:
+        if name not in whole:
+            continue
+        want, t_whole = whole[name]
+        for share in (4, 16):
+            filler = None
+            try:
+                _free_pool()
+                free = cp.cuda.Device().mem_info[0]
+                target = out_bytes + max(n * n * 8 * 8 // share, 64 * 2**20)
+                filler = cp.empty(max(free - target, 0), dtype=cp.uint8)
+                left = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
+                with _tilings() as made, _peak_hook() as hook:
+                    t0 = time.perf_counter()
+                    got = fn()
+                    cp.cuda.get_current_stream().synchronize()
+                    t_sq = time.perf_counter() - t0
+                t = made[-1]
+                extra = hook.peak - out_bytes
+                same = _same(_host(got), want)
+                within = extra <= t.budget
+                ok &= same and within
+                got = None
+                lines.append(f"| {name} | {left / 2**20:.0f} | {t.budget / 2**20:.0f} | {t.count} | "
+                             f"{t.peak / 2**20:.0f} | {extra / 2**20:.0f} | {'yes' if within else 'NO'} | "
+                             f"{'yes' if same else 'NO'} | {t_sq / t_whole:.2f} |")
+            except Exception as exc:
+                if isinstance(exc, ValueError) and "too small for this product" in str(exc):
+                    lines.append(f"| {name} | {left / 2**20:.0f} | refused: {str(exc)[:160]} | | | | | | |")
+                    continue
+                traceback.print_exc()
+                ok = False
+                lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} "
+                             "| | | | | | | |")
+            finally:
+                filler = None
+                _free_pool()
+    lines.append("")
+    return ok
+
+
+def passes(lines: list[str], sizes, repeats: int) -> None:
+    """The residue number system's stages timed apart, and each plan's modelled against
+    its measured time, in DGEMM times of the same size."""
+    import cupy as cp
+
+    import modlin
+    from modlin import _cuda, _plan, _rns_gpu, _rnsplan
+
+    rng = np.random.default_rng(3)
+    lines += ["| n | p | plan | measured / DGEMM | modelled / DGEMM | residues | int8 GEMMs | reductions | CRT "
+              "| implied GPU_PASS_FACTOR | implied int8 cost |",
+              "|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in sizes:
+        X = cp.asarray(rng.integers(0, 2**31 - 1, (n, n)))
+        Y = cp.asarray(rng.integers(0, 2**31 - 1, (n, n)))
+        F, G = X.astype(cp.float64), Y.astype(cp.float64)
+        t_d = _timeit(lambda: F @ G, repeats)
+        F = G = None
+        for bits in (31, 50, 61):
+            p = PRIMES[bits]
+            try:
+                pl = modlin.plan(p, n, n, n, device="cuda")
+                t_all = _timeit(lambda: modlin.matmul(X, Y, p), repeats)
+                row = f"| {n} | {bits}-bit | {pl.summary} | {t_all / t_d:.2f} | {pl.relative_cost():.2f} |"
+                if isinstance(pl, modlin.RNSPlan) and n <= _cuda.KMAX:
+                    half = (p - 1) // 2
+                    a = (X % p) - p * ((X % p) > half)
+                    b = (Y % p) - p * ((Y % p) > half)
+                    mods = pl.moduli
+                    t_res = _timeit(lambda: (_rns_gpu.residues(a, mods), _rns_gpu.residues(b, mods)), repeats)
+                    ra, rb = _rns_gpu.residues(a, mods), _rns_gpu.residues(b, mods)
+                    t_g = _timeit(lambda: _cuda.gemm_i8(ra, rb), repeats)
+                    t_pm = _timeit(lambda: _cuda.products_mod_u8(ra, rb, mods), repeats)
+                    prod = _cuda.products_mod_u8(ra, rb, mods)
+                    t_crt = _timeit(lambda: _rns_gpu.reconstruct_modp(prod, pl.basis, p), repeats)
+                    ra = rb = prod = a = b = None
+                    factor = _rnsplan.GPU_PASS_FACTOR
+                    try:
+                        _rnsplan.GPU_PASS_FACTOR = 0.0
+                        gemm_model = pl.cost()
+                    finally:
+                        _rnsplan.GPU_PASS_FACTOR = factor
+                    pass_model = (pl.cost() - gemm_model) / factor  # the passes at factor 1
+                    measured = (t_res + (t_pm - t_g) + t_crt) / t_d * n**3
+                    row += (f" {t_res / t_d:.3f} | {t_g / t_d:.3f} | {(t_pm - t_g) / t_d:.3f} | {t_crt / t_d:.3f} "
+                            f"| {measured / pass_model:.4f} | {t_g / t_d / len(mods):.4f} |")
+                else:
+                    scale = _plan.device_pass_scale
+                    try:
+                        _plan.device_pass_scale = lambda device, threads=None: 0.0
+                        gemm_model = pl.cost()
+                    finally:
+                        _plan.device_pass_scale = scale
+                    pass_model = pl.cost() - gemm_model
+                    measured = t_all / t_d * n**3 - gemm_model
+                    row += f" | | | | {measured / max(pass_model, 1.0):.4f} | |"
+                lines.append(row)
+                if bits == 31:
+                    fp = modlin.plan(p, n, n, n, device="cuda", engine="fp64", algorithm="multiword")
+                    t_mw = _timeit(lambda: modlin.matmul(X, Y, p, plan=fp), repeats)
+                    scale = _plan.device_pass_scale
+                    try:
+                        _plan.device_pass_scale = lambda device, threads=None: 0.0
+                        gemm_model = fp.cost()
+                    finally:
+                        _plan.device_pass_scale = scale
+                    pass_model = fp.cost() - gemm_model
+                    implied = (t_mw / t_d * n**3 - gemm_model) / max(pass_model, 1.0)
+                    lines.append(f"| {n} | {bits}-bit | {fp.summary} | {t_mw / t_d:.2f} | {fp.relative_cost():.2f} "
+                                 f"| | | | | {implied:.4f} (of the CPU's pass cost) | |")
+            except Exception as exc:
+                traceback.print_exc()
+                lines.append(f"| {n} | {bits}-bit | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} "
+                             "| | | | | | | | |")
+        X = Y = None
+        _free_pool()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     parser.add_argument("--no-table", action="store_true", help="only the correctness checks")
+    parser.add_argument("--sections", nargs="+", default=["check", "passes", "memory", "table"],
+                        choices=["check", "passes", "memory", "table"], help="what to run, in this order")
     args = parser.parse_args(argv)
+    sections = ["check"] if args.no_table else args.sections
 
     import cupy as cp
 
@@ -212,27 +467,46 @@ def main(argv=None) -> int:
              f"GPU: {name}; CuPy {cp.__version__}; CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}; "
              f"Python {platform.python_version()}; NumPy {np.__version__}.", "",
              f"Command: `python benchmarks/gpu_report.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
-             "", "## Correctness: CuPy inputs against the CPU result", "",
-             "| check | result | detail |", "|:---|:---|:---|"]
-    t0 = time.perf_counter()
-    ok = check(lines)
-    lines += ["", f"Checks took {time.perf_counter() - t0:.0f} s.", ""]
-    if not args.no_table:
-        lines += ["## Speed and accuracy", "",
-                  "Times are medians of runs after a warm-up. Errors are max componentwise relative errors "
-                  "against ozaki with 30 moduli (M about 2**230) on inputs (rand - 0.5) * exp(0.5 randn).", ""]
+             ""]
+    ok = True
+    printed = 0
+
+    def save():  # after each section: a run cut short keeps what it measured
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+
+    for section in sections:
         t0 = time.perf_counter()
         try:
-            table(lines, args.sizes, args.repeats)
+            if section == "check":
+                lines += ["## Correctness: CuPy inputs against the CPU result", "",
+                          "| check | result | detail |", "|:---|:---|:---|"]
+                ok &= check(lines)
+            elif section == "passes":
+                lines += ["## Passes: the planner's GPU constants", "",
+                          "Times in DGEMM times of the same size (medians). The implied factors are what "
+                          "``GPU_PASS_FACTOR`` (the element-wise passes' share of their CPU cost) and "
+                          "``GPU_RELATIVE_COST['int8']`` would have to be for the model to match.", ""]
+                passes(lines, args.sizes, args.repeats)
+            elif section == "memory":
+                lines += ["## Memory: CuPy's pool against the tile scheduler's model", ""]
+                for n in args.sizes:
+                    ok &= memory(lines, n, args.repeats)
+            else:
+                lines += ["## Speed and accuracy", "",
+                          "Times are medians of runs after a warm-up. Errors are max componentwise relative "
+                          "errors against ozaki with 30 moduli (M about 2**230) on inputs "
+                          "(rand - 0.5) * exp(0.5 randn).", ""]
+                table(lines, args.sizes, args.repeats)
         except Exception:
             traceback.print_exc()
-            lines.append("| table stopped by an error: see the log | | | | | | |")
-        lines += ["", f"Table took {time.perf_counter() - t0:.0f} s."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+            ok = False
+            lines.append(f"| {section} stopped by an error: see the log |")
+        lines += ["", f"{section} took {time.perf_counter() - t0:.0f} s.", ""]
+        print("\n".join(lines[printed:]), flush=True)
+        printed = len(lines)
+        save()
     return 0 if ok else 1
 
 

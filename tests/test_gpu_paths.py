@@ -330,13 +330,37 @@ def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
     stream = types.SimpleNamespace(synchronize=lambda: None)
-    sys.modules["cupy"].cuda = types.SimpleNamespace(get_current_stream=lambda: stream)
+
+    class MemoryHook:  # CuPy's hooks see the device pool; here they see nothing
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Pool:
+        def free_all_blocks(self):
+            pass
+
+        def free_bytes(self):
+            return 0
+
+    cp = sys.modules["cupy"]
+    cp.cuda = types.SimpleNamespace(get_current_stream=lambda: stream, MemoryHook=MemoryHook,
+                                    Device=lambda: types.SimpleNamespace(mem_info=(2**27, 2**30)))
+    cp.get_default_memory_pool = Pool
     lines: list[str] = []
     assert report.check(lines), "\n".join(lines)
     assert len(lines) > 20 and all("| ok |" in line for line in lines)
     table: list[str] = []
     report.table(table, [40], 1)
     assert len(table) >= 18 and not any("nan" in line for line in table), "\n".join(table)
+    rows: list[str] = []
+    report.passes(rows, [40], 1)
+    assert len(rows) == 2 + 4 and not any("FAILED" in r or "nan" in r for r in rows), "\n".join(rows)
+    rows = []
+    assert report.memory(rows, 40, 1), "\n".join(rows)
+    assert sum("| yes | yes |" in r for r in rows) == 12, "\n".join(rows)
 
 
 def test_gpu_front_doors_refuse_what_they_cannot_read(gpu):
