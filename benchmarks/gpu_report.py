@@ -237,8 +237,8 @@ def _peak_hook():
 
 @contextlib.contextmanager
 def _tilings():
-    """The tilings run inside the block, in order (the tile loop :func:`modlin._tiles.run`
-    spied on wherever it was imported)."""
+    """The tilings run inside the block, in the order they start (the tile loop
+    :func:`modlin._tiles.run` spied on wherever it was imported)."""
     from modlin import _tiles
 
     made = []
@@ -317,7 +317,7 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
                 cp.cuda.get_current_stream().synchronize()
                 whole[name] = (_host(got), time.perf_counter() - t0)
             got = None
-            t = made[-1]
+            t = made[0]  # the product's own: its real products' tilings (Gaussian) start inside it
             extra = hook.peak - out_bytes
             lines.append(f"| {name} | {t.count} | {t.peak / 2**20:.0f} | {extra / 2**20:.0f} | "
                          f"{extra / max(t.peak, 1):.2f} |")
@@ -325,10 +325,11 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
             traceback.print_exc()
             ok = False
             lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | | |")
-    lines += ["", "Squeezed: a filler array leaves the device this much free memory; the budget is "
-              "nine tenths of it (``modlin._tiles.budget``).", "",
+    lines += ["", "Squeezed: a filler array leaves the device this much free memory; the tiles' budget is "
+              "nine tenths of what is free once the result and the operands' reduced copies are made "
+              "(``modlin._tiles.budget``). *Fits*: the pool's peak, result included, within the free memory.", "",
               "| product | free MiB | budget MiB | tiles | modelled peak MiB | measured peak beyond result MiB "
-              "| within budget | bit-identical | time / unsqueezed |", "|:---|---:|---:|---:|---:|---:|:---|:---|---:|"]
+              "| fits | bit-identical | time / unsqueezed |", "|:---|---:|---:|---:|---:|---:|:---|:---|---:|"]
     for name, fn, out_bytes in cases:
         if name not in whole:
             continue
@@ -338,7 +339,8 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
             try:
                 _free_pool()
                 free = cp.cuda.Device().mem_info[0]
-                target = out_bytes + max(n * n * 8 * 8 // share, 64 * 2**20)
+                # the result, the operands' reduced copies made before the budget is read, a share
+                target = 3 * out_bytes + max(n * n * 8 * 8 // share, 64 * 2**20)
                 filler = cp.empty(max(free - target, 0), dtype=cp.uint8)
                 left = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
                 with _tilings() as made, _peak_hook() as hook:
@@ -346,10 +348,10 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
                     got = fn()
                     cp.cuda.get_current_stream().synchronize()
                     t_sq = time.perf_counter() - t0
-                t = made[-1]
+                t = made[0]
                 extra = hook.peak - out_bytes
                 same = _same(_host(got), want)
-                within = extra <= t.budget
+                within = hook.peak <= left
                 ok &= same and within
                 got = None
                 lines.append(f"| {name} | {left / 2**20:.0f} | {t.budget / 2**20:.0f} | {t.count} | "
@@ -402,6 +404,8 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
                     t_res = _timeit(lambda: (_rns_gpu.residues(a, mods), _rns_gpu.residues(b, mods)), repeats)
                     ra, rb = _rns_gpu.residues(a, mods), _rns_gpu.residues(b, mods)
                     t_g = _timeit(lambda: _cuda.gemm_i8(ra, rb), repeats)
+                    t_nn = _timeit(lambda: _cuda.gemm_i8(ra, rb, layout="nn"), repeats)
+                    same = bool((_cuda.gemm_i8(ra, rb) == _cuda.gemm_i8(ra, rb, layout="nn")).all())
                     t_pm = _timeit(lambda: _cuda.products_mod_u8(ra, rb, mods), repeats)
                     prod = _cuda.products_mod_u8(ra, rb, mods)
                     t_crt = _timeit(lambda: _rns_gpu.reconstruct_modp(prod, pl.basis, p), repeats)
@@ -414,7 +418,8 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
                         _rnsplan.GPU_PASS_FACTOR = factor
                     pass_model = (pl.cost() - gemm_model) / factor  # the passes at factor 1
                     measured = (t_res + (t_pm - t_g) + t_crt) / t_d * n**3
-                    row += (f" {t_res / t_d:.3f} | {t_g / t_d:.3f} | {(t_pm - t_g) / t_d:.3f} | {t_crt / t_d:.3f} "
+                    row += (f" {t_res / t_d:.3f} | {t_g / t_d:.3f} (NN layout {t_nn / t_d:.3f}, "
+                            f"{'same' if same else 'DIFFERENT'} sums) | {(t_pm - t_g) / t_d:.3f} | {t_crt / t_d:.3f} "
                             f"| {measured / pass_model:.4f} | {t_g / t_d / len(mods):.4f} |")
                 else:
                     scale = _plan.device_pass_scale

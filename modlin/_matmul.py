@@ -357,9 +357,9 @@ def _gpu_residues(x, p: int, name: str):
 def _device_residues(x, p: int):
     """A CuPy array of integers (of an integer dtype, or integral floats below ``2**63``)
     reduced into ``[0, p)`` as int64, on the device."""
-    if x.dtype == np.uint64:
-        return (x % np.uint64(p)).astype(np.int64)
-    return x.astype(np.int64) % p
+    if x.dtype == np.uint64:  # below p < 2**63 after the reduction: the same bits as int64
+        return (x % np.uint64(p)).view(np.int64)
+    return x.astype(np.int64, copy=False) % p  # one array: an int64 operand is not copied first
 
 
 def _gpu_matmul(A, B, p, out, plan):

@@ -66,7 +66,7 @@ def _arg(a, ctype):
     return a.item()
 
 
-def _fake_gemm_i8(a, b, out=None):
+def _fake_gemm_i8(a, b, out=None, *, layout="tn"):
     assert a.dtype == np.int8 and b.dtype == np.int8
     if out is None:
         out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
