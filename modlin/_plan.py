@@ -68,9 +68,17 @@ def pass_scale(threads: int | None = None) -> float:
     return (c / bw) / (CALIBRATION_THREADS / base)
 
 
+#: A multiword plan's element-wise passes on a GPU (CuPy array expressions), relative to
+#: their cost on the calibration machine, both in GEMM times: the GPU's DGEMM outruns its
+#: memory bandwidth several times more than two cores do. Measured on an H200
+#: (``benchmarks/gpu_report.py``, the 31-bit (1,2) plan at n = 4096 and 8192): 6.25 and 6.01.
+GPU_PASS_SCALE = 6.1
+
+
 def device_pass_scale(device: str, threads: int | None = None) -> float:
-    """:func:`pass_scale` on the CPU; 1 on a GPU, whose cost model does not count cores."""
-    return pass_scale(threads) if device == "cpu" else 1.0
+    """:func:`pass_scale` on the CPU; :data:`GPU_PASS_SCALE` on a GPU, whose cost model
+    does not count cores."""
+    return pass_scale(threads) if device == "cpu" else GPU_PASS_SCALE
 
 
 def cost_line(pl) -> str:
@@ -265,19 +273,26 @@ class Plan:
         calls = sum(-(-k // blocks[i]) for i in range(outer))
         return [(calls, outer * k, inner)], calls * inner  # per GEMM: inner - 1 combines and one step
 
+    def gemm_cost(self, shape: tuple[int, int, int] | None = None) -> float:
+        """The GEMMs' share of :meth:`cost`: the calls of the schedule, at the engine's speed
+        relative to an fp64 GEMM on the plan's device."""
+        m, k, n = self.shape if shape is None else shape
+        rel = relative_cost(self.engine, self.device)
+        gemm = 0.0
+        for calls, inner, wide in self.counts(k)[0]:
+            mm, nn = (m, n * wide) if self.variant != "concat-a" else (m * wide, n)
+            gemm += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
+                1 + GEMM_MN_OVERHEAD / max(mm, 1) + GEMM_MN_OVERHEAD / max(nn, 1))
+        return gemm
+
     def cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
         """Modelled time, in multiply-adds of a large fp64 GEMM on ``threads`` cores (default:
         :func:`modlin.limits`' threads; the passes' share grows with them, see :func:`pass_scale`)."""
         m, k, n = self.shape if shape is None else shape
-        rel = relative_cost(self.engine, self.device)
         scale = device_pass_scale(self.device, threads)
         words = WORD_PASS * (self.u * m * k + self.v * k * n)
-        gemm = 0.0
-        gemms, passes = self.counts(k)
-        for calls, inner, wide in gemms:
-            mm, nn = (m, n * wide) if self.variant != "concat-a" else (m * wide, n)
-            gemm += rel * mm * nn * (inner + GEMM_K_OVERHEAD * calls) * (
-                1 + GEMM_MN_OVERHEAD / max(mm, 1) + GEMM_MN_OVERHEAD / max(nn, 1))
+        gemm = self.gemm_cost((m, k, n))
+        _, passes = self.counts(k)
         if self.variant != "horner":
             # beyond the schedule: the concatenated words are copied side by side, and C is
             # zeroed (its first pass adds onto it)

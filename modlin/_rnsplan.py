@@ -67,9 +67,11 @@ OBJECT_PIECE = 340.0
 #: 45, 42, 40 and 38 ns per entry on 2 cores (2.5 to 5 ns per entry and extra group).
 REREAD = 24.0
 #: On a GPU those passes are fused kernels over data already on the device (one
-#: residue kernel for all moduli, one CRT kernel): an estimate of their share of
-#: the CPU's cost, to be calibrated by benchmarks/gpu_report.py.
-GPU_PASS_FACTOR = 0.25
+#: residue kernel for all moduli, a reduction per modulus, one CRT kernel), priced
+#: relative to their CPU cost, both in GEMM times. Measured on an H200
+#: (``benchmarks/gpu_report.py``: the kernels timed apart against a DGEMM, 31-, 50- and
+#: 61-bit p at n = 4096 and 8192): 1.70 to 2.12.
+GPU_PASS_FACTOR = 1.9
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,11 @@ class RNSPlan:
         sub_scale = device_pass_scale(self.device, threads)  # what the moduli' plans charge a pass
         # the largest modulus has the smallest block: its plan bounds every other's cost
         sub = _best_plan(max(self.moduli), m, k, n, self.engine, (1, 1), "horner", self.device, threads)
-        total = N * sub.cost((m, k, n), threads)
-        if self.engine == "fp64" and sub.gemm_count(k) == 1:
+        if self.device == "cuda":  # the moduli' words and reductions are in the fused kernels' passes
+            total = N * sub.gemm_cost((m, k, n))
+        else:
+            total = N * sub.cost((m, k, n), threads)
+        if self.engine == "fp64" and sub.gemm_count(k) == 1 and self.device == "cpu":
             # one exact GEMM per modulus: the CRT reduces its sums, no pass does
             total -= N * PASS * m * n * sub_scale
         if self.device == "cpu" and fused_crt(self.p, N):
@@ -206,6 +211,14 @@ class RNSPlan:
         with the CRT's per-entry arrays and chunk buffers.
         """
         N = len(self.moduli)
+        if self.device == "cuda":
+            # modlin._rns_gpu.multiply on a tile: both operands' balanced int64 lifts, and
+            # one's comparison and product while it is made; every modulus' int8 residues
+            # with the copies gemm_i8 may make (k and n padded to multiples of 4, B
+            # transposed); the int32 products (padded) and their uint8 reductions; the
+            # CRT's int64 result, its copy and a k-panel's sum. Measured on an H200: 0.75
+            # of this for a whole product, within it for thin tiles (benchmarks/gpu_report.py).
+            return int(16 * (ea + eb) + 9 * max(ea, eb) + N * (2 * ea + 4 * eb) + 9 * N * e + 24 * e)
         w = get_engine(self.engine).dtype.itemsize
         pieces = self.entry_bytes() * (ea + (0 if kept else eb))
         one_gemm = _one_gemm(self, k)

@@ -102,11 +102,22 @@ class Tiling:
         return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}{kept}), {peak}"
 
 
+#: Bytes of a GPU's free memory the tiles leave to cuBLAS' workspace, CuPy's kernels and
+#: the pool's rounding, or a tenth of it where that is more: on an H200 a product squeezed
+#: into a few hundred MiB ran out of memory with a tenth alone (benchmarks/gpu_report.py).
+GPU_RESERVE = 64 * 2**20
+
+
+def device_budget(free: int) -> int:
+    """The tiles' budget on a GPU with ``free`` bytes free (the pool's free blocks counted)."""
+    return max(0, free - max(free // 10, GPU_RESERVE))
+
+
 def budget(xp=np) -> int:
     """The memory budget of a product on ``xp``'s arrays: :func:`modlin.limits`' for NumPy;
-    for CuPy the device's free memory, counting what CuPy's memory pool holds free, less a
-    tenth for CuPy's and cuBLAS' own allocations (the host budget is about host memory;
-    it does not apply there)."""
+    for CuPy the device's free memory, counting what CuPy's memory pool holds free, less
+    what CuPy and cuBLAS need for themselves (:func:`device_budget`; the host budget is
+    about host memory, it does not apply there)."""
     if xp is np:
         return current_limits().memory
     try:
@@ -114,7 +125,7 @@ def budget(xp=np) -> int:
         free += xp.get_default_memory_pool().free_bytes()
     except AttributeError:  # not CuPy's API (a stand-in without a device): the host budget
         return current_limits().memory
-    return int(0.9 * free)
+    return device_budget(int(free))
 
 
 def _sizes(d: int) -> list[int]:

@@ -23,7 +23,7 @@ import pytest
 
 import modlin
 from conftest import HARNESS_SIGNATURES, budgets, same_bits, traced
-from modlin import _cuda, ozaki
+from modlin import _cuda, _tiles, ozaki
 from modlin.gaussian import twom_moduli
 
 
@@ -165,9 +165,9 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, p, algorithm):
 
 def _device_memory(budget: int) -> None:
     """Give the CuPy stand-in a device whose free memory makes ``budget`` the GPU budget
-    (:func:`modlin._tiles.budget`: nine tenths of the free memory, counting the pool's)."""
-    free = budget * 10 // 9 - 2
-    while int(0.9 * free) < budget:  # steps of 0.9: the first that reaches it is exact
+    (:func:`modlin._tiles.budget`: the free memory, counting the pool's, less the reserve)."""
+    free = max(budget * 10 // 9, budget + _tiles.GPU_RESERVE) - 2
+    while _tiles.device_budget(free) < budget:  # steps of at most one: the first that reaches it is exact
         free += 1
 
     class Device:
@@ -190,7 +190,11 @@ def test_gpu_budget_is_the_free_device_memory(gpu):
     _device_memory(3 * 2**30)
     assert budget(cp) == 3 * 2**30 and budget(np) == modlin.limits.current().memory
     cp.cuda.Device.mem_info = (10 * 2**30, 80 * 2**30)
-    assert budget(cp) == int(0.9 * (10 * 2**30 + 2**20))
+    assert budget(cp) == 10 * 2**30 + 2**20 - (10 * 2**30 + 2**20) // 10
+    cp.cuda.Device.mem_info = (100 * 2**20, 80 * 2**30)  # a tenth is less than the reserve
+    assert budget(cp) == 100 * 2**20 + 2**20 - _tiles.GPU_RESERVE
+    cp.cuda.Device.mem_info = (2**20, 80 * 2**30)
+    assert budget(cp) == 0
 
 
 def test_matmul_int8_multiword_and_stacks_on_the_gpu_path(gpu, rng):
