@@ -326,7 +326,7 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
             ok = False
             lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | | |")
     lines += ["", "Squeezed: a filler array leaves the device this much free memory; the tiles' budget is "
-              "nine tenths of what is free once the result and the operands' reduced copies are made "
+              "what is free, less a reserve, once the result and the operands' reduced copies are made "
               "(``modlin._tiles.budget``). *Fits*: the pool's peak, result included, within the free memory.", "",
               "| product | free MiB | budget MiB | tiles | modelled peak MiB | measured peak beyond result MiB "
               "| fits | bit-identical | time / unsqueezed |", "|:---|---:|---:|---:|---:|---:|:---|:---|---:|"]

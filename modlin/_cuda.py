@@ -81,11 +81,11 @@ def gemm_i8(a, b, out=None, *, layout: str = "tn"):
     (``layout="nn"``, kept for that comparison) runs on the CUDA cores at about 130
     int8 TOP/s, 0.48 DGEMM times per GEMM. Stacks go through one strided-batched call.
     """
+    if layout not in ("tn", "nn"):
+        raise ValueError(f"layout must be 'tn' or 'nn', got {layout!r}")
     cp = _cupy()
     from cupy_backends.cuda.libs import cublas
 
-    if layout not in ("tn", "nn"):
-        raise ValueError(f"layout must be 'tn' or 'nn', got {layout!r}")
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = a.shape[:-2]

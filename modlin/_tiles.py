@@ -190,7 +190,8 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
         raise ValueError(
             f"the memory budget of {format_size(budget)} is too small for this product: its smallest tile "
             f"({t[0]}x{t[1]} @ {t[1]}x{t[2]}) needs {format_size(need)} ({need} bytes); raise it with "
-            f"modlin.limits(memory=...) or MODLIN_MEMORY"
+            f"modlin.limits(memory=...) or MODLIN_MEMORY (for CuPy arrays the budget is the device's free "
+            f"memory: free some)"
         )
     total, tile = best
     return Tiling(shape, tile, workspace(*tile), budget, total)

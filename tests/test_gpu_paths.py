@@ -216,6 +216,44 @@ def test_gpu_plans_prefer_tensor_cores_for_large_products():
         modlin.plan(1000003, 64, 64, 64, device="tpu")
 
 
+@pytest.mark.parametrize("p, n, kind, measured", [
+    (1048573, 4096, modlin.Plan, "fp64 (1,1): 1.21 DGEMM times; RNS int8, 7 moduli: 2.53"),
+    (2**31 - 1, 8192, modlin.RNSPlan, "RNS int8, 10 moduli: 2.08; best fp64 multiword plan: 3.16"),
+])
+def test_gpu_planner_picks_what_measured_fastest_on_an_h200(p, n, kind, measured):
+    # where one kind of plan was clearly faster on the H200 (docs/gpu-results.md), the
+    # calibrated GPU cost model picks it
+    pl = modlin.plan(p, n, n, n, device="cuda")
+    assert isinstance(pl, kind), (pl.summary, measured)
+
+
+def test_gpu_cost_model_prices_passes_at_the_gpu_scale():
+    import dataclasses
+
+    from modlin import _plan, _rnsplan
+
+    cpu = modlin.plan(2**31 - 1, 4096, 4096, 4096, engine="fp64", algorithm="multiword")
+    gpu = dataclasses.replace(cpu, device="cuda")
+    # the same GEMMs (fp64 runs at DGEMM speed on both); the passes at GPU_PASS_SCALE times
+    # their share on the calibration machine's two cores
+    assert gpu.gemm_cost() == cpu.gemm_cost()
+    np.testing.assert_allclose(gpu.cost() - gpu.gemm_cost(),
+                               _plan.GPU_PASS_SCALE * (cpu.cost(threads=2) - cpu.gemm_cost()), rtol=1e-12)
+    rns = modlin.plan(2**61 - 1, 4096, 4096, 4096, device="cuda")
+    try:  # the residue number system's fused kernels carry all its passes
+        saved, _rnsplan.GPU_PASS_FACTOR = _rnsplan.GPU_PASS_FACTOR, 0.0
+        gemms = rns.cost()
+    finally:
+        _rnsplan.GPU_PASS_FACTOR = saved
+    sub = modlin.plan(max(rns.moduli), 4096, 4096, 4096, device="cuda", engine="int8", algorithm="multiword")
+    assert gemms == pytest.approx(len(rns.moduli) * sub.gemm_cost(), rel=1e-12)
+
+
+def test_gemm_i8_refuses_an_unknown_layout():
+    with pytest.raises(ValueError, match="layout must be 'tn' or 'nn'"):
+        _cuda.gemm_i8(None, None, layout="TN")
+
+
 def _phi_matrix(rng, shape, phi, cplx=False):
     x = (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
     if cplx:
