@@ -453,14 +453,72 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
         _free_pool()
 
 
+def stages(lines: list[str], sizes, repeats: int) -> None:
+    """Where ``ozaki``'s time goes on the GPU: each stage's functions timed with the stream
+    synchronised around every call (one run after a warm-up), in shares of the whole."""
+    import dataclasses
+
+    import cupy as cp
+
+    from modlin import _cuda, _ozaki_core, _ozaki_gpu, ozaki
+
+    spied = [(_ozaki_core, "scales", "(a) scales and exponents"),
+             (_ozaki_gpu, "_residues", "(b) int8 residues"), (_ozaki_gpu, "_twom", "(b) 2M images' residues"),
+             (_cuda, "gemm_i8", "(b) int8 GEMMs (TN, B transposed)"),
+             (_cuda, "products_mod", "(b) GEMMs and their reduction, split k"),
+             (_ozaki_core, "finish", "(c) CRT and rounding"), (_ozaki_core, "native_lines", "(c) native lines")]
+    rng = np.random.default_rng(4)
+    lines += ["| n | product | whole s | " + " | ".join(label for *_, label in spied) + " | (b) all of stage b |",
+              "|---:|:---|---:|" + "---:|" * (len(spied) + 1)]
+    for n in sizes:
+        A = cp.asarray(_gen(rng, (n, n), 0.5, False))
+        B = cp.asarray(_gen(rng, (n, n), 0.5, False))
+        Z, W = A + 0.5j * B, B - 0.25j * A
+        cases = [("dgemm, 16 moduli", lambda: ozaki.dgemm(A, B, moduli=16))]
+        for count in (8, 16):
+            cases.append((f"zgemm 2M, {count} moduli",
+                          lambda count=count: ozaki.zgemm(Z, W, moduli=count, algorithm="2m")))
+        for name, fn in cases:
+            fn()
+            spent = {}
+
+            def timed(f, key):
+                def wrapper(*args, **kwargs):
+                    cp.cuda.get_current_stream().synchronize()
+                    t0 = time.perf_counter()
+                    out = f(*args, **kwargs)
+                    cp.cuda.get_current_stream().synchronize()
+                    spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
+                    return out
+                return wrapper
+
+            saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in spied]
+            kernels = _ozaki_gpu.KERNELS
+            try:
+                for mod, attr, orig in saved:
+                    setattr(mod, attr, timed(orig, attr))
+                _ozaki_gpu.KERNELS = dataclasses.replace(kernels, gemm_residues=timed(kernels.gemm_residues, "b"))
+                t_all = _timeit(fn, 1)  # one warm run, then one timed: spent holds both
+            finally:
+                for mod, attr, orig in saved:
+                    setattr(mod, attr, orig)
+                _ozaki_gpu.KERNELS = kernels
+            half = {key: v / 2 for key, v in spent.items()}
+            cells = " | ".join(f"{half.get(attr, 0.0) / t_all:.0%}" for _, attr, _ in spied)
+            lines.append(f"| {n} | {name} | {t_all:.4f} | {cells} | {half.get('b', 0.0) / t_all:.0%} |")
+        A = B = Z = W = None
+        _free_pool()
+    lines.append("")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     parser.add_argument("--no-table", action="store_true", help="only the correctness checks")
-    parser.add_argument("--sections", nargs="+", default=["check", "passes", "memory", "table"],
-                        choices=["check", "passes", "memory", "table"], help="what to run, in this order")
+    parser.add_argument("--sections", nargs="+", default=["check", "passes", "memory", "table", "stages"],
+                        choices=["check", "passes", "memory", "table", "stages"], help="what to run, in this order")
     args = parser.parse_args(argv)
     sections = ["check"] if args.no_table else args.sections
 
@@ -494,6 +552,12 @@ def main(argv=None) -> int:
                           "``GPU_PASS_FACTOR`` (the element-wise passes' share of their CPU cost) and "
                           "``GPU_RELATIVE_COST['int8']`` would have to be for the model to match.", ""]
                 passes(lines, args.sizes, args.repeats)
+            elif section == "stages":
+                lines += ["## Stages: where ozaki's time goes on the GPU", "",
+                          "Each function timed with the stream synchronised around every call (which "
+                          "slows the whole a little), as a share of the whole product; nested ones "
+                          "(int8 GEMMs inside the reductions and inside stage b) overlap.", ""]
+                stages(lines, args.sizes, args.repeats)
             elif section == "memory":
                 lines += ["## Memory: CuPy's pool against the tile scheduler's model", ""]
                 for n in args.sizes:

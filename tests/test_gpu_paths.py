@@ -403,6 +403,9 @@ def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
     rows = []
     assert report.memory(rows, 40, 1), "\n".join(rows)
     assert sum("| yes | yes |" in r for r in rows) == 12, "\n".join(rows)
+    rows = []
+    report.stages(rows, [40], 1)
+    assert len(rows) == 2 + 3 + 1 and all("%" in r for r in rows[2:-1]), "\n".join(rows)
 
 
 def test_gpu_front_doors_refuse_what_they_cannot_read(gpu):
