@@ -236,16 +236,17 @@ def _peak_hook():
 
 
 @contextlib.contextmanager
-def _tilings():
+def _tilings(hook=None):
     """The tilings run inside the block, in the order they start (the tile loop
-    :func:`modlin._tiles.run` spied on wherever it was imported)."""
+    :func:`modlin._tiles.run` spied on wherever it was imported), each with the bytes
+    ``hook`` (a :func:`_peak_hook`) counted live as it started: ``(tiling, live)``."""
     from modlin import _tiles
 
     made = []
     run = _tiles.run
 
     def spy(tiling, *args, **kwargs):
-        made.append(tiling)
+        made.append((tiling, getattr(hook, "live", 0)))
         return run(tiling, *args, **kwargs)
 
     users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "run", None) is run]
@@ -303,32 +304,34 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
     rng = np.random.default_rng(2)
     ok = True
     lines += [f"### n = {n}", "",
-              "| product | tiles | modelled peak MiB | measured peak beyond result MiB | measured / model |",
-              "|:---|---:|---:|---:|---:|"]
+              "| product | tiles | modelled peak MiB | held before the tiles MiB | tiles' measured peak MiB "
+              "| measured / model |", "|:---|---:|---:|---:|---:|---:|"]
     cases = _cases(n, rng)
     whole = {}
     for name, fn, out_bytes in cases:
         try:
             fn()  # compile the kernels, plan
             _free_pool()
-            with _tilings() as made, _peak_hook() as hook:
+            with _peak_hook() as hook, _tilings(hook) as made:
                 t0 = time.perf_counter()
                 got = fn()
                 cp.cuda.get_current_stream().synchronize()
                 whole[name] = (_host(got), time.perf_counter() - t0)
             got = None
-            t = made[0]  # the product's own: its real products' tilings (Gaussian) start inside it
-            extra = hook.peak - out_bytes
-            lines.append(f"| {name} | {t.count} | {t.peak / 2**20:.0f} | {extra / 2**20:.0f} | "
-                         f"{extra / max(t.peak, 1):.2f} |")
+            # the product's own tiling (a Gaussian product's real products run theirs inside
+            # it); held before it: the result and the operands' reduced copies
+            t, before = made[0]
+            extra = hook.peak - before
+            lines.append(f"| {name} | {t.count} | {t.peak / 2**20:.0f} | {before / 2**20:.0f} | "
+                         f"{extra / 2**20:.0f} | {extra / max(t.peak, 1):.2f} |")
         except Exception as exc:
             traceback.print_exc()
             ok = False
-            lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | | |")
+            lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | | | |")
     lines += ["", "Squeezed: a filler array leaves the device this much free memory; the tiles' budget is "
               "what is free, less a reserve, once the result and the operands' reduced copies are made "
               "(``modlin._tiles.budget``). *Fits*: the pool's peak, result included, within the free memory.", "",
-              "| product | free MiB | budget MiB | tiles | modelled peak MiB | measured peak beyond result MiB "
+              "| product | free MiB | budget MiB | tiles | modelled peak MiB | tiles' measured peak MiB "
               "| fits | bit-identical | time / unsqueezed |", "|:---|---:|---:|---:|---:|---:|:---|:---|---:|"]
     for name, fn, out_bytes in cases:
         if name not in whole:
@@ -343,13 +346,13 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
                 target = 3 * out_bytes + max(n * n * 8 * 8 // share, 64 * 2**20)
                 filler = cp.empty(max(free - target, 0), dtype=cp.uint8)
                 left = cp.cuda.Device().mem_info[0] + cp.get_default_memory_pool().free_bytes()
-                with _tilings() as made, _peak_hook() as hook:
+                with _peak_hook() as hook, _tilings(hook) as made:
                     t0 = time.perf_counter()
                     got = fn()
                     cp.cuda.get_current_stream().synchronize()
                     t_sq = time.perf_counter() - t0
-                t = made[0]
-                extra = hook.peak - out_bytes
+                t, before = made[0]
+                extra = hook.peak - before
                 same = _same(_host(got), want)
                 within = hook.peak <= left
                 ok &= same and within

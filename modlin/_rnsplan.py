@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ._cuda import KMAX
 from ._engines import engines_on, get_engine
 from ._limits import current as current_limits, planning_threads
 from ._plan import CALIBRATION_THREADS, PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
@@ -212,13 +213,7 @@ class RNSPlan:
         """
         N = len(self.moduli)
         if self.device == "cuda":
-            # modlin._rns_gpu.multiply on a tile: both operands' balanced int64 lifts, and
-            # one's comparison and product while it is made; every modulus' int8 residues
-            # with the copies gemm_i8 may make (k and n padded to multiples of 4, B
-            # transposed); the int32 products (padded) and their uint8 reductions; the
-            # CRT's int64 result, its copy and a k-panel's sum. Measured on an H200: 0.75
-            # of this for a whole product, within it for thin tiles (benchmarks/gpu_report.py).
-            return int(16 * (ea + eb) + 9 * max(ea, eb) + N * (2 * ea + 4 * eb) + 9 * N * e + 24 * e)
+            return self._gpu_memory(ea, eb, e, k, N)
         w = get_engine(self.engine).dtype.itemsize
         pieces = self.entry_bytes() * (ea + (0 if kept else eb))
         one_gemm = _one_gemm(self, k)
@@ -237,6 +232,23 @@ class RNSPlan:
             fused = crt_scratch(N, self.p or self.basis.M, e, threads)
         crt = 18 * e + fused
         return int(pieces + max(8 * max(ea, eb), products + multiply, products + crt))
+
+    @staticmethod
+    def _gpu_memory(ea: int, eb: int, e: int, k: int, N: int) -> int:
+        """:meth:`_memory` of :func:`modlin._rns_gpu.multiply` on a tile. Held throughout:
+        both operands' balanced int64 lifts, the tile's int64 result and a k-panel's sum.
+        At the peak, in :func:`modlin._cuda.gemm_i8`: every modulus' int8 residues of both,
+        ``B``'s transposed copy, the copies padding ``k`` and ``n`` to multiples of 4 where
+        they are not, and the int32 products (a padded copy too where ``n`` is); past
+        :data:`~modlin._cuda.KMAX` the k-split sums (two more). Or earlier, while a lift
+        is made: its comparison and product. Measured on an H200 (benchmarks/gpu_report.py):
+        0.95 of this for whole products at n = 4096 and 8192."""
+        n = eb // k if k else 0
+        pad_k, pad_n = k % 4 != 0, n % 4 != 0
+        held = 8 * (ea + eb) + 16 * e
+        residues = N * (ea + 2 * eb) + (N * (ea + eb) if pad_k else 0) + (N * eb if pad_n else 0)
+        products = 4 * N * e * (2 if pad_n else 1) + (8 * N * e if k > KMAX else 0)
+        return int(held + max(residues + products, 9 * max(ea, eb), N * (ea + eb) + N * e + 8 * e))
 
     def schedule(self, ea: int, eb: int, e: int, k: int, rows: int, memory: int,
                  kept: bool = False) -> tuple[int, int | None]:
