@@ -115,7 +115,7 @@ def get_engine(name: str) -> Engine:
 #: GEMM time per multiply-add relative to DGEMM on a GPU. int8: cuBLAS ``gemmEx`` in
 #: the TN layout with int32 sums, ``B``'s transposed copy included, measured on an H200
 #: (``benchmarks/gpu_report.py``, batches of 10 to 18 moduli): 0.090 of a DGEMM at
-#: n = 4096, 0.073 to 0.076 at 8192 (the peak ratio, about 2000 dense int8 TOP/s to
+#: n = 4096, 0.074 to 0.078 at 8192 (the peak ratio, about 2000 dense int8 TOP/s to
 #: 67 fp64 TFLOP/s, would be 1/30). fp32 is absent: without tensor cores it is no faster
 #: than fp64 there, and TF32 tensor cores are not exact.
 GPU_RELATIVE_COST = {"fp64": 1.0, "int8": 0.08}

@@ -243,7 +243,7 @@ class RNSPlan:
         :data:`~modlin._cuda.KMAX` the k-split sums (two more). Or earlier, while a lift
         is made: its comparison and product. Measured on an H200 (benchmarks/gpu_report.py,
         CuPy's pool from where the tile loop starts): 0.85 to 0.90 of this for whole
-        products at n = 4096 and 8192, 0.68 to 0.76 for tiles squeezed into 0.2-0.9 GiB."""
+        products at n = 4096 and 8192, 0.68 to 0.78 for tiles squeezed into 0.2-0.9 GiB."""
         n = eb // k if k else 0
         pad_k, pad_n = k % 4 != 0, n % 4 != 0
         held = 8 * (ea + eb) + 16 * e

@@ -103,8 +103,9 @@ class Tiling:
 
 
 #: Bytes of a GPU's free memory the tiles leave to cuBLAS' workspace, CuPy's kernels and
-#: the pool's rounding, or a tenth of it where that is more: on an H200 a product squeezed
-#: into a few hundred MiB ran out of memory with a tenth alone (benchmarks/gpu_report.py).
+#: the pool's rounding, or a tenth of it where that is more: those allocations do not
+#: shrink with the budget, and a tenth of a few hundred MiB is too thin a margin for them
+#: (squeezed products on an H200, benchmarks/gpu_report.py).
 GPU_RESERVE = 64 * 2**20
 
 
