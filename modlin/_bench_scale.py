@@ -6,10 +6,22 @@ then resets the kernel's high-water mark (``/proc/self/clear_refs``, Linux) and
 runs the product once, as a user meets it (*first call*); then ``repeats``
 products into the same output, each followed at once by a float64
 :func:`numpy.matmul` of the same size, whose per-pair ratios give the
-*time / dgemm* column (median). *Peak extra* is the resident memory the first
+*time / dgemm* column (median). The steady products run as a loop of products
+does, with the scratch pool keeping their buffers (:func:`modlin._tiles.holding`):
+otherwise it frees what exceeds a quarter of the budget two seconds after each
+product, during the dgemm that follows, and the dgemm ran up to 30 % slower for
+it (127 bits, ``n = 4096``, untiled: 2.0-2.6 s against 1.76-1.83 after a tiled
+product), which flattered the products that free the most. *Peak extra* is the resident memory the first
 call added beyond the operands, over the size of the result (1.0: no working
 memory beyond the result). Each row runs under ``MODLIN_MEMORY`` = the budget
 of its column group (the default budget, and the one given).
+
+With ``rounds`` > 1 each row's two children run that many times, alternately (default
+budget, the given one, default, ...): the figures are medians over the rounds (peak
+memory: the largest), and *vs default* is the ratio of the two budgets' medians. One
+child per budget, minutes apart, is at the mercy of this machine's swings (the same
+127-bit product measured 12 to 18 GEMM times within minutes); alternating children see
+the same swings.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import json, sys, time
 import numpy as np
 import modlin
 from modlin import ozaki
+from modlin._tiles import holding
 
 kind, arg, n, repeats = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
@@ -78,18 +91,36 @@ c = call()
 first = time.perf_counter() - t0
 peak = None if base is None else status("VmHWM") - base
 ratios, steady = [], []
-for _ in range(repeats):
-    t0 = time.perf_counter()
-    call(c if kind == "matmul" and c.dtype != object else None)
-    t1 = time.perf_counter()
-    np.matmul(x, y, out=d)
-    t2 = time.perf_counter()
-    steady.append(t1 - t0)
-    ratios.append((t1 - t0) / (t2 - t1))
-ratios.sort(); steady.sort()
-print(json.dumps(dict(ratio=ratios[len(ratios) // 2], first=first / steady[len(steady) // 2],
+with holding():  # as in a loop of products: no idle scratch freed during the dgemms
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call(c if kind == "matmul" and c.dtype != object else None)
+        t1 = time.perf_counter()
+        np.matmul(x, y, out=d)
+        t2 = time.perf_counter()
+        steady.append(t1 - t0)
+        ratios.append((t1 - t0) / (t2 - t1))
+steady.sort()
+print(json.dumps(dict(ratios=ratios, first=first / steady[len(steady) // 2],
                       peak=peak, result=c.nbytes if c.dtype != object else 8 * c.size, tiles=tiles)))
 """
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def _merge(runs: list[dict]) -> dict:
+    """One budget's children of a row as one row: every product/dgemm pair's ratio pooled
+    (``ratio``: their median), the median first/steady, the largest peak."""
+    good = [r for r in runs if "error" not in r]
+    if len(good) < len(runs):
+        return next(r for r in runs if "error" in r)
+    peaks = [r["peak"] for r in good]
+    return dict(ratio=_median([x for r in good for x in r["ratios"]]), ratios=[x for r in good for x in r["ratios"]],
+                first=_median([r["first"] for r in good]), peak=None if None in peaks else max(peaks),
+                result=good[0]["result"], tiles=good[0]["tiles"], rounds=len(good))
 
 
 def _row(kind: str, arg, n: int, repeats: int, memory: str | None) -> dict:
@@ -112,11 +143,15 @@ def _cells(r: dict) -> list[str]:
     return [f"{r['ratio']:.2f}", f"{r['first']:.2f}", peak, str(r["tiles"])]
 
 
+def _versus(r: dict, base: dict) -> str:
+    return "" if "error" in r or "error" in base else f"{r['ratio'] / base['ratio']:.2f}"
+
+
 def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, cases=SCALE_CASES,
-                    out=sys.stdout, progress=sys.stderr) -> list[dict]:
+                    out=sys.stdout, progress=sys.stderr, rounds: int = 1) -> list[dict]:
     """Time and peak memory of big products under the default budget and under ``memory``.
 
-    The header is printed first and each row as soon as its two children have
+    The header is printed first and each row as soon as its children have
     run, so that a long table (about an hour here) shows what it has measured
     even when it is stopped early.
 
@@ -127,17 +162,21 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
     memory : str
         The second budget (``MODLIN_MEMORY`` of its children), e.g. ``"1GiB"``.
     repeats : int
-        Steady-state products per row; the medians are shown.
+        Steady-state products per child; the medians are shown.
     cases : sequence
         Rows, as in :data:`SCALE_CASES`, or their labels (``"2^61-1"``);
         ``ozaki.zgemm`` rows run at the sizes up to 4096.
     out, progress : file
         Where the table, and the progress display, go.
+    rounds : int
+        Children per row and budget, run alternately; medians over them, and the
+        second budget's time over the default's (*vs default*).
 
     Returns
     -------
     list of dict
-        One per row and budget, as measured (``ratio``, ``first``, ``peak``, ``result``, ``tiles``).
+        One per row and budget, as measured (``ratio``, ``ratios``: every pair's,
+        ``first``, ``peak``, ``result``, ``tiles``, ``rounds``).
 
     Examples
     --------
@@ -148,6 +187,8 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
     from ._limits import current, default_memory, format_size
     from ._progress import bar
 
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
     cases = scale_cases(cases)
     started = datetime.datetime.now().astimezone()
 
@@ -155,31 +196,34 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
         print(*args, file=out, flush=True)
 
     threads = current().threads
-    _print_header(pr, started, f"run_scale_table(sizes={tuple(sizes)}, memory={memory!r}, repeats={repeats})",
-                  None, False, f"medians of {repeats} product/dgemm pairs per row; {threads} thread(s)")
+    per = f"{repeats} product/dgemm pairs per child, {rounds} child(ren) per row and budget, run alternately"
+    _print_header(pr, started, f"run_scale_table(sizes={tuple(sizes)}, memory={memory!r}, repeats={repeats}, "
+                  f"rounds={rounds})", None, False, f"medians of {per}; {threads} thread(s)")
     default = format_size(default_memory())
     pr(f"| product | n | time/dgemm ({default}) | first/steady | peak extra/result | tiles "
-       f"| time/dgemm ({memory}) | first/steady | peak extra/result | tiles |")
-    pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+       f"| time/dgemm ({memory}) | first/steady | peak extra/result | tiles | vs default |")
+    pr("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     jobs = [(label, kind, arg, n) for n in sizes for label, kind, arg in cases if kind != "zgemm" or n <= 4096]
-    display = bar(2 * len(jobs), "modlin bench --table scale", "product", stream=progress)
+    display = bar(2 * rounds * len(jobs), "modlin bench --table scale", "product", stream=progress)
     rows = []
     for label, kind, arg, n in jobs:
-        cells = []
-        for budget in (None, memory):
-            display.set_description(f"{label} n={n} budget={budget or 'default'}")
-            r = _row(kind, arg, n, repeats, budget)
-            rows.append(dict(r, label=label, n=n, budget=budget))
-            cells += _cells(r)
-            display.update(1)
-        pr(f"| {label} | {n} | " + " | ".join(cells) + " |")
+        runs = {None: [], memory: []}
+        for i in range(rounds):
+            for budget in runs:
+                display.set_description(f"{label} n={n} budget={budget or 'default'} round {i + 1}/{rounds}")
+                runs[budget].append(_row(kind, arg, n, repeats, budget))
+                display.update(1)
+        base, small = _merge(runs[None]), _merge(runs[memory])
+        rows += [dict(base, label=label, n=n, budget=None), dict(small, label=label, n=n, budget=memory)]
+        pr(f"| {label} | {n} | " + " | ".join(_cells(base) + _cells(small) + [_versus(small, base)]) + " |")
     display.close()
     for r in rows:
         if "error" in r:
             pr(f"\n- {r['label']} n={r['n']} budget={r['budget']}: {r['error']}")
     pr()
     pr("Peak extra: resident memory the first call added beyond its operands, over the result's size "
-       "(Linux VmHWM). first/steady: the first call on fresh operands over the steady-state median.")
+       "(Linux VmHWM; the largest over the rounds). first/steady: the first call on fresh operands over "
+       "the steady-state median. vs default: the second budget's time/dgemm over the default's.")
     return rows
 
 

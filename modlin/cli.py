@@ -134,6 +134,9 @@ def parser() -> argparse.ArgumentParser:
     p_bench.add_argument("--chunks", type=int, nargs="+", default=[2048],
                          help="chunk sizes of the dask table: square chunks, capped at n (default 2048)")
     p_bench.add_argument("--repeats", type=int, default=3, help="timed runs per figure; medians are shown (default 3)")
+    p_bench.add_argument("--rounds", type=int, default=1,
+                         help="--table scale: children per row and budget, run alternately; medians over them "
+                              "and a 'vs default' column (default 1)")
     p_bench.add_argument("--galois-timeout", type=float, default=60.0,
                          help="seconds after which a galois run is abandoned (default 60)")
     p_bench.add_argument("--no-flint", action="store_true", help="skip python-flint")
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             from ._bench_scale import SCALE_CASES, run_scale_table
 
             run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats,
-                            cases=args.cases or SCALE_CASES)
+                            cases=args.cases or SCALE_CASES, rounds=args.rounds)
             return 0
         args.sizes = args.sizes or [1024, 2048]
 

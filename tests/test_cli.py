@@ -106,7 +106,39 @@ def test_bench_scale_table():
     assert [r["budget"] for r in rows] == [None, "1MiB"] and not any("error" in r for r in rows)
     assert rows[0]["tiles"] == 1 < rows[1]["tiles"]  # the small budget cuts it into tiles
     line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("| 2^31-1 | 200 |"))
-    assert len(line.split("|")) == 12 and "error" not in line
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    assert len(cells) == 11 and "error" not in line
+    assert cells[-1] == f"{rows[1]['ratio'] / rows[0]['ratio']:.2f}"  # vs default
+
+
+def test_bench_scale_table_rounds():
+    # two children per budget, alternately: every pair's ratio pooled, the largest peak
+    from modlin import _bench_scale
+    from modlin._bench_scale import SCALE_CASES, run_scale_table
+
+    calls = []
+    fake = iter([dict(ratios=[2.0, 4.0], first=1.0, peak=10, result=8, tiles=1),
+                 dict(ratios=[3.0], first=1.5, peak=12, result=8, tiles=3),
+                 dict(ratios=[5.0], first=1.2, peak=30, result=8, tiles=1),
+                 dict(ratios=[3.5], first=0.9, peak=11, result=8, tiles=3)])
+
+    def row(kind, arg, n, repeats, budget):
+        calls.append(budget)
+        return next(fake)
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_bench_scale, "_row", row)
+        rows = run_scale_table(sizes=(64,), memory="1MiB", repeats=1, cases=SCALE_CASES[:1], out=out,
+                               progress=io.StringIO(), rounds=2)
+        with pytest.raises(ValueError, match="rounds must be at least 1"):
+            run_scale_table(sizes=(64,), cases=SCALE_CASES[:1], out=out, progress=io.StringIO(), rounds=0)
+    assert calls == [None, "1MiB", None, "1MiB"]
+    base, small = rows
+    assert base["ratio"] == 4.0 and base["ratios"] == [2.0, 4.0, 5.0] and base["peak"] == 30
+    assert small["ratio"] == 3.25 and small["first"] == 1.2 and small["peak"] == 12 and small["rounds"] == 2
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("| 2^31-1 | 64 |"))
+    assert line.endswith("| 3.75 | 1 | 3.25 | 1.20 | 1.50 | 3 | 0.81 |")
 
 
 def test_scale_cases_by_label():
