@@ -31,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+from statistics import median
 
 __all__ = ["run_scale_table", "scale_cases", "SCALE_CASES"]
 
@@ -106,11 +107,6 @@ print(json.dumps(dict(ratios=ratios, first=first / steady[len(steady) // 2],
 """
 
 
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
 def _merge(runs: list[dict]) -> dict:
     """One budget's children of a row as one row: every product/dgemm pair's ratio pooled
     (``ratio``: their median), the median first/steady, the largest peak."""
@@ -118,8 +114,8 @@ def _merge(runs: list[dict]) -> dict:
     if len(good) < len(runs):
         return next(r for r in runs if "error" in r)
     peaks = [r["peak"] for r in good]
-    return dict(ratio=_median([x for r in good for x in r["ratios"]]), ratios=[x for r in good for x in r["ratios"]],
-                first=_median([r["first"] for r in good]), peak=None if None in peaks else max(peaks),
+    return dict(ratio=median([x for r in good for x in r["ratios"]]), ratios=[x for r in good for x in r["ratios"]],
+                first=median([r["first"] for r in good]), peak=None if None in peaks else max(peaks),
                 result=good[0]["result"], tiles=good[0]["tiles"], rounds=len(good))
 
 
