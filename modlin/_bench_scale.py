@@ -46,6 +46,7 @@ SCALE_CASES = (
 
 _CHILD = r"""
 import json, sys, time
+from statistics import median
 import numpy as np
 import modlin
 from modlin import ozaki
@@ -101,8 +102,7 @@ with holding():  # as in a loop of products: no idle scratch freed during the dg
         t2 = time.perf_counter()
         steady.append(t1 - t0)
         ratios.append((t1 - t0) / (t2 - t1))
-steady.sort()
-print(json.dumps(dict(ratios=ratios, first=first / steady[len(steady) // 2],
+print(json.dumps(dict(ratios=ratios, first=first / median(steady),
                       peak=peak, result=c.nbytes if c.dtype != object else 8 * c.size, tiles=tiles)))
 """
 
@@ -114,9 +114,10 @@ def _merge(runs: list[dict]) -> dict:
     if len(good) < len(runs):
         return next(r for r in runs if "error" in r)
     peaks = [r["peak"] for r in good]
-    return dict(ratio=median([x for r in good for x in r["ratios"]]), ratios=[x for r in good for x in r["ratios"]],
-                first=median([r["first"] for r in good]), peak=None if None in peaks else max(peaks),
-                result=good[0]["result"], tiles=good[0]["tiles"], rounds=len(good))
+    ratios = [x for r in good for x in r["ratios"]]
+    return dict(ratio=median(ratios), ratios=ratios, first=median([r["first"] for r in good]),
+                peak=None if None in peaks else max(peaks), result=good[0]["result"], tiles=good[0]["tiles"],
+                rounds=len(good))
 
 
 def _row(kind: str, arg, n: int, repeats: int, memory: str | None) -> dict:
