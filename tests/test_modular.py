@@ -17,8 +17,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import modlin
-from modlin._modular import (Reduction, add_into, balanced_words, finalize, step, twom_combine, twom_split,
-                             twom_words, word_bounds)
+from modlin._modular import (FLOAT_MULMOD_MAX, Reduction, add_into, balanced_words, finalize, step, twom_combine,
+                             twom_split, twom_words, word_bounds)
 from modlin._plan import Plan, candidates
 
 KERNEL_L = 2**53  # the kernels compute in float64
@@ -389,11 +389,13 @@ def test_word_bounds_hand_checked():
 
 # ----------------------------------------------------------------- 2M images
 
-@pytest.mark.parametrize("m", [5, 8101, 2**31 - 1, 2**50 - 27, 2**52 - 47])
+@pytest.mark.parametrize("m", [5, 8101, FLOAT_MULMOD_MAX - 1, FLOAT_MULMOD_MAX + 1, 2**31 - 1, 2**50 - 27,
+                               2**52 - 47])
 def test_twom_images_and_combine_against_python_ints(m, rng):
     """Parts in ``[-m, m)`` in some 512-entry chunks (reduced by a select), anywhere in
     int64 in others (divided), and a short last chunk; the largest moduli test the
-    quotient bound of the products by ``s``."""
+    quotient bound of the products by ``s``, those beside ``FLOAT_MULMOD_MAX`` the last
+    and first beyond the float64 images of :func:`twom_words`, in one word and two."""
     n = 3 * 512 + 77
     re, im = (rng.integers(-m, m, n, dtype=np.int64) for _ in range(2))
     re[600], im[700] = -(2**63), 2**63 - 1
@@ -407,6 +409,9 @@ def test_twom_images_and_combine_against_python_ints(m, rng):
     shift = (m.bit_length() + 1) // 2
     for words, want in zip(twom_words(re, im, s, m, shift, 2, np.int64), (want_plus, want_minus)):
         assert reconstruct(words, shift) == [w - m if w > (m - 1) // 2 else w for w in want]
+    for words, want in zip(twom_words(re, im, s, m, m.bit_length(), 1, np.float64), (want_plus, want_minus)):
+        assert words.shape == (1, n)
+        assert words[0].tolist() == [float(w - m if w > (m - 1) // 2 else w) for w in want]
     back_re, back_im = twom_combine(plus, minus, s, m)
     assert back_re.tolist() == [int(a) % m for a in re.tolist()]
     assert back_im.tolist() == [int(b) % m for b in im.tolist()]
@@ -437,7 +442,23 @@ def _twom_prime(top: int) -> int:
             return q
 
 
-@pytest.mark.parametrize("bits", [21, 31, 40, 50, 52])
+def test_mulmod1f_against_python_ints(rng):
+    """The float64 product mod ``m`` of the 2M passes, for moduli up to and at
+    ``FLOAT_MULMOD_MAX``: the largest factors, products that are multiples of ``m`` (the
+    quotient's floor may land one below), and random ones."""
+    from modlin._modular import _mulmod1f
+
+    for m in (3, 2**20 - 3, FLOAT_MULMOD_MAX - 1, FLOAT_MULMOD_MAX):
+        pairs = [(m - 1, m - 1), (m - 1, 1), (0, m - 1), (m // 2, 2), ((m + 1) // 2, 2)]
+        pairs += [tuple(map(int, rng.integers(0, m, 2))) for _ in range(300)]
+        # products just below and just above multiples of m
+        pairs += [(a, c) for a in range(2, 40) for j in (1, a - 1) for c in (j * m // a, j * m // a + 1) if c < m]
+        for a, c in pairs:
+            got = _mulmod1f(float(a), float(c), float(m), 1.0 / m)
+            assert got == a * c % m, (m, a, c, got)
+
+
+@pytest.mark.parametrize("bits", [21, 26, 27, 31, 40, 50, 52])
 @pytest.mark.parametrize("k", [1, 300, 5000, "block", "block+1"])
 def test_twom_finish_is_finalize_then_combine(bits, k, rng):
     """The fused last pass of 2M (the sums ``multiply_words`` leaves with ``keep=True``,
