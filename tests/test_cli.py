@@ -246,13 +246,14 @@ def test_warmup_compiles_every_path_ahead():
     for kernel in ("_modular._step", "_modular._finalize", "_rns._crt_weights", "_pyints._objects_halves",
                    "_modular._twom_words_kernel", "_elimination._eliminate", "_crtfloat._to_double_kernel"):
         assert kernel in indexes
-    # a fresh process's first calls load every kernel they need: nothing compiled, no file added
+    # A fresh process's first calls load every kernel they need, and warming up again compiles
+    # nothing: both counted by the process itself. Not by the cache's files: the other test
+    # workers share the directory and add the specialisations of their own inputs to it
+    # (a float32 sum into an F-ordered result once did, between two snapshots).
     assert run("-c", FIRST_CALLS).stdout.split() == ["0"]
-    assert _cache_files(cache) == files
-    # warming up again compiles nothing; --quiet prints nothing
-    r = run("-m", "modlin", "warmup", "--quiet")
+    assert run("-m", "modlin", "warmup").stdout.startswith("modlin warmup: 0 kernel specialisations compiled")
+    r = run("-m", "modlin", "warmup", "--quiet")  # prints nothing
     assert r.stdout == "" and r.stderr == ""
-    assert _cache_files(cache) == files
 
 
 def test_warmup_progress_line_without_tqdm(monkeypatch):
