@@ -275,6 +275,23 @@ def _image_pair(r, y, s, m, minv):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
+def _outside(re, im, m):  # pragma: no cover - compiled
+    """How many pairs of ``re, im`` (1-D int64 slices) have a part outside ``[-m, m)``."""
+    outside = 0
+    for e in range(re.shape[0]):
+        x, y = re[e], im[e]
+        outside += (x < -m) | (x >= m) | (y < -m) | (y >= m)
+    return outside
+
+
+@njit(inline="always")
+def _images_divided(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
+    """The images of parts anywhere in int64: reduced by a division, so the loop stays scalar."""
+    for e in range(re.shape[0]):
+        plus[e], minus[e] = _image_pair(_reduce1(re[e], m), _reduce1(im[e], m), s, m, minv)
+
+
+@njit(inline="always")
 def _images(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
     """``plus, minus = (re + s*im, re - s*im) mod m`` in ``[0, m)`` over 1-D slices.
 
@@ -283,32 +300,20 @@ def _images(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
     and stays scalar (a division, even on a branch never taken, keeps a loop
     from vectorising).
     """
-    outside = 0
+    if _outside(re, im, m):
+        _images_divided(re, im, s, m, minv, plus, minus)
+        return
     for e in range(re.shape[0]):
         x, y = re[e], im[e]
-        outside += (x < -m) | (x >= m) | (y < -m) | (y >= m)
-    if outside:
-        for e in range(re.shape[0]):
-            x, y = re[e], im[e]
-            plus[e], minus[e] = _image_pair(_reduce1(x, m), _reduce1(y, m), s, m, minv)
-    else:
-        for e in range(re.shape[0]):
-            x, y = re[e], im[e]
-            plus[e], minus[e] = _image_pair(x + m if x < 0 else x, y + m if y < 0 else y, s, m, minv)
+        plus[e], minus[e] = _image_pair(x + m if x < 0 else x, y + m if y < 0 else y, s, m, minv)
 
 
 @njit(inline="always")
 def _images_f(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
     """:func:`_images` into float64 ``plus, minus`` for ``m <= FLOAT_MULMOD_MAX``: in float64
-    alone (:func:`_mulmod1f`) where every part is in ``[-m, m)``, else as :func:`_images`."""
-    outside = 0
-    for e in range(re.shape[0]):
-        x, y = re[e], im[e]
-        outside += (x < -m) | (x >= m) | (y < -m) | (y >= m)
-    if outside:
-        for e in range(re.shape[0]):
-            a, b = _image_pair(_reduce1(re[e], m), _reduce1(im[e], m), s, m, minv)
-            plus[e], minus[e] = np.float64(a), np.float64(b)
+    alone (:func:`_mulmod1f`) where every part is in ``[-m, m)``."""
+    if _outside(re, im, m):
+        _images_divided(re, im, s, m, minv, plus, minus)
         return
     fm, fs = np.float64(m), np.float64(s)
     for e in range(re.shape[0]):
@@ -381,27 +386,25 @@ def _twom_words_kernel(re, im, lo, hi, s, m, shift, u, plus, minus):  # pragma: 
     """
     minv = 1.0 / np.float64(m)
     half = (m - 1) // 2
-    if m <= FLOAT_MULMOD_MAX:  # the images as floats: one word is the balanced image itself
-        fp, fm = np.empty(_CHUNK), np.empty(_CHUNK)
-        fhalf, fmod = np.float64(half), np.float64(m)
-        for e0 in range(lo, hi, _CHUNK):
-            c = min(_CHUNK, hi - e0)
-            _images_f(re[e0:e0 + c], im[e0:e0 + c], s, m, minv, fp, fm)
-            for i in range(u):
-                dp, dm = plus[i, e0:e0 + c], minus[i, e0:e0 + c]
-                for e in range(c):
-                    a, b = fp[e], fm[e]
-                    if u == 1:
-                        dp[e] = a - (fmod if a > fhalf else 0.0)
-                        dm[e] = b - (fmod if b > fhalf else 0.0)
-                    else:
-                        dp[e] = _word(_to_int(a) - (m if a > fhalf else 0), shift, i, u)
-                        dm[e] = _word(_to_int(b) - (m if b > fhalf else 0), shift, i, u)
-        return
+    small = m <= FLOAT_MULMOD_MAX  # the images as floats (:func:`_images_f`)
+    fhalf, fmod = np.float64(half), np.float64(m)
     bp, bm = np.empty(_CHUNK, dtype=np.int64), np.empty(_CHUNK, dtype=np.int64)
+    fp, fm = np.empty(_CHUNK), np.empty(_CHUNK)
     for e0 in range(lo, hi, _CHUNK):
         c = min(_CHUNK, hi - e0)
-        _images(re[e0:e0 + c], im[e0:e0 + c], s, m, minv, bp, bm)
+        if small:
+            _images_f(re[e0:e0 + c], im[e0:e0 + c], s, m, minv, fp, fm)
+            if u == 1:  # one word: the balanced image itself
+                dp, dm = plus[0, e0:e0 + c], minus[0, e0:e0 + c]
+                for e in range(c):
+                    a, b = fp[e], fm[e]
+                    dp[e] = a - (fmod if a > fhalf else 0.0)
+                    dm[e] = b - (fmod if b > fhalf else 0.0)
+                continue
+            for e in range(c):
+                bp[e], bm[e] = _to_int(fp[e]), _to_int(fm[e])
+        else:
+            _images(re[e0:e0 + c], im[e0:e0 + c], s, m, minv, bp, bm)
         for i in range(u):
             dp, dm = plus[i, e0:e0 + c], minus[i, e0:e0 + c]
             for e in range(c):
