@@ -21,6 +21,12 @@ source directory). When none of these can be written, a fresh temporary
 directory is used for this process, so a read-only home still never leads to
 writes inside the package.
 
+Several processes may compile into one directory at once (pytest-xdist workers, the
+Dask workers of one machine): each save holds a file lock while it updates the index,
+and every data file gets a name of its own (:class:`_SharedFile`). A loaded
+specialisation whose signature is not the one asked for is compiled afresh, never
+called.
+
 Kernels shipped in the wheel
 -----------------------------
 A wheel built from these sources (``pip install .`` builds one) also carries the
@@ -64,16 +70,18 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import contextlib
 import os
 import sys
 import tempfile
+import uuid
 from functools import lru_cache
 
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import caching, cgutils
+from numba.core import caching, cgutils, sigutils
 from numba.extending import intrinsic
 
 __all__ = ["njit", "cache_dir", "shipped", "peek_int64", "peek_uint32", "poke_int64", "poke_uint32", "call_int64",
@@ -183,6 +191,52 @@ if _Locator not in _impl._locator_classes:
     _impl._locator_classes.insert(0, _Locator)
 
 
+try:
+    import fcntl
+except ImportError:  # Windows: saves run unlocked, still never into another save's data file
+    fcntl = None
+
+
+class _SharedFile(caching.IndexDataCacheFile):
+    """numba's index and data files, safe when several processes compile into one directory.
+
+    numba's own ``save`` reads the index, picks the first free data-file number, writes
+    the index, then the data, with no lock: two processes that compile two new
+    specialisations of one kernel at once (pytest-xdist workers, Dask workers of one
+    machine) can each drop the other's index entry, or pick the same number, and then an
+    index entry names the other one's machine code. Here a save holds an exclusive lock
+    on ``<index>.lock`` while it rereads the index, writes its data under a name no other
+    process can pick, and only then the index; data files the index no longer names
+    (replaced entries, an older source's) are deleted under the same lock.
+    """
+
+    @contextlib.contextmanager
+    def _locked(self):
+        if fcntl is None:
+            yield
+            return
+        with open(self._index_path + ".lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def save(self, key, data):
+        with self._locked():
+            overloads = self._load_index()
+            name = self._data_name_pattern.replace("{number:d}", uuid.uuid4().hex[:16])
+            self._save_data(name, data)
+            overloads[key] = name
+            self._save_index(overloads)
+            if fcntl is not None:  # unlocked, another process's data may not be indexed yet
+                prefix, kept = self._data_name_pattern.split("{")[0], set(overloads.values())
+                for stale in os.listdir(self._cache_path):
+                    if stale.startswith(prefix) and stale.endswith(".nbc") and stale not in kept:
+                        with contextlib.suppress(OSError):
+                            os.unlink(os.path.join(self._cache_path, stale))
+
+
 class _Cache(caching.FunctionCache):
     """numba's cache of compile results, first looked up among the kernels shipped in the
     wheel, and loaded without the full initialisation of numba's target context (see the
@@ -193,13 +247,15 @@ class _Cache(caching.FunctionCache):
         source_dir = os.path.dirname(os.path.abspath(inspect.getfile(py_func)))
         self._shipped_path = os.path.normpath(os.path.join(SHIPPED, os.path.relpath(source_dir, _PACKAGE)))
         self._shipped_file = None
+        self._cache_file = _SharedFile(cache_path=self._cache_path, filename_base=self._impl.filename_base,
+                                       source_stamp=self._impl.locator.get_source_stamp())
         if BUILDING:  # compiled for the wheel: the shipped directory is the cache
             os.makedirs(self._shipped_path, exist_ok=True)
             self._cache_file = self._shipped_tier()
 
     def _shipped_tier(self) -> caching.IndexDataCacheFile:
         if self._shipped_file is None:
-            self._shipped_file = caching.IndexDataCacheFile(
+            self._shipped_file = _SharedFile(
                 cache_path=self._shipped_path, filename_base=self._impl.filename_base,
                 source_stamp=sources_digest())
         return self._shipped_file
@@ -211,7 +267,12 @@ class _Cache(caching.FunctionCache):
         for tier in ((self._shipped_tier(), self._cache_file) if shipped() else (self._cache_file,)):
             data = tier.load(key)
             if data is not None:
-                return self._impl.rebuild(target_context, data)
+                cres = self._impl.rebuild(target_context, data)
+                # The dispatcher calls what it gets with arguments of ``sig``: code compiled
+                # for another signature (a cache written without :class:`_SharedFile`'s lock)
+                # is compiled afresh instead.
+                if tuple(cres.signature.args) == tuple(sigutils.normalize_signature(sig)[0]):
+                    return cres
         return None
 
     def load_overload(self, sig, target_context):

@@ -222,3 +222,78 @@ def test_ship_refuses_outside_a_wheel_build():
 
 def test_the_checkout_ships_no_kernels():
     assert not _jit.shipped() and not (PACKAGE / "_kernels").exists()
+
+
+# --- one cache directory shared by several processes (xdist workers, Dask workers) ---
+
+def test_concurrent_saves_keep_every_entry_and_its_own_data(tmp_path):
+    # numba's own save (read the index, pick a free number, write the index, then the data)
+    # lost entries and mixed data files when processes compiled into one directory at once
+    import threading
+
+    writers, keys = 8, 12
+    start = threading.Barrier(writers)
+
+    def write(w):
+        f = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-1.py3", source_stamp="s")
+        start.wait()
+        for i in range(keys):
+            f.save(("sig", w, i), {"code": (w, i)})
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    f = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-1.py3", source_stamp="s")
+    assert all(f.load(("sig", w, i)) == {"code": (w, i)} for w in range(writers) for i in range(keys))
+    assert len(list(tmp_path.glob("k-1.py3.*.nbc"))) == writers * keys  # one data file per entry
+    assert not list(tmp_path.glob("*.tmp.*"))
+
+
+def test_replaced_and_stale_data_files_are_deleted(tmp_path):
+    old = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-1.py3", source_stamp="old")
+    old.save("a", 1)
+    old.save("a", 2)  # the same key again: its earlier data file goes
+    assert old.load("a") == 2 and len(list(tmp_path.glob("*.nbc"))) == 1
+    new = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-1.py3", source_stamp="new")
+    assert new.load("a") is None  # another source's index is ignored...
+    new.save("b", 3)  # ...and its data deleted
+    assert new.load("b") == 3 and len(list(tmp_path.glob("*.nbc"))) == 1
+    other = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-10.py3", source_stamp="new")
+    other.save("c", 4)  # another kernel's files are not this one's to delete
+    assert new.load("b") == 3 and other.load("c") == 4
+
+
+REDUCE = """
+import numpy as np
+from modlin.linalg import _arith
+out = np.empty(5, dtype=np.int64)
+for dtype in (np.int32, np.int64):
+    _arith._reduce_kernel(np.array([-7, 9, 2**30, -2**31, 12], dtype=dtype), np.int64(10), out)
+    print(*out)
+print(sum(_arith._reduce_kernel.stats.cache_misses.values()))
+"""
+
+
+def test_an_index_entry_naming_another_signatures_code_is_not_used(tmp_path):
+    # What the race above could leave behind: the int64 entry naming int32 machine code. The
+    # dispatcher would call it with int64 arrays; the load must compile afresh instead.
+    import pickle
+
+    from numba.core.serialize import dumps
+
+    env = {"MODLIN_CACHE_DIR": str(tmp_path)}
+    right = "3 9 4 2 2\n3 9 4 2 2"
+    assert _run_code(REDUCE, env) == right + "\n2"  # both compiled
+    (index,) = tmp_path.rglob("_arith._reduce_kernel-*.nbi")
+    with open(index, "rb") as f:
+        version = pickle.load(f)
+        stamp, overloads = pickle.loads(f.read())
+    assert len(overloads) == 2
+    (k32, n32), (k64, n64) = sorted(overloads.items(), key=lambda kv: str(kv[0][0]))
+    with open(index, "wb") as f:
+        pickle.dump(version, f, protocol=-1)
+        f.write(dumps((stamp, {k32: n64, k64: n32})))
+    assert _run_code(REDUCE, env) == right + "\n2"  # neither foreign entry loaded: both compiled
+    assert _run_code(REDUCE, env) == right + "\n0"  # and cached again, correctly
