@@ -10,13 +10,14 @@ targets are stated in: the time of one call over that of one
 """
 
 import time
+from statistics import median
 
 import numpy as np
 
 import modlin
 from modlin._bench import ELIMINATION_FUNCTIONS, POLYNOMIAL_FUNCTIONS, flint_case, linalg_case
 
-from .bench_matmul import PRIMES, _median
+from .bench_matmul import PRIMES
 
 BITS = [20, 31, 50]
 SIZES = [1024, 2048]
@@ -42,7 +43,7 @@ def ratio_to_matmul(fn, a, b, p, repeats: int = 3) -> float:
         modlin.matmul(a, b, p)
         t2 = time.perf_counter()
         ratios.append((t1 - t0) / (t2 - t1))
-    return _median(ratios)
+    return median(ratios)
 
 
 class Linalg:
@@ -196,6 +197,6 @@ class ManyInvariantFactors:
             t1 = time.perf_counter()
             self.f.charpoly()
             ratios.append((time.perf_counter() - t1) / (t1 - t0))
-        return _median(ratios)
+        return median(ratios)
 
     track_ratio_to_flint.unit = "ratio"

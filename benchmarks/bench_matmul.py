@@ -6,6 +6,7 @@ modlin installed). Moduli are the largest primes below ``2**bits``, the same as
 """
 
 import time
+from statistics import median
 
 import numpy as np
 
@@ -54,12 +55,7 @@ def ratio_to_dgemm(fn, n: int, repeats: int = 3) -> float:
         np.matmul(x, y)
         t2 = time.perf_counter()
         ratios.append((t1 - t0) / (t2 - t1))
-    return _median(ratios)
-
-
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+    return median(ratios)
 
 
 class MatmulModP:

@@ -35,6 +35,7 @@ import platform
 import shlex
 import sys
 import time
+from statistics import median
 
 import numpy as np
 
@@ -63,12 +64,6 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def _median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
-
-
 def _paired(run, reference, repeats: int) -> tuple[float, float, float]:
     """``repeats`` timings of ``run``, each followed at once by one of ``reference``: the
     median of each and the median of the per-pair ratios (the figure the machine's
@@ -77,12 +72,12 @@ def _paired(run, reference, repeats: int) -> tuple[float, float, float]:
     for _ in range(repeats):
         t_run.append(_timed(run))
         t_ref.append(_timed(reference))
-    return _median(t_run), _median(t_ref), _median([a / b for a, b in zip(t_run, t_ref)])
+    return median(t_run), median(t_ref), median([a / b for a, b in zip(t_run, t_ref)])
 
 
 def _record_flint(row: dict, t_f: list, single: bool, exact: bool, warn) -> None:
     """python-flint's columns of a table row from its timings; ``warn`` reports a mismatch."""
-    row["flint_s"] = _median(t_f)
+    row["flint_s"] = median(t_f)
     row["flint_modlin"] = row["flint_s"] / row["modlin_s"]
     row["flint_exact"] = bool(exact)
     row["flint_single_run"] = single
@@ -95,7 +90,7 @@ def _record_galois(row: dict, t_g: list, status: str, label: str, galois_timeout
     become footnotes about ``label``."""
     row["galois_status"] = status
     if t_g:
-        row["galois_s"] = _median(t_g)
+        row["galois_s"] = median(t_g)
         row["galois_modlin"] = row["galois_s"] / row["modlin_s"]
     if status == "partial":
         notes.append(f"{label}: galois median of {len(t_g)} run(s); run {len(t_g) + 1} exceeded {galois_timeout:g} s")
@@ -750,7 +745,7 @@ def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=s
     for n in sizes:
         x, y = rng.random((n, n)), rng.random((n, n))
         zc = (rng.random((n, n)) + 1j * rng.random((n, n)), rng.random((n, n)) + 1j * rng.random((n, n)))
-        t_c = _median([_timed(lambda: np.matmul(*zc)) for _ in range(repeats)])
+        t_c = median([_timed(lambda: np.matmul(*zc)) for _ in range(repeats)])
         cases = []
         for bits, m in GAUSSIAN_MODULI.items():
             A = tuple(rng.integers(0, m, (n, n)) for _ in range(2))

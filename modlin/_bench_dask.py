@@ -24,10 +24,11 @@ import datetime
 import sys
 import threading
 import time
+from statistics import median
 
 import numpy as np
 
-from ._bench import _fmt_ratio, _fmt_s, _median, _print_header, _timed
+from ._bench import _fmt_ratio, _fmt_s, _print_header, _timed
 from ._matmul import matmul
 from .ozaki import zgemm
 
@@ -139,8 +140,8 @@ def run_dask_table(sizes=(8192,), chunks=(2048,), moduli=DASK_MODULI, repeats=3,
                     t_mem.append(_timed(lambda: product(a, b)))
                 peak = max(client.run(_stop_sampling).values())
                 del dA, dB, lazy
-                rows.append({"n": n, "chunks": c, "product": label, "memory_s": _median(t_mem),
-                             "dask_s": _median(t_dask), "ratio": _median([x / y for x, y in zip(t_dask, t_mem)]),
+                rows.append({"n": n, "chunks": c, "product": label, "memory_s": median(t_mem),
+                             "dask_s": median(t_dask), "ratio": median([x / y for x, y in zip(t_dask, t_mem)]),
                              "tasks": tasks, "peak_bytes": peak, "exact": exact})
                 time.sleep(0.5)  # let the workers release the last results before the next row
 

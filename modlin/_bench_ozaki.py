@@ -22,11 +22,12 @@ import math
 import sys
 import warnings
 from fractions import Fraction
+from statistics import median
 
 import numpy as np
 
 from . import ozaki
-from ._bench import _fmt_ratio, _fmt_s, _median, _paired, _print_header, _timed
+from ._bench import _fmt_ratio, _fmt_s, _paired, _print_header, _timed
 
 __all__ = ["run_ozaki_table", "run_ozaki_accuracy_table"]
 
@@ -184,7 +185,7 @@ def run_ozaki_table(sizes=(1024, 2048), counts=(8, 12, 16, 20), repeats=3, thin_
         for kind in ("dgemm", "zgemm"):
             exact, absab = ref[kind]
             c = native[kind]()
-            t = _median([_timed(native[kind]) for _ in range(repeats)])
+            t = median([_timed(native[kind]) for _ in range(repeats)])
             rows.append({"n": n, "function": f"numpy.matmul ({'float64' if kind == 'dgemm' else 'complex128'})",
                          "engine": "-", "algorithm": "-", "moduli": "-", "bits": None, "gemms": None,
                          "time_s": t, "ratio": None, "error": _errors(c[np.ix_(ri, cj)], exact, absab)})

@@ -206,9 +206,15 @@ class _SharedFile(caching.IndexDataCacheFile):
     machine) can each drop the other's index entry, or pick the same number, and then an
     index entry names the other one's machine code. Here a save holds an exclusive lock
     on ``<index>.lock`` while it rereads the index, writes its data under a name no other
-    process can pick, and only then the index; data files the index no longer names
-    (replaced entries, an older source's) are deleted under the same lock.
+    process can pick, and only then the index; a specialisation another process saved
+    meanwhile is kept as it is, and data files the index does not name (an older
+    source's, a lost file's entry written again) are deleted under the same lock.
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: Keys whose entries :class:`_Cache` found naming another signature's code.
+        self.rejected: set = set()
 
     @contextlib.contextmanager
     def _locked(self):
@@ -225,6 +231,9 @@ class _SharedFile(caching.IndexDataCacheFile):
     def save(self, key, data):
         with self._locked():
             overloads = self._load_index()
+            if key in overloads and key not in self.rejected and os.path.exists(self._data_path(overloads[key])):
+                return  # another process compiled it meanwhile: a loader may be reading its file
+            self.rejected.discard(key)
             name = self._data_name_pattern.replace("{number:d}", uuid.uuid4().hex[:16])
             self._save_data(name, data)
             overloads[key] = name
@@ -273,6 +282,7 @@ class _Cache(caching.FunctionCache):
                 # is compiled afresh instead.
                 if tuple(cres.signature.args) == tuple(sigutils.normalize_signature(sig)[0]):
                     return cres
+                tier.rejected.add(key)
         return None
 
     def load_overload(self, sig, target_context):

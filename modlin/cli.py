@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -41,7 +42,7 @@ def _median_time(fn, repeats: int = 3) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+    return statistics.median(times)
 
 
 def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:

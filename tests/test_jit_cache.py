@@ -254,7 +254,10 @@ def test_concurrent_saves_keep_every_entry_and_its_own_data(tmp_path):
 def test_replaced_and_stale_data_files_are_deleted(tmp_path):
     old = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-1.py3", source_stamp="old")
     old.save("a", 1)
-    old.save("a", 2)  # the same key again: its earlier data file goes
+    old.save("a", 2)  # saved meanwhile by another process: kept, a loader may be reading it
+    assert old.load("a") == 1 and len(list(tmp_path.glob("*.nbc"))) == 1
+    (tmp_path / old._load_index()["a"]).unlink()  # an entry whose file is gone is written again
+    old.save("a", 2)
     assert old.load("a") == 2 and len(list(tmp_path.glob("*.nbc"))) == 1
     new = _jit._SharedFile(cache_path=str(tmp_path), filename_base="k-1.py3", source_stamp="new")
     assert new.load("a") is None  # another source's index is ignored...
