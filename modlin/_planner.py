@@ -17,12 +17,7 @@ from ._engines import get_engine, relative_cost
 from ._limits import current as current_limits, planning_threads
 from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus, pass_scale
 from ._rnsplan import RNSPlan, as_moduli, rns_plan
-from ._tiles import POOL_SHARE
-
-#: Modelled cost of a byte of working memory a product maps afresh, in multiply-adds of a
-#: large fp64 GEMM on 2 cores: the kernel zeroes and maps each page when it is first
-#: written (0.2 s per GiB measured here, where the GEMM does 6e10 multiply-adds a second).
-FRESH_BYTE = 12.0
+from ._tiles import FRESH_BYTE, POOL_SHARE
 
 __all__ = ["plan"]
 

@@ -23,7 +23,7 @@ from ._plan import CALIBRATION_THREADS, PASS, Plan, _best_plan, _gemm_cost, _til
 from ._rns import (CHUNK, MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fused_crt, int8_moduli, planned_range,
                    primes_below)
 from ._threads import MIN_ROWS
-from ._tiles import POOL_SHARE, Tiling
+from ._tiles import FRESH_BYTE, POOL_SHARE, Tiling
 
 #: Int32 products are made in panels of at least this many rows of ``A`` (or all of them)
 #: when the budget allows it with groups of several moduli: dgemm at k = 1024, n = 2048 on
@@ -271,7 +271,9 @@ class RNSPlan:
         budget: 7.5 against 6.7 GEMM times with the pool keeping everything). Int32 products
         (read by the host's CRTs, and only for a 2-D product) take the largest group
         whose panels keep at least :data:`GEMM_ROWS` rows (or all of them), else one
-        modulus at a time in the largest panels that fit. ``(1, None)`` when nothing fits
+        modulus at a time in the largest panels that fit; or a smaller group, where the
+        memory it saves beyond the pool (:data:`~modlin._tiles.FRESH_BYTE` a byte) costs
+        more than its extra reads of the operands. ``(1, None)`` when nothing fits
         (the tile scheduler saw to it that something does). ``kept``: ``B``'s pieces are
         kept apart (:meth:`workspace`).
         """
@@ -303,13 +305,28 @@ class RNSPlan:
         most = max(rows // min(rows, GEMM_ROWS), 1)  # panels, each at least GEMM_ROWS rows
         g32 = largest(lambda g: fits32(g, -(-rows // most)))
         panel = widest(g32, most) if g32 else widest(1, max(rows // MIN_ROWS, 1))
-        g32 = max(g32, 1)  # else one modulus at a time, in the largest panels that fit
         if panel is None:
             return max(g64, 1), None
-        if g64 and self._memory(ea, eb, e, k, g64, kept=kept) <= POOL_SHARE * current_limits().memory \
-                and self._passes(ea, eb, e, g64, None) <= self._passes(ea, eb, e, g32, panel):
+        pool = POOL_SHARE * current_limits().memory
+
+        def priced(g: int, pn: int | None) -> float:  # its passes, and its memory beyond the pool
+            fresh = max(0.0, self._memory(ea, eb, e, k, g, None if pn is None else pn / rows, kept) - pool)
+            return self._passes(ea, eb, e, g, pn) + FRESH_BYTE * fresh * device_pass_scale(self.device, None)
+
+        # Smaller groups of int32 products, where their rereads cost less than mapping the
+        # larger ones' memory afresh (50 bits, n = 4096, 4 GiB: 2.2 GiB made the first call
+        # 1.33 times the later ones, 0.97 GiB 1.09, at 1 % more in later calls).
+        best = (g32, panel) if g32 else (1, panel)
+        for g in range(best[0] - 1, 0, -1):
+            if -(-N // g) == -(-N // (g + 1)):  # not a new number of groups
+                continue
+            pn = widest(g, most)
+            if pn is not None and priced(g, pn) < priced(*best):
+                best = (g, pn)
+        if g64 and self._memory(ea, eb, e, k, g64, kept=kept) <= pool \
+                and self._passes(ea, eb, e, g64, None) <= self._passes(ea, eb, e, *best):
             return g64, None
-        return g32, panel
+        return best
 
     def _passes(self, ea: int, eb: int, e: int, group: int, panel: int | None) -> float:
         """The modelled cost of a :meth:`schedule` beyond :meth:`cost` (which assumes every

@@ -289,6 +289,12 @@ def pair_count(tiling: Tiling) -> int:
 #: follow one another, then, :data:`POOL_DECAY` seconds after the last buffer fell idle, at
 #: most this fraction of it.
 POOL_SHARE = 0.25
+#: Modelled cost of a byte of working memory a product maps afresh, in multiply-adds of a
+#: large fp64 GEMM on 2 cores: the kernel zeroes and maps each page when it is first
+#: written (0.2 s per GiB measured here, where the GEMM does 6e10 multiply-adds a second).
+#: What lies beyond :data:`POOL_SHARE` of the budget is charged so, by the planner
+#: (multiword against residue plans) and by :meth:`modlin.RNSPlan.schedule`.
+FRESH_BYTE = 12.0
 #: Seconds idle scratch beyond :data:`POOL_SHARE` of the budget is kept after the last
 #: product: a loop of products finds its buffers again, a finished computation returns them.
 POOL_DECAY = 2.0

@@ -1228,6 +1228,36 @@ def test_rns_int32_products_in_groups_of_moduli(p, rng, monkeypatch):
     assert _same(got, ref_matmul(A, B, p))
 
 
+
+@pytest.mark.parametrize("p", [2**50 - 27, 2**61 - 1], ids=pid)
+def test_int32_groups_weigh_memory_mapped_afresh(p, monkeypatch):
+    """Beyond the pool's share of the budget every call maps the workspace afresh: the
+    schedule takes smaller groups of moduli when the memory they save costs more, in the
+    model, than their extra reads of the operands (n = 4096 under the default 4 GiB)."""
+    import modlin._rnsplan as rnsplan
+    from modlin._plan import device_pass_scale
+    from modlin._tiles import POOL_SHARE
+
+    n = 4096
+    budget = 4 * 2**30
+    with modlin.limits(memory=budget, threads=2):
+        pl = modlin.plan(p, n, n, n, algorithm="rns")
+        args = (n * n, n * n, n * n, n, n, budget)
+        schedule = pl.schedule(*args)
+        fresh_byte = rnsplan.FRESH_BYTE
+        monkeypatch.setattr(rnsplan, "FRESH_BYTE", 0.0)
+        largest = pl.schedule(*args)
+        memory = {s: pl._memory(n * n, n * n, n * n, n, s[0], s[1] / n) for s in (schedule, largest)}
+    assert None not in (schedule[1], largest[1])  # int32 products: float64 ones do not fit in the pool
+    assert schedule[0] < largest[0] and memory[schedule] < memory[largest]
+    # fewer moduli a group: more reads of the operands, repaid by the memory saved
+    pool = POOL_SHARE * budget
+    rereads = pl._passes(n * n, n * n, n * n, *schedule) - pl._passes(n * n, n * n, n * n, *largest)
+    saved = fresh_byte * device_pass_scale(pl.device, None) * (
+        (memory[largest] - pool) - max(memory[schedule] - pool, 0.0))
+    assert 0 < rereads < saved
+
+
 @pytest.mark.parametrize("p", [None, 2**61 - 1, 2**63 + 29, 2**127 - 1], ids=pid)
 def test_limb_crt_reads_int32_residues(p, rng, monkeypatch):
     """The limbs' CRT only reads the products: int32 residues and float64 sums congruent
