@@ -27,6 +27,7 @@ from them alone.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,7 +46,7 @@ from ._tiles import run, scratch
 from .gaussian import sqrt_minus_one
 
 __all__ = ["CPU", "Kernels", "Moduli", "Panel", "Scales", "add_residues", "finish", "gemm_residues", "halves",
-           "scales", "syrk_residues", "workspace"]
+           "scales", "syrk_residues", "workspace", "exact_overflow", "overflow_fixes"]
 
 
 @dataclass(frozen=True)
@@ -97,14 +98,18 @@ def halves(x):
 @dataclass(frozen=True)
 class Scales:
     """Stage (a)'s result: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by
-    columns (int64 shifts, shapes ``(m,)`` and ``(n,)``), and the rows of ``A`` and
+    columns (int64 shifts, shapes ``(m,)`` and ``(n,)``), the rows of ``A`` and
     columns of ``B`` holding Inf or NaN (bool), quantised as zeros and computed natively
-    in :func:`finish`."""
+    in :func:`native_lines`, and the exponents ``ea``, ``eb`` of each line's largest part
+    (``max |x| < 2**e``; 0 for zero lines and those holding Inf or NaN), which tell
+    :func:`exact_overflow` where a result may overflow."""
 
     sa: np.ndarray
     sb: np.ndarray
     bad_a: np.ndarray
     bad_b: np.ndarray
+    ea: np.ndarray
+    eb: np.ndarray
 
 
 def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarray | None):
@@ -206,7 +211,7 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
         g, h = _quantize.accurate_exponents(sq_a, sq_b, code, top, need_a, need_b, rows=mt)
     if b is None:  # both sides take the smaller share: the result stays symmetric
         g = h = xp.minimum(g, h)
-    return Scales(g - ex_a, h - ex_b, bad_a, bad_b)
+    return Scales(g - ex_a, h - ex_b, bad_a, bad_b, ex_a, ex_b)
 
 
 # --------------------------------------------------------------------------- (b) residues
@@ -371,6 +376,129 @@ def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r:
         out[bad_r, :] = a_rows[bad_r] @ b_cols
     if bad_c.any():
         out[:, bad_c] = a_rows @ b_cols[:, bad_c]
+
+
+#: Doubles from ``2**1024 * (1 - 2**-54)`` up round to infinity: a sum of products whose
+#: bound stays below ``2**OVERFLOW_EXP`` never does.
+OVERFLOW_EXP = 1024
+
+
+def _truncated(x, shift, axis: int):
+    """Lines of ``x`` (finite, rows for ``axis=1``) that the scaling does not keep exactly:
+    some nonzero entry is not an integer times ``2**-shift`` of its line. Where
+    ``x * 2**shift`` would be subnormal it is below 1, an integer only when 0; above,
+    :func:`numpy.ldexp` is exact and the integer test decides."""
+    xp = namespace(x)
+    s = xp.expand_dims(shift, axis)
+    bad = xp.zeros(x.shape[1 - axis], dtype=bool)
+    for p in parts(x):
+        y = xp.ldexp(p, s.astype(np.int32))
+        tiny = xp.frexp(p)[1] + s < -1021
+        bad |= ((p != 0) & (tiny | (xp.rint(y) != y))).any(axis=axis)
+    return bad
+
+
+def _integer_lines(x, axis: int):
+    """``x`` (finite float64 or complex128, 2-D) as exact integers: an object array of Python
+    ints ``X`` (the real and imaginary parts side by side along the other axis for complex
+    ``x``) and the exponents ``e`` of its lines, ``x = X * 2**e`` line by line."""
+    ps = parts(np.asarray(x))
+    mants, exps = zip(*(np.frexp(p) for p in ps))
+    ints = [(m * 2.0**53).astype(np.int64) for m in mants]
+    low = [np.where(i != 0, e - 53, np.iinfo(np.int64).max) for i, e in zip(ints, exps)]
+    base = np.minimum.reduce([v.min(axis=axis) if v.size else np.zeros(v.shape[1 - axis], np.int64) for v in low])
+    base = np.where(base == np.iinfo(np.int64).max, 0, base)  # zero lines
+    cols = [i.astype(object) << np.where(i != 0, e - 53 - np.expand_dims(base, axis), 0).astype(object)
+            for i, e in zip(ints, exps)]
+    return cols, base
+
+
+def _round_scaled(c: int, e: int) -> float:
+    """``c * 2**e`` correctly rounded to a double (Python's int-to-float conversion and integer
+    true division both round to nearest even), infinite when it overflows."""
+    try:
+        return float(c << e) if e >= 0 else c / (1 << -e)
+    except OverflowError:
+        return math.inf if c > 0 else -math.inf
+
+
+def _exact_block(a, b) -> np.ndarray:
+    """``a @ b`` of finite float64 or complex128 matrices, every entry correctly rounded from the
+    exact product (an exact integer product, :func:`modlin.intmul`, then one rounding)."""
+    from ._intmul import intmul
+
+    (xa, ea), (xb, eb) = _integer_lines(a, 1), _integer_lines(b, 0)
+    if len(xa) == 1:
+        prods = [intmul(xa[0], xb[0])]
+    else:  # (ar + i ai)(br + i bi): [ar, -ai] @ [br; bi] and [ar, ai] @ [bi; br]
+        prods = [intmul(np.concatenate([xa[0], -xa[1]], axis=1), np.concatenate([xb[0], xb[1]], axis=0)),
+                 intmul(np.concatenate([xa[0], xa[1]], axis=1), np.concatenate([xb[1], xb[0]], axis=0))]
+    scale = (ea[:, np.newaxis] + eb[np.newaxis, :]).astype(object)  # Python ints: shifts of any size
+    rounded = [np.frompyfunc(_round_scaled, 2, 1)(np.asarray(c, dtype=object), scale).astype(np.float64)
+               for c in prods]
+    if len(rounded) == 1:
+        return rounded[0]
+    out = np.empty(scale.shape, dtype=np.complex128)  # not re + 1j * im: 1j * inf has a NaN real part
+    out.real, out.imag = rounded
+    return out
+
+
+def overflow_fixes(a_rows, b_cols, sc_rows: tuple, sc_cols: tuple, complex_: bool):
+    """The entries of ``a_rows @ b_cols`` (a row panel and a column panel, full ``k``) whose
+    bound ``k max|a_i| max|b_j|`` may reach the overflow threshold while row ``i`` or column
+    ``j`` lost bits to the scaling, and their correctly rounded exact values: ``(rows,
+    cols, fix, exact)``, ``fix`` a bool mask over ``rows x cols`` and ``exact`` the exact
+    product's rounding there (NumPy arrays), or None when there are none.
+
+    There the truncation error, relative to that bound, can be as large as the result
+    itself (``[1e300, 1.0] @ [1e10, 1e300]`` scales ``1e10`` and ``1.0`` to zero, and the
+    truncated product is 0 where the exact one, ``1e310``, rounds to infinity), so
+    whether a result is infinite must not depend on it. Elsewhere the truncated
+    product's rounding is the exact one's (nothing was lost) or the bound keeps it
+    finite. ``sc_rows = (sa, bad, ea)`` of the rows and ``sc_cols`` of the columns, from
+    :class:`Scales` (NumPy or CuPy vectors); the panels may be NumPy, CuPy or dask
+    arrays, read only on the rows and columns at risk. Typical inputs have none, and
+    then this costs two maxima of short vectors."""
+    (sa, bad_r, ea), (sb, bad_c, eb) = (tuple(_host(v) for v in sc) for sc in (sc_rows, sc_cols))
+    k = a_rows.shape[1]
+    # |sum a b| <= k max|a| max|b| (twice that for complex parts): below 2**OVERFLOW_EXP it is finite
+    grow = max(k - 1, 0).bit_length() + complex_
+    if not k or int(ea.max(initial=0)) + int(eb.max(initial=0)) + grow < OVERFLOW_EXP:
+        return None
+    risky = (ea[:, None] + eb[None, :] + grow >= OVERFLOW_EXP) & ~bad_r[:, None] & ~bad_c[None, :]
+    rows, cols = np.nonzero(risky.any(axis=1))[0], np.nonzero(risky.any(axis=0))[0]
+    if not len(rows):
+        return None
+    a, b = _host(a_rows[_index(a_rows, rows)]), _host(b_cols[:, _index(b_cols, cols)])
+    fix = risky[rows][:, cols] & (_truncated(a, sa[rows], 1)[:, None] | _truncated(b, sb[cols], 0)[None, :])
+    keep_r, keep_c = fix.any(axis=1), fix.any(axis=0)
+    if not keep_r.any():
+        return None
+    return rows[keep_r], cols[keep_c], fix[keep_r][:, keep_c], _exact_block(a[keep_r], b[:, keep_c])
+
+
+def _index(x, i: np.ndarray):
+    """The NumPy index vector ``i`` on ``x``'s device."""
+    return namespace(x).asarray(i) if is_cupy(x) else i
+
+
+def _host(x) -> np.ndarray:
+    """``x`` as a NumPy array, from NumPy, CuPy or dask."""
+    if is_cupy(x):
+        return x.get()
+    return np.asarray(x.compute() if hasattr(x, "dask") else x)
+
+
+def exact_overflow(out, a_rows, b_cols, sc_rows: tuple, sc_cols: tuple) -> None:
+    """``out`` (a tile of ``a_rows @ b_cols``, NumPy or CuPy) takes the exact product's rounding
+    on the entries :func:`overflow_fixes` names."""
+    found = overflow_fixes(a_rows, b_cols, sc_rows, sc_cols, out.dtype.kind == "c")
+    if found is None:
+        return
+    rows, cols, fix, exact = found
+    xp = namespace(out)
+    at = (xp.asarray(rows)[:, None], xp.asarray(cols)[None, :])
+    out[at] = xp.where(xp.asarray(fix), xp.asarray(exact), out[at])
 
 
 # --------------------------------------------------------------------------- workspace

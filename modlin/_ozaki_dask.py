@@ -129,7 +129,7 @@ def scales(a: da.Array, b: da.Array, mods: core.Moduli, mode: str) -> core.Scale
         # each minimum over the lazy codes is computed where the exponents' vectors take it
         g, h = _quantize.accurate_exponents(sq_a, sq_b, code, top, need_a, need_b)
         h = np.asarray(h)
-    return core.Scales(g - ex_a, h - ex_b, bad_a, bad_b)
+    return core.Scales(g - ex_a, h - ex_b, bad_a, bad_b, ex_a, ex_b)
 
 
 def lost(a: da.Array, b: da.Array, sc: core.Scales) -> tuple[int, int]:
@@ -178,7 +178,25 @@ def _gemm2d(a: da.Array, b: da.Array, mods: core.Moduli, mode: str, dtype, warn:
         # (computed whole, as the lines may be anywhere; only when there are any)
         mask = rows[1][:, np.newaxis] | cols[1][np.newaxis, :]
         out = da.where(mask, da.matmul(a, b), out)
+    found = core.overflow_fixes(a, b, (sc.sa, sc.bad_a, sc.ea), (sc.sb, sc.bad_b, sc.eb), np.dtype(dtype).kind == "c")
+    if found is not None:  # the exact values where the result may overflow, patched into their chunks
+        out = out.map_blocks(_patch, *found, dtype=dtype, meta=out._meta)
     return out
+
+
+def _patch(block, rows, cols, fix, exact, block_info=None):
+    """``block`` (a chunk of the result) with the entries of :func:`modlin._ozaki_core.overflow_fixes`'
+    ``(rows, cols, fix, exact)`` that fall in it."""
+    (r0, r1), (c0, c1) = block_info[0]["array-location"]
+    ri, ci = np.nonzero((rows >= r0) & (rows < r1))[0], np.nonzero((cols >= c0) & (cols < c1))[0]
+    sub = fix[ri][:, ci]
+    if not sub.any():
+        return block
+    xp = namespace(block)
+    block = block.copy()
+    at = (xp.asarray(rows[ri] - r0)[:, None], xp.asarray(cols[ci] - c0)[None, :])
+    block[at] = xp.where(xp.asarray(sub), xp.asarray(exact[ri][:, ci]), block[at])
+    return block
 
 
 def batched_gemm(a: da.Array, b: da.Array, mods: core.Moduli, mode: str, dtype, warn: Callable) -> da.Array:

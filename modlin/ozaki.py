@@ -225,15 +225,21 @@ def _warn_lost(lost: int, name: str, axis: int) -> None:
 
 
 def _warn_caller(message: str, category) -> None:
-    """Warn at the first frame outside modlin, wherever inside it the warning arose."""
-    import os
+    """Warn at the first frame outside modlin, wherever inside it the warning arose, so that
+    Python's once-per-location filter tells two calls apart. Frames of the standard library's
+    wrappers between modlin's (a ``contextlib`` decorator's ``inner``) count as modlin's: the
+    warning once named ``contextlib.py`` for every call, and the second was never shown."""
     import sys
 
-    here = os.path.dirname(os.path.abspath(__file__))
     frame, level = sys._getframe(1), 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+    while frame is not None and _inside(frame.f_globals.get("__name__", "")):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _inside(module: str) -> bool:
+    """Whether a frame of ``module`` is modlin's own (or a wrapper's inside it)."""
+    return module == "modlin" or module.startswith("modlin.") or module in ("contextlib", "functools")
 
 
 # --------------------------------------------------------------------------- the products
@@ -311,6 +317,8 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
         tile = out[rows, cols]
         core.finish(res, mods, sc.sa[rows], sc.sb[cols], tile, kernels.crt)
         core.native_lines(tile, a[rows], b[:, cols], sc.bad_a[rows], sc.bad_b[cols])
+        core.exact_overflow(tile, a[rows], b[:, cols], (sc.sa[rows], sc.bad_a[rows], sc.ea[rows]),
+                            (sc.sb[cols], sc.bad_b[cols], sc.eb[cols]))
         epilogue(tile, rows, cols)
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
@@ -352,6 +360,8 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
             tile = out[r, c]
             core.finish(rc, mods, sc.sa[r], sc.sa[c], tile, kernels.crt)
             _native_rank_k(tile, a[r], a[c], sc.bad_a[r], sc.bad_a[c])
+            core.exact_overflow(tile, a[r], a[c].conj().T, (sc.sa[r], sc.bad_a[r], sc.ea[r]),
+                                (sc.sa[c], sc.bad_a[c], sc.ea[c]))
             epilogue(tile, r, c)
 
     with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:

@@ -289,6 +289,18 @@ def test_ozaki_zgemm_and_zherk_on_the_gpu_path(gpu, rng, algorithm):
                                   ozaki.zherk(Z, engine="int8", algorithm=algorithm, moduli=moduli))
 
 
+@pytest.mark.filterwarnings("ignore::modlin.ozaki.AccuracyWarning")
+def test_ozaki_overflow_in_dropped_entries_on_the_gpu_path(gpu):
+    # the scaling drops 1e10 and 1.0: the truncated product is 0, the exact 1e310 rounds to inf
+    A = np.array([[1e300, 1e-300, 1.0], [1.0, 2.0, 3.0]])
+    B = np.array([[1e10, 1.0], [1e300, 2.0], [1.0, 1.0]])
+    got = ozaki.dgemm(gpu(A), gpu(B))
+    np.testing.assert_array_equal(got.get(), ozaki.dgemm(A, B, engine="int8"))
+    assert got.get()[0, 0] == np.inf
+    assert ozaki.zgemm(gpu(-1j * A), gpu(B)).get()[0, 0] == complex(0, -np.inf)
+    assert ozaki.dsyrk(gpu(np.vstack([A[:1], B[:, :1].T]))).get()[0, 1] == np.inf
+
+
 def test_ozaki_splits_k_past_the_int32_limit_on_the_gpu_path(gpu, rng):
     k = _cuda.KMAX + 5
     A, B = _phi_matrix(rng, (2, k), 0.5), _phi_matrix(rng, (k, 2), 0.5)

@@ -766,6 +766,119 @@ def test_huge_inputs_overflow_as_the_exact_result(engine, mode, rng):
     assert ozaki.dgemm(x[:, :2], -np.array([[1e10], [1.0]]), engine=engine, mode=mode)[0, 0] == -np.inf
 
 
+def _exactly_rounded(A, B) -> np.ndarray:
+    """The exact ``A @ B`` correctly rounded entry by entry (complex parts each on their own,
+    without ``re + 1j * im``, whose ``1j * inf`` has a NaN real part)."""
+    P = exact(A, B)
+    if not isinstance(P, tuple):
+        return rounded(P)
+    out = np.empty(P[0].shape, dtype=np.complex128)
+    out.real, out.imag = rounded(P[0]), rounded(P[1])
+    return out
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("mode", MODES)
+def test_overflow_hidden_in_truncated_entries_is_infinite(engine, mode):
+    # The scaling rounds 1e10 (beside 1e300 in B's column) and 1e-300, 1.0 (beside 1e300 in
+    # A's row) to zero: the truncated product is 0, the exact one 1e310 + 2, which rounds to
+    # inf. It once came out as 0.
+    A = np.array([[1e300, 1e-300, 1.0], [1.0, 2.0, 3.0]])
+    B = np.array([[1e10, 1.0], [1e300, 2.0], [1.0, 1.0]])
+    kw = dict(engine=engine, mode=mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ozaki.AccuracyWarning)
+        for sign in (1.0, -1.0):
+            C = ozaki.dgemm(sign * A, B, **kw)
+            assert np.array_equal(C, _exactly_rounded(sign * A, B)), C
+            assert C[0, 0] == sign * np.inf
+        Z = ozaki.zgemm(1j * A, B, **kw)
+        assert np.array_equal(Z, _exactly_rounded(1j * A, B)), Z
+        assert Z[0, 0] == complex(0.0, np.inf)
+        # the transpose of the same product: the roles of rows and columns swapped
+        assert np.array_equal(ozaki.dgemm(B.T, A.T, **kw), _exactly_rounded(B.T, A.T))
+        # a stack, alpha and a C: the exact entries go through BLAS's epilogue like the others
+        S = ozaki.dgemm(np.stack([A, -A]), B, alpha=2.0, beta=1.0, C=np.ones((2, 2)), **kw)
+        assert S[0, 0, 0] == np.inf and S[1, 0, 0] == -np.inf and S[0, 1, 1] == 2 * 8.0 + 1
+        # rank-k updates: A A^T has 1e300 * 1e10 + 1e-300 * 1e300 + 1 at (0, 1) of [A; B^T]
+        X = np.vstack([A[:1], B[:, :1].T])
+        assert np.array_equal(ozaki.dsyrk(X, **kw), _exactly_rounded(X, X.T))
+        H = np.vstack([A[:1], B[:, :1].T + np.array([0, 0, 1j])])
+        assert np.array_equal(ozaki.zherk(H, **kw), _exactly_rounded(H, H.conj().T))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_overflow_threshold_decided_by_the_exact_sum(engine):
+    # a0 b0 is the largest double, (2**53 - 1) * 2**971; a1 b1 = +-2**970 or 2**950 is all
+    # in entries the scaling drops. Exactly halfway to 2**1024 rounds to even: inf.
+    top = 2.0**1000 * (2.0**24 - 2.0**-29)
+    assert top == np.finfo(np.float64).max
+    for a1, want in ((2.0**-40, np.inf), (2.0**-60, top), (-(2.0**-40), np.nextafter(top, 0)), (2.0**-41, top)):
+        A = np.array([[2.0**1000, a1]])
+        B = np.array([[2.0**24 - 2.0**-29], [2.0**1010]])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ozaki.AccuracyWarning)
+            C = ozaki.dgemm(A, B, engine=engine)
+        assert C[0, 0] == want == _exactly_rounded(A, B)[0, 0], (a1, C[0, 0], want)
+
+
+@st.composite
+def _wide_huge(draw):
+    """Matrices whose lines mix entries near the top of the double range with ones far below
+    them (dropped by the scaling), so that some results overflow only through the dropped ones."""
+    m, k, n = (draw(st.integers(1, 4)) for _ in range(3))
+    exps = st.sampled_from([-1074, -600, -300, -40, 0, 10, 40, 300, 480, 500, 511, 512, 700, 1000, 1023])
+
+    def mat(shape):
+        e = np.array(draw(st.lists(exps, min_size=shape[0] * shape[1], max_size=shape[0] * shape[1])))
+        mant = np.array(draw(st.lists(st.floats(-2.0, 2.0, allow_nan=False, exclude_min=True),
+                                      min_size=e.size, max_size=e.size)))
+        return np.ldexp(np.clip(mant, -1.999, 1.999), np.minimum(e, 1022)).reshape(shape)
+
+    return mat((m, k)), mat((k, n))
+
+
+@given(ab=_wide_huge(), engine=st.sampled_from(ENGINES), mode=st.sampled_from(MODES))
+def test_property_results_at_risk_of_overflow_are_exact(ab, engine, mode):
+    A, B = ab
+    R = _exactly_rounded(A, B)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ozaki.AccuracyWarning)
+        C = ozaki.dgemm(A, B, engine=engine, mode=mode)
+    assert np.array_equal(np.isinf(C), np.isinf(R)) and np.array_equal(np.sign(C[np.isinf(C)]), np.sign(R[np.isinf(R)]))
+    # where k max|a_i| max|b_j| may reach 2**1024, the exact product's rounding
+    ea = np.frexp(np.abs(A).max(axis=1))[1]
+    eb = np.frexp(np.abs(B).max(axis=0))[1]
+    risky = ea[:, None] + eb[None, :] + (A.shape[1] - 1).bit_length() >= 1024
+    assert np.array_equal(C[risky], R[risky]), (C, R)
+
+
+def test_overflow_in_dropped_entries_of_dask_operands():
+    da = pytest.importorskip("dask.array")
+    A = np.array([[1e300, 1e-300, 1.0], [1.0, 2.0, 3.0], [4.0, -1e300, 5.0]])
+    B = np.array([[1e10, 1.0, 2.0], [1e300, 2.0, -1e10], [1.0, 1.0, 3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ozaki.AccuracyWarning)
+        got = ozaki.dgemm(da.from_array(A, chunks=2), da.from_array(B, chunks=(2, 1))).compute()
+        want = ozaki.dgemm(A, B)
+    assert np.array_equal(got, want) and np.array_equal(want, _exactly_rounded(A, B))
+    assert got[0, 0] == np.inf and got[2, 2] == np.inf
+
+
+def test_warnings_name_the_callers_line():
+    # With Python's default filter (once per location) a second call that drops entries
+    # warns again: every call's warning names the line that called, not contextlib's.
+    A, B = np.array([[1e200, 1.0]]), np.array([[0.0], [1.0]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        ozaki.dgemm(A, B)
+        ozaki.dgemm(A, B)
+        ozaki.dsyrk(A)
+    ours = [w for w in caught if issubclass(w.category, ozaki.AccuracyWarning)]
+    assert {w.filename for w in ours} == {__file__}, [w.filename for w in ours]
+    assert len({w.lineno for w in ours}) == 3 and len(ours) == 3
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("mode", MODES)
 def test_exponent_span_too_wide_warns(engine, mode):
