@@ -46,6 +46,13 @@ def check_operand(x, name: str, fn: str, *, fields: bool = True, flint: bool = T
     ``FieldArray`` s and python-flint's ``nmod_mat`` / ``fmpz_mod_mat``;
     ``flint=False`` refuses ``fmpz_mat`` as well. ``of`` names what the
     entries should be, for the messages.
+
+    ``flint=False`` is what the floating-point functions (:mod:`modlin.ozaki`)
+    pass, and only they: every exact function takes ``fmpz_mat``. Their
+    messages therefore suggest conversions to float arrays, which those
+    functions take (an object array of ``fmpz`` or Python ints they refuse as
+    not numeric), and name :func:`modlin.intmul` / :func:`modlin.matmul` for
+    exact products.
     """
     from ._backend import is_cupy
     from ._flint import MODULAR, kind_of
@@ -67,14 +74,23 @@ def check_operand(x, name: str, fn: str, *, fields: bool = True, flint: bool = T
     kind = None if field is not None else kind_of(x)
     if not fields and (field is not None or kind in MODULAR):
         what = f"a galois FieldArray of {field.name}" if field is not None else f"a python-flint {kind}"
+        # a float function (flint=False) refuses object arrays, which large residues
+        # would give: suggest float arrays there
         view = (f"{name}.view(numpy.ndarray)" if field is not None
                 else f"numpy.array([[int(e) for e in row] for row in {name}.tolist()])")
+        if not flint:
+            view = (f"{name}.view(numpy.ndarray).astype(float)" if field is not None
+                    else f"numpy.array([[int(e) for e in row] for row in {name}.tolist()], dtype=float)")
         raise TypeError(f"{name} is {what}: {fn} takes {of}, not residues modulo p. For the product "
                         f"modulo p use modlin.matmul (it keeps the type); to take the representatives "
                         f"in [0, p) as {of}, pass {view}")
     if kind == "fmpz_mat" and not flint:
-        raise TypeError(f"{name} is a python-flint fmpz_mat: {fn} needs {plain}, "
-                        f"e.g. numpy.array({name}.tolist(), dtype=object) converted deliberately")
+        # only the float functions refuse fmpz_mat; an object array of its fmpz
+        # entries they would refuse as not numeric, so suggest a float array
+        raise TypeError(f"{name} is a python-flint fmpz_mat: {fn} multiplies floats; pass "
+                        f"numpy.array({name}.tolist(), dtype=float) (entries beyond 2**53 in magnitude "
+                        f"are rounded), or for the exact product use modlin.intmul({name}, ...) "
+                        f"(or modlin.matmul modulo p), which take fmpz_mat")
     if field is not None or kind is not None or isinstance(x, np.ndarray):
         return x
     if isinstance(x, (list, tuple)):
@@ -207,10 +223,15 @@ _TRANS = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
 
 def trans_code(value, name: str = "trans") -> int:
     """``0`` (no transpose), ``1`` (transpose) or ``2`` (conjugate transpose) from scipy's
-    spellings: the ints 0, 1, 2 or the letters ``'N'``, ``'T'``, ``'C'`` (either case)."""
+    spellings: the ints 0, 1, 2 (also as bools or integral floats, which scipy's wrappers
+    take too) or the letters ``'N'``, ``'T'``, ``'C'`` (either case)."""
     key = value.upper() if isinstance(value, str) else value
+    if isinstance(key, (bool, np.bool_)):
+        key = int(key)
+    elif isinstance(key, (float, np.floating)) and float(key).is_integer():
+        key = int(key)
     try:
-        if isinstance(key, (str, int, np.integer)) and not isinstance(key, bool) and key in _TRANS:
+        if isinstance(key, (str, int, np.integer)) and key in _TRANS:
             return _TRANS[key]
     except TypeError:  # unhashable
         pass

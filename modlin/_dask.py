@@ -31,9 +31,7 @@ import functools
 import math
 import string
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 
 import dask
 import dask.array as da
@@ -67,11 +65,6 @@ _BATCH = [c for c in string.ascii_letters if c not in "ijk"]
 
 # --------------------------------------------------------------------------- worker limits
 
-_lock = threading.Lock()
-_active = 0  # modlin tasks running in this process
-_outer: limits | None = None  # the limits to put back when the last of them ends
-
-
 def _worker_limits() -> dict | None:
     """The :func:`modlin.limits` of a task on a dask.distributed worker, or None elsewhere.
 
@@ -94,40 +87,26 @@ def _worker_limits() -> dict | None:
     return wanted
 
 
-@contextmanager
-def _task_limits():
-    """The worker's limits for the duration of a task.
-
-    :func:`modlin.limits` is process-wide, and a worker runs several tasks in one
-    process: the first task to start sets them, the last to end restores the previous
-    ones, so that tasks running side by side never restore each other's.
-    """
-    global _active, _outer
-    with _lock:
-        if _active == 0:
-            wanted = _worker_limits()
-            _outer = limits(**wanted) if wanted else None
-        _active += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _active -= 1
-            if _active == 0 and _outer is not None:
-                _outer.restore()
-                _outer = None
-
-
 def _task(fn: Callable, *chunks):
-    """``fn(*chunks)`` under the worker's limits: the body of every pair and finish task."""
-    with _task_limits():
+    """``fn(*chunks)`` under the worker's limits: the body of every pair and finish task.
+
+    :func:`modlin.limits` are per thread (contextvars context), so each task sets its
+    worker's for itself, and tasks running side by side on a worker's threads never
+    restore each other's. Elsewhere the limits of the task's context hold: the caller's
+    under dask's local threaded scheduler, which runs each task in a copy of the caller's
+    context (dask releases since dask/dask#12224, early 2026; older ones run them under
+    the process' defaults), and the caller's own with ``scheduler="sync"``.
+    """
+    wanted = _worker_limits()
+    if not wanted:
+        return fn(*chunks)
+    with limits(**wanted):
         return fn(*chunks)
 
 
 def _fold(combine: Callable, partials: list):
     """One task of the tree along k: ``combine`` folded over ``partials``."""
-    with _task_limits():
-        return functools.reduce(combine, partials)
+    return _task(functools.reduce, combine, partials)
 
 
 # --------------------------------------------------------------------------- the graph

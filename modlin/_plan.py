@@ -8,6 +8,7 @@ compared, cached, and handed back to :func:`modlin.matmul` by a user.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from ._limits import current as current_limits, planning_threads
 from ._modular import Reduction, word_bounds
 from ._tiles import Tiling, choose as choose_tiles
 
-__all__ = ["Plan", "MAX_MODULUS", "candidates"]
+__all__ = ["Plan", "MAX_MODULUS", "candidates", "empty_product"]
 
 #: The largest modulus multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
 #: Larger moduli go through a residue number system.
@@ -83,8 +84,22 @@ def device_pass_scale(device: str, threads: int | None = None) -> float:
 
 def cost_line(pl) -> str:
     """The ``cost`` line of :meth:`Plan.explain` and :meth:`RNSPlan.explain <modlin.RNSPlan.explain>`."""
+    if empty_product(pl.shape):
+        return "  cost      : none (the product is empty)"
     where = "model" if pl.device == "cuda" else f"model, on {current_limits().threads} cores"
     return f"  cost      : about {pl.relative_cost():.2f} x one float64 GEMM of the same shape ({where})"
+
+
+def empty_product(shape: tuple[int, int, int]) -> str | None:
+    """What :meth:`Plan.explain` says of a product whose result has no entries (``m = 0``
+    or ``n = 0``), or None. :func:`modlin.matmul` returns such a result at once, so the
+    plan's GEMMs and passes never run (``k = 0`` is not empty: its result is a zero
+    matrix, written by one pass)."""
+    m, _, n = shape
+    if m and n:
+        return None
+    zero = " and ".join(f"{name} = 0" for name, size in (("m", m), ("n", n)) if size == 0)
+    return f"none: the product is empty ({zero}: the result is {m}x{n}), so no GEMM or element-wise pass runs"
 
 _SHAPES = ((1, 1), (1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (1, 4), (4, 1), (2, 3), (3, 2), (3, 3))
 
@@ -287,8 +302,11 @@ class Plan:
 
     def cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
         """Modelled time, in multiply-adds of a large fp64 GEMM on ``threads`` cores (default:
-        :func:`modlin.limits`' threads; the passes' share grows with them, see :func:`pass_scale`)."""
+        :func:`modlin.limits`' threads; the passes' share grows with them, see :func:`pass_scale`).
+        An empty product (``m = 0`` or ``n = 0``) costs 0: nothing of the schedule runs."""
         m, k, n = self.shape if shape is None else shape
+        if empty_product((m, k, n)):
+            return 0.0  # the words of the other operand would be priced, but are never made
         scale = device_pass_scale(self.device, threads)
         words = WORD_PASS * (self.u * m * k + self.v * k * n)
         gemm = self.gemm_cost((m, k, n))
@@ -347,6 +365,7 @@ class Plan:
             "(k * a_max * b_max + c_max <= L; c_max = 0: each GEMM writes a fresh array, reduced "
             f"to |x| <= {self.reductions[0].r_max} before it is added)",
             f"  variant   : {_VARIANT_TEXT[self.variant]}",
+            f"  schedule  : {empty_product(self.shape)}" if empty_product(self.shape) else
             f"  schedule  : {self.gemm_count()} GEMM call(s), "
             f"{sum(1 for op in self.schedule() if op[0] != 'gemm')} element-wise pass(es) for k = {k}",
             cost_line(self),
@@ -626,13 +645,76 @@ def _best_plan_on(p: int, m: int, k: int, n: int, engine, words, variant, device
     if engine is not None:
         get_engine(engine)
         relative_cost(engine, device)  # refuses an engine the device lacks
-    cands = candidates(p, (m, k, n), None if engine is None else (engine,), device, words, variant)
+    engines = None if engine is None else (engine,)
+    cands = candidates(p, (m, k, n), engines, device, words, variant)
     if not cands:
-        raise ValueError(
-            f"no exact plan for p = {p} with engine={engine!r}, words={words!r}, variant={variant!r}; "
-            "drop a restriction to let the planner choose"
-        )
+        raise ValueError(f"no exact plan for p = {p} with engine={engine!r}, words={words!r}, variant={variant!r}: "
+                         + _why_no_plan(p, (m, k, n), engines, device, words, variant))
     return min(cands, key=lambda c: (c.cost(threads=threads), c.u * c.v, c.variant != "horner"))
+
+
+def _why_no_plan(p: int, shape: tuple[int, int, int], engines: tuple[str, ...] | None, device: str,
+                 words: tuple[int, int] | None, variant: Variant | None) -> str:
+    """Why :func:`candidates` found no plan under these restrictions, engine by engine, and
+    what to do: the words that do have an exact plan here, or which restriction to drop.
+
+    A user who asked for ``words=`` needs the contract's numbers to see that more words
+    are the way out (a bare "no exact plan" sent them guessing); the bound that fails
+    is the same for every variant, ``1 * a_max * b_max + 0 > L`` with the largest words.
+    """
+    given = {what: x for what, x in (("engine", engines), ("words", words), ("variant", variant)) if x is not None}
+    engines = engines_on(device) if engines is None else engines
+    if words is not None and words not in _SHAPES:
+        return f"words must be one of {', '.join(map(str, _SHAPES))}; or leave words unset to let the planner choose"
+    reasons = []
+    for name in engines:
+        eng = ENGINES[name]
+        if p > eng.max_modulus:
+            reasons.append(f"the {name} engine holds residues modulo p <= {eng.max_modulus} only")
+            continue
+        if not eng.multiword and words not in (None, (1, 1)):
+            reasons.append(f"the {name} engine multiplies single words only, words=(1, 1)")
+            continue
+        if words is None:
+            reasons.append(f"the {name} engine has no exact plan with any words up to {_SHAPES[-1]}"
+                           + ("" if variant is None else f" and variant={variant!r}"))
+            continue
+        u, v = words
+        var = variant or "horner"
+        if var == "concat-b" and v == 1 or var == "concat-a" and u == 1:
+            side = "B" if var == "concat-b" else "A"
+            reasons.append(f"variant={var!r} concatenates the words of {side}, which needs more than one")
+            continue
+        pl = Plan(p, name, u, v, _best_shift(p // 2, u), _best_shift(p // 2, v), 1, var, shape, device)
+        lam, a, b = min(_lambdas(pl).values())
+        if lam < 1:
+            reasons.append(
+                f"the {name} engine breaks the exactness contract k * a_max * b_max + c_max <= L even for "
+                f"a block of lambda = 1: A as {u} word(s) in base 2**{pl.a_shift} and B as {v} in base "
+                f"2**{pl.b_shift} have words up to a_max = {a} and b_max = {b}, and 1 * {a} * {b} + 0 = "
+                f"{a * b} > L = {eng.L_text} (c_max = 0: each GEMM writes a fresh array)")
+            continue
+        try:
+            c_bound = pl.c_bound
+        except ValueError as exc:
+            reasons.append(f"with the {name} engine the accumulator is scaled by too many bits ({exc})")
+            continue
+        reasons.append(f"with the {name} engine the accumulator cannot hold two reduced values "
+                       f"(2 * {c_bound} > L = {eng.L_text})")
+    why = "; ".join(reasons)
+    exact = [] if words is None else [
+        s for s in _SHAPES if s in {(c.u, c.v) for c in candidates(p, shape, engines, device, None, variant)}]
+    if exact:
+        more = "more" if all(sum(s) > sum(words) for s in exact) else "other"
+        return (f"{why}. Use {more} words, e.g. words={exact[0]} (exact here: {', '.join(map(str, exact))}), "
+                "or leave words unset to let the planner choose")
+    # other words alone would not help: the fewest restrictions whose removal leaves a plan
+    for r in range(1, len(given) + 1):
+        for drop in itertools.combinations(given, r):
+            kept = {what: None if what in drop else x for what, x in given.items()}
+            if candidates(p, shape, kept.get("engine"), device, kept.get("words"), kept.get("variant")):
+                return f"{why}. Drop {' and '.join(f'{d}=' for d in drop)} to let the planner choose"
+    return f"{why}. Drop the restrictions to let the planner choose"
 
 
 def _check_modulus(p) -> int:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import replace
 from functools import lru_cache
 from typing import Literal
 
 from ._engines import get_engine, relative_cost
 from ._limits import current as current_limits, planning_threads
-from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus, pass_scale
+from ._plan import MAX_MODULUS, Plan, Variant, _best_plan, _check_modulus, empty_product, pass_scale
 from ._rnsplan import RNSPlan, as_moduli, rns_plan
 from ._tiles import FRESH_BYTE, POOL_SHARE
 
@@ -77,6 +78,8 @@ def plan(
     Returns
     -------
     Plan or RNSPlan
+        For an empty product (``m = 0`` or ``n = 0``), whose cost is 0 as
+        nothing of it runs, the plan chosen for one row or column.
 
     Raises
     ------
@@ -101,6 +104,13 @@ def plan(
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be a non-negative int, got {val!r}")
     m, k, n = int(m), int(k), int(n)
+    if empty_product((m, k, n)):
+        # nothing of an empty product runs, so every plan costs 0 and the ranking would be
+        # arbitrary (17 moduli of 8 bits where 5 of 25 serve): rank as for one row or
+        # column, which gives the plan a user reusing it (plan= takes any m and n) wants
+        pl = plan(p, max(m, 1), k, max(n, 1), engine=engine, algorithm=algorithm, words=words, variant=variant,
+                  moduli=moduli, device=device, threads=threads)
+        return replace(pl, shape=(m, k, n))
     threads = planning_threads(threads)
     if engine is not None:
         get_engine(engine)

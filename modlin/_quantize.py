@@ -523,6 +523,58 @@ def line_maxima(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return functools.reduce(np.logical_or, [f[0] for f in found]), functools.reduce(np.maximum, [f[1] for f in found])
 
 
+@njit
+def _spread_kernel(bits, rs, i0, i1, width, o0, s0, o1, s1, nparts, rowlines, top, total, count):  # pragma: no cover
+    """:func:`line_spread` of rows ``i0 .. i1`` of a panel, from the doubles' bits."""
+    for i in range(i0, i1):
+        row = bits[i * rs:]
+        for j in range(width):
+            line = i if rowlines else j
+            for p in range(nparts):
+                b = row[o0 + j * s0] if p == 0 else row[o1 + j * s1]
+                e = (b >> 52) & 2047  # the biased exponent: 0 for zeros and subnormals, 2047 for Inf, NaN
+                if b << 1 != 0 and e != 2047:
+                    top[line] = max(top[line], e)
+                    total[line] += e
+                    count[line] += 1
+
+
+def line_spread(x, axis: int):
+    """``(top, total, count)`` per row (``axis=1``) or column (``axis=0``) of ``x`` (float64 or
+    complex128; NumPy, CuPy or dask): the largest binary exponent of a nonzero finite part, the
+    sum of those exponents and their count (int64 vectors; subnormals count with the
+    smallest exponent). ``top - total / count`` is how far, in bits, a line's largest entry
+    stands above its typical one, which sets the default moduli of :mod:`modlin.ozaki`."""
+    from ._backend import is_cupy
+
+    if not isinstance(x, np.ndarray) or is_cupy(x):  # CuPy or dask: array expressions
+        xp = namespace(x) if is_cupy(x) else __import__("dask.array", fromlist=["array"])
+        ps = [x.real, x.imag] if x.dtype.kind == "c" else [x]
+        tops, totals, counts = [], [], []
+        for q in ps:
+            live = (q != 0) & xp.isfinite(q)
+            e = xp.where(live, xp.frexp(q)[1], 0).astype(np.int64)
+            tops.append(xp.where(live, e, -(2**40)).max(axis=axis))
+            totals.append(e.sum(axis=axis))
+            counts.append(live.sum(axis=axis).astype(np.int64))
+        return functools.reduce(xp.maximum, tops), sum(totals), sum(counts)
+    lines = x.shape[1 - axis]
+    p, flip = _panel(Panel(x, np.zeros(lines, dtype=np.int64), np.zeros(lines, dtype=bool), axis))
+    flat, rs, _, _, layout = p._layout()
+    rows, width = p.x.shape
+    (o0, s0, _), (o1, s1, _) = layout[0], layout[-1]
+    bits = flat.view(np.int64)
+
+    def slab(r):
+        top, total, count = np.full(lines, -(2**40), dtype=np.int64), np.zeros(lines, np.int64), np.zeros(lines, np.int64)
+        _spread_kernel(bits, rs, r.start, r.stop, width, o0, s0, o1, s1, len(layout), p.axis == 1, top, total, count)
+        return top, total, count
+
+    found = each_row(slab, rows, width)
+    return (functools.reduce(np.maximum, [f[0] for f in found]), sum(f[1] for f in found),
+            sum(f[2] for f in found))
+
+
 def line_stats(x: np.ndarray, ex: np.ndarray, bad: np.ndarray, axis: int, bars: np.ndarray | None = None):
     """What stage (a) takes of a NumPy piece ``x`` (float64 or complex128) of whole lines'
     exponents ``ex`` (rows, ``axis=1``; columns, ``axis=0``), in one pass:

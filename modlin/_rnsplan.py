@@ -19,7 +19,8 @@ import numpy as np
 from ._cuda import KMAX
 from ._engines import engines_on, get_engine
 from ._limits import current as current_limits, planning_threads
-from ._plan import CALIBRATION_THREADS, PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale
+from ._plan import (CALIBRATION_THREADS, PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale,
+                    empty_product)
 from ._rns import (CHUNK, MAX_RNS_MODULUS, Basis, cover_count, crt_scratch, fused_crt, int8_moduli, planned_range,
                    primes_below)
 from ._threads import MIN_ROWS
@@ -144,8 +145,11 @@ class RNSPlan:
 
     def cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
         """Modelled time in multiply-adds of a large fp64 GEMM on ``threads`` cores (default:
-        :func:`modlin.limits`' threads; see :func:`~modlin._plan.pass_scale`)."""
+        :func:`modlin.limits`' threads; see :func:`~modlin._plan.pass_scale`). An empty
+        product (``m = 0`` or ``n = 0``) costs 0: no residue, GEMM or CRT is computed."""
         m, k, n = self.shape if shape is None else shape
+        if empty_product((m, k, n)):
+            return 0.0
         N = len(self.moduli)
         sub_scale = device_pass_scale(self.device, threads)  # what the moduli' plans charge a pass
         # the largest modulus has the smallest block: its plan bounds every other's cost
@@ -373,7 +377,8 @@ class RNSPlan:
             f"M has {basis.M.bit_length()} bits >= 2*bound + 2",
             "  products  : " + "; ".join(f"{e} ({u},{v})-product" for e, u, v in kinds)
             + (" on the GPU" if self.device == "cuda" else "")
-            + f", {self.gemm_count()} GEMM call(s) in all",
+            + (f"; {empty_product(self.shape)}" if empty_product(self.shape)
+               else f", {self.gemm_count()} GEMM call(s) in all"),
             cost_line(self),
             f"  tiles     : {self.tiling().describe('whose residues add up before one CRT per tile')}",
         ]

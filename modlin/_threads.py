@@ -17,11 +17,15 @@ two threads even before the passes are counted.
 (reference-counted, so nested and concurrent regions restore it once, when the
 last one ends). :func:`run` maps a function over slabs on a shared pool, the
 caller taking the first slab; pool tasks never wait on other tasks, so
-products started from several Python threads at once cannot deadlock.
+products started from several Python threads at once cannot deadlock. Each
+task runs in a copy of the caller's :mod:`contextvars` context, so that it sees
+the caller's :func:`modlin.limits` (the pool's threads are shared by every
+product of the process, and limits are per context).
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -173,12 +177,14 @@ def _inside(fn, item):
 def run(fn: Callable[[T], object], items: Sequence[T]) -> list:
     """``[fn(item) for item in items]``, the items in parallel (the first on this thread).
 
+    Every item runs under this thread's :func:`modlin.limits` (in a copy of its context).
     An exception in any item is raised here, after every item has finished.
     """
     if len(items) <= 1:
         return [fn(item) for item in items]
     pool = _executor(len(items) - 1)
-    futures = [pool.submit(_inside, fn, item) for item in items[1:]]
+    # one copy of the context per task: a context runs on one thread at a time
+    futures = [pool.submit(contextvars.copy_context().run, _inside, fn, item) for item in items[1:]]
     try:
         first = _inside(fn, items[0])
     finally:

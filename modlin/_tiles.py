@@ -334,6 +334,9 @@ class _Pool:
         self._deadline: float | None = None  # when idle buffers beyond the share go
         self._decayer: threading.Thread | None = None
         self._busy = 0  # products inside :meth:`holding`
+        # the budget where the last array died, for the background trim: limits are per
+        # thread (contextvars context), and that thread has none of its own (modlin._limits)
+        self._budget = 0
 
     @contextmanager
     def holding(self) -> Iterator[None]:
@@ -384,7 +387,8 @@ class _Pool:
         """An array handed out is being finalised (``dying``: its buffer's id): keep idle
         buffers up to the budget, and those beyond its share for :data:`POOL_DECAY` seconds."""
         with self._lock:
-            self._trim(current_limits().memory, dying)
+            self._budget = current_limits().memory
+            self._trim(self._budget, dying)
             self._deadline = time.monotonic() + POOL_DECAY
             if self._decayer is None:
                 self._decayer = threading.Thread(target=self._decay, name="modlin-pool", daemon=True)
@@ -392,12 +396,12 @@ class _Pool:
 
     def _decay(self) -> None:
         """The background thread: once the deadline passes with no array dying since, trim
-        idle buffers to the share of the budget, and end."""
+        idle buffers to the share of the budget (that of the last array to die), and end."""
         while True:
             with self._lock:
                 left = POOL_DECAY if self._busy else self._deadline - time.monotonic()
                 if left <= 0:
-                    self._trim()
+                    self._trim(int(self._budget * POOL_SHARE))
                     self._decayer = None
                     return
             time.sleep(left)

@@ -52,7 +52,16 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
     same size; a ``check x check`` corner of it is compared with exact Python
     integers (a full oracle at n = 512 would take minutes). Returns the number
     of mismatches (0 when everything is exact).
+
+    Raises
+    ------
+    ValueError
+        If ``n < 1`` or ``check < 1``: an empty corner checks nothing, and its
+        "exact" would claim what was never compared.
     """
+    for name, size in (("n", n), ("check", check)):
+        if size < 1:
+            raise ValueError(f"demo needs {name} >= 1 (got {name} = {size}): an empty product checks nothing")
     rng = np.random.default_rng(seed)
     x = rng.random((n, n))
     y = rng.random((n, n))
@@ -77,6 +86,17 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
     return failures
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1 (``demo -n 0`` would check nothing and call it exact)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}: an empty product checks nothing")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``modlin`` command's argument parser (docs/reference.rst describes every option)."""
     from . import __version__
@@ -88,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     p_demo = sub.add_parser("demo", help="multiply random matrices mod several primes and check them")
-    p_demo.add_argument("-n", type=int, default=512, help="matrix size (default 512)")
+    p_demo.add_argument("-n", type=_positive_int, default=512, help="matrix size, at least 1 (default 512)")
 
     p_plan = sub.add_parser("plan", help="print the plan for a product and why it was chosen")
     p_plan.add_argument("p", type=int, help="modulus")

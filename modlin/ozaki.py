@@ -38,7 +38,7 @@ from ._rns import Basis, int8_moduli
 from ._tiles import budget, choose, holding, pair_count, progress, run, square
 from .gaussian import _twom_primes, _why_not_twom, twom_moduli
 
-__all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "AccuracyWarning"]
+__all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "spread_bits", "AccuracyWarning"]
 
 MODES = ("fast", "accurate")
 ENGINES = ("auto", "int8", "fp64")
@@ -56,15 +56,77 @@ FP64_MODULUS_BITS = 21
 DEFAULT_BITS = 124
 
 
-def default_bits(k: int) -> float:
+#: Wide exponent ranges: where the largest entry of a row of ``A`` (column of ``B``) stands
+#: ``L_A`` (``L_B``) bits above the line's typical entry (its nonzero exponents' mean, the
+#: most over the lines; :func:`spread_bits`), the scaling truncates entries that numpy
+#: keeps, and the default ``M`` grows by ``L_A + L_B - SPREAD_FREE`` bits. Measured on
+#: GEMMul8's inputs ``(rand - 0.5) * exp(phi * randn)``, 12 x 300 @ 300 x 10 and
+#: 40 x 1000 @ 1000 x 30 (three seeds each) and 8 x 3000 @ 3000 x 8 (one), real and
+#: complex, phi = 1.5 ... 6, fp64 and int8 moduli (196 cases, 2026-12-06): the fewest
+#: moduli whose componentwise error (against an exact oracle) was no larger than
+#: numpy.matmul's always reached ``L_A + L_B - 27.5`` bits beyond the default, none was
+#: needed below ``L_A + L_B = 29`` (phi = 2 gives 21 to 30, phi = 6 about 75), and as
+#: many as 6 int8 moduli more at phi = 6. 20 keeps 7.5 bits of margin.
+SPREAD_FREE = 20
+#: Beyond ``2 * G_MAX`` bits of ``M`` (plus ``log2 k``) the scaling keeps no more bits of any
+#: line: 54 more than the default at ``k <= 1024``.
+SPREAD_CAP = 2 * _quantize.G_MAX + 10 - DEFAULT_BITS
+
+
+def default_bits(k: int, spread: int = 0) -> float:
     """``log2`` of the smallest ``M`` the default moduli reach for inner dimension ``k``:
-    ``124 + log2(k / 1024)`` for ``k > 1024``, 124 below."""
-    return DEFAULT_BITS + max(0.0, math.log2(max(k, 1) / 1024))
+    ``124 + log2(k / 1024)`` for ``k > 1024``, 124 below, plus ``spread`` bits
+    (:func:`spread_bits`) for inputs spanning wide exponent ranges."""
+    return DEFAULT_BITS + spread + max(0.0, math.log2(max(k, 1) / 1024))
 
 
-def _enough(M: int, k: int) -> bool:
-    """``M >= 2**default_bits(k)``, decided in integers."""
-    return M * 1024 >= 2**DEFAULT_BITS * max(k, 1024)
+def _enough(M: int, k: int, spread: int = 0) -> bool:
+    """``M >= 2**default_bits(k, spread)``, decided in integers."""
+    return M * 1024 >= 2 ** (DEFAULT_BITS + spread) * max(k, 1024)
+
+
+def _line_spread(x, axis: int) -> float:
+    """The most, over the rows (``axis=1``) or columns (``axis=0``) of ``x``'s matrices, by which
+    a line's largest exponent exceeds its exponents' mean (0 for empty operands)."""
+    if x.size == 0:
+        return 0.0
+    if x.ndim == 1:
+        x = x[np.newaxis, :] if axis == 1 else x[:, np.newaxis]
+    stats = [_quantize.line_spread(x[idx], axis) for idx in np.ndindex(*x.shape[:-2])]
+    if is_dask(x):
+        import dask
+
+        (stats,) = dask.compute(stats)
+    most = 0.0
+    for top, total, count in stats:
+        live = count > 0
+        if int(live.sum()):
+            most = max(most, float((top[live] - total[live] / count[live]).max()))
+    return most
+
+
+def spread_bits(A, B=None) -> int:
+    """Extra bits of ``M`` the default moduli take for ``A @ B`` (``A @ A^H`` when ``B`` is None):
+    ``ceil(L_A + L_B - SPREAD_FREE)`` within ``[0, SPREAD_CAP]``, where ``L_A`` is the most by
+    which a row's largest binary exponent exceeds the mean exponent of its nonzero entries
+    (``L_B`` the same over the columns of ``B``). Well-scaled inputs take none: Gaussian
+    entries have ``L`` about 2 a side, GEMMul8's ``phi = 2`` inputs 10 to 15, ``phi = 6``
+    ones about 37 (which then take up to 54 bits more, 3 fp64 or 7 int8 moduli).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from modlin import ozaki
+    >>> rng = np.random.default_rng(0)
+    >>> ozaki.spread_bits(rng.standard_normal((50, 300)), rng.standard_normal((300, 40)))
+    0
+    >>> wide = (rng.random((50, 300)) - 0.5) * np.exp(6 * rng.standard_normal((50, 300)))
+    >>> ozaki.spread_bits(wide, wide.T) > 30
+    True
+    """
+    la = _line_spread(A, 1)
+    lb_ = la if B is None else _line_spread(B, 0)
+    return int(min(max(math.ceil(la + lb_ - SPREAD_FREE), 0), SPREAD_CAP))
 
 
 class AccuracyWarning(RuntimeWarning):
@@ -99,7 +161,7 @@ def _pool(engine: str, kind: str, algorithm: str) -> list[tuple[int, str]]:
 
 
 def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
-               algorithm: str = "auto", k: int = 1024) -> tuple[tuple[int, ...], tuple[str, ...]]:
+               algorithm: str = "auto", k: int = 1024, spread: int = 0) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The moduli an Ozaki product would use, and the algorithm for each.
 
     Parameters
@@ -111,6 +173,10 @@ def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
     k : int
         The inner dimension: the default count grows by one bit of ``M`` per
         doubling of ``k`` beyond 1024.
+    spread : int
+        Extra bits of ``M`` for operands spanning wide exponent ranges: what
+        :func:`spread_bits` gives for the operands, which the products add to
+        their default count.
 
     Returns
     -------
@@ -129,11 +195,14 @@ def moduli_for(kind: str = "complex", *, engine: str = "auto", moduli=None,
     """
     if kind not in ("real", "complex", "syrk"):
         raise ValueError(f"kind must be 'real', 'complex' or 'syrk', got {kind!r}")
-    mods = _resolve(kind, engine, moduli, algorithm, k=k)
+    if isinstance(spread, bool) or not isinstance(spread, numbers.Integral) or spread < 0:
+        raise ValueError(f"spread must be a non-negative int (bits), got {spread!r}")
+    mods = _resolve(kind, engine, moduli, algorithm, k=k, spread=int(spread))
     return mods.moduli, mods.algorithms
 
 
-def _resolve(kind: str, engine: str, moduli, algorithm: str, gpu: bool = False, k: int = 1024) -> _Moduli:
+def _resolve(kind: str, engine: str, moduli, algorithm: str, gpu: bool = False, k: int = 1024,
+             spread: int = 0) -> _Moduli:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if algorithm not in ALGORITHMS:
@@ -146,15 +215,15 @@ def _resolve(kind: str, engine: str, moduli, algorithm: str, gpu: bool = False, 
         raise ValueError("on CuPy arrays ozaki runs on the int8 engine (tensor cores); "
                          "use engine='int8' or 'auto'")
     if moduli is None or isinstance(moduli, numbers.Integral):
-        return _counted(kind, engine, algorithm, moduli, k)
+        return _counted(kind, engine, algorithm, moduli, k, spread)
     return _listed(kind, engine, algorithm, moduli)
 
 
-def _counted(kind: str, engine: str, algorithm: str, count, k: int) -> _Moduli:
+def _counted(kind: str, engine: str, algorithm: str, count, k: int, spread: int = 0) -> _Moduli:
     pool = _pool(engine, kind, algorithm)
     if count is None:
         prod, count = 1, 0
-        while not _enough(prod, k):
+        while not _enough(prod, k, spread) and (count < len(pool) or not _enough(prod, k)):
             prod *= pool[count][0]
             count += 1
     if isinstance(count, bool) or int(count) < 1:
@@ -391,9 +460,12 @@ def _scalar(x, name: str, complex_: bool):
     return complex(x) if complex_ else float(x)
 
 
-def _operands(fn: str, C, c, **operands):
+def _operands(fn: str, C, c, overwrite_c, **operands):
     """The operands after the front-door checks, and ``C`` (or ``c``, scipy.linalg.blas's
-    spelling of it: one of the two)."""
+    spelling of it: one of the two). ``overwrite_c`` is scipy's permission to reuse ``c``'s
+    memory, which modlin never takes (inputs are never modified): checked, then ignored."""
+    if not isinstance(overwrite_c, (bool, np.bool_, numbers.Integral)) or overwrite_c not in (0, 1):
+        raise TypeError(f"{fn}: overwrite_c must be a bool (0 or 1, as in scipy.linalg.blas), got {overwrite_c!r}")
     if c is not None:
         if C is not None:
             raise TypeError(f"{fn}: C and c are one argument (c is scipy.linalg.blas's spelling): pass one of them")
@@ -511,13 +583,29 @@ def _engine(fn: str, A, B, C):
                                                                                   _warn_lost), A, B
 
 
+def _default_spread(moduli, a, b=None) -> int:
+    """:func:`spread_bits` of the operands when the default count is in force, else 0."""
+    return spread_bits(a, b) if moduli is None else 0
+
+
+def _moduli(kind: str, engine: str, moduli, algorithm: str, gpu: bool, k: int, a, b=None):
+    """The moduli of a product, as a function to call when it is computed: the arguments are
+    checked now (at the front door, before any operand is read), the operands' exponent
+    spread (:func:`spread_bits`, a pass over each) read only when the default count needs it
+    and the product runs (a lazy dask product reads its chunks then, not here)."""
+    mods = _resolve(kind, engine, moduli, algorithm, gpu=gpu, k=k)
+    if moduli is not None:
+        return lambda: mods
+    return lambda: _resolve(kind, engine, None, algorithm, gpu=gpu, k=k, spread=spread_bits(a, b))
+
+
 def _on_gpu(x) -> bool:
     """Whether the operand's (or its chunks') array lives on a GPU."""
     return is_cupy(x._meta if is_dask(x) else x)
 
 
 def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
-          C=None, trans_a=0, trans_b=0, c=None) -> np.ndarray:
+          C=None, trans_a=0, trans_b=0, c=None, overwrite_c=False) -> np.ndarray:
     """``alpha * A @ B + beta * C`` in float64, the product emulated on exact integer GEMMs.
 
     Ozaki scheme II: rows of ``A`` and columns of ``B`` are scaled by powers
@@ -530,7 +618,10 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     A, B : array_like
         Real matrices with :func:`numpy.matmul`'s shape rules (stacks
         broadcast, 1-D operands promoted). Integer, boolean and other float
-        dtypes are converted to float64 as NumPy would; complex input is
+        dtypes are rounded to float64 first, as :mod:`scipy.linalg.blas`
+        does (``numpy.asarray(A, dtype=numpy.float64)``: longdouble entries
+        and integers beyond ``2**53`` lose their low bits there, where
+        :func:`numpy.matmul` would keep longdouble); complex input is
         refused (use :func:`zgemm`). Or ``dask.array.Array`` s (one or both,
         or ``C``): the scales are computed at once by dask reductions, the
         product is a lazy dask array with the in-memory call's bits
@@ -540,8 +631,10 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
         (pairwise coprime, below ``2**26``; at most 256 for int8). The default
         is the fewest whose product reaches ``2**124`` (one bit more per
         doubling of ``k`` past 1024): 16 int8 moduli (256, 255, 253, ...) or
-        6 fp64 ones (primes below ``2**21``) at ``k = 1024``, no less accurate
-        than native double GEMMs on inputs like GEMMul8's tests.
+        6 fp64 ones (primes below ``2**21``) at ``k = 1024``; more where the
+        operands span wide exponent ranges (:func:`spread_bits`, one pass
+        over each operand), so that it is no less accurate than native
+        double GEMMs on inputs like GEMMul8's tests (``phi`` = 0 to 6).
     mode : {"fast", "accurate"}
         How the scales are chosen. "fast" bounds ``sum_k |A'_ik||B'_kj|`` by
         the norms of row ``i`` and column ``j`` (Cauchy-Schwarz); "accurate"
@@ -563,6 +656,10 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
         transposed in their last two axes; 1-D operands are not transposed.
     c : array_like, optional
         scipy.linalg.blas's name for ``C``: pass one of the two.
+    overwrite_c : bool, optional
+        Accepted as :mod:`scipy.linalg.blas` does, where it only *permits*
+        reusing ``c``'s memory; modlin never modifies its inputs, so the
+        result is always a new array and ``C`` is unchanged.
 
     Returns
     -------
@@ -614,19 +711,19 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     array([[10., 14.],
            [14., 20.]])
     """
-    (A, B), C = _operands("modlin.ozaki.dgemm", C, c, A=A, B=B)
+    (A, B), C = _operands("modlin.ozaki.dgemm", C, c, overwrite_c, A=A, B=B)
     ta, tb = trans_code(trans_a, "trans_a"), trans_code(trans_b, "trans_b")
     _check_mode(mode)
     xp, gemm, A, B = _engine("modlin.ozaki.dgemm", A, B, C)
     a, b = _op(_as_float(A, "A", False), ta), _op(_as_float(B, "B", False), tb)
     (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
-    mods = _resolve("real", engine, moduli, "auto", gpu=_on_gpu(a), k=k)
-    return _blas(lambda epilogue: gemm(a, b, mods, mode, np.float64, epilogue), xp, shape, full,
+    mods = _moduli("real", engine, moduli, "auto", _on_gpu(a), k, a, b)
+    return _blas(lambda epilogue: gemm(a, b, mods(), mode, np.float64, epilogue), xp, shape, full,
                  np.float64, alpha, beta, C, False)
 
 
 def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
-          alpha=1.0, beta=0.0, C=None, trans_a=0, trans_b=0, c=None) -> np.ndarray:
+          alpha=1.0, beta=0.0, C=None, trans_a=0, trans_b=0, c=None, overwrite_c=False) -> np.ndarray:
     """``alpha * A @ B + beta * C`` in complex128, the product emulated on exact integer GEMMs.
 
     As :func:`dgemm`, with real and imaginary parts sharing each row's and
@@ -639,12 +736,14 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     ----------
     A, B : array_like
         Complex (or real, converted) matrices with :func:`numpy.matmul`'s
-        shape rules; or dask arrays, as for :func:`dgemm`.
+        shape rules, rounded to complex128 first (clongdouble too, as
+        :mod:`scipy.linalg.blas` does); or dask arrays, as for :func:`dgemm`.
     moduli : int or sequence of int, optional
         A count of the engine's moduli or the moduli themselves. The default
         is the fewest whose product reaches ``2**124`` (one bit more per
         doubling of ``k`` past 1024): 17 int8 2M moduli (241, 233, 229, ...)
-        or 6 fp64 primes ``1 (mod 4)`` below ``2**21`` at ``k = 1024``.
+        or 6 fp64 primes ``1 (mod 4)`` below ``2**21`` at ``k = 1024``; more
+        for operands spanning wide exponent ranges, as for :func:`dgemm`.
     mode : {"fast", "accurate"}
         As for :func:`dgemm`.
     algorithm : {"auto", "2m", "3m", "4m", "hybrid"}
@@ -664,6 +763,10 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
         ``X.T`` (1) or the conjugate transpose ``X.conj().T`` (2).
     c : array_like, optional
         scipy.linalg.blas's name for ``C``: pass one of the two.
+    overwrite_c : bool, optional
+        Accepted as :mod:`scipy.linalg.blas` does, where it only *permits*
+        reusing ``c``'s memory; modlin never modifies its inputs, so the
+        result is always a new array and ``C`` is unchanged.
 
     Returns
     -------
@@ -688,14 +791,14 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     >>> ozaki.zgemm(A, A, trans_b=2)  # A @ A^H, the squared norm of the row
     array([[15.+0.j]])
     """
-    (A, B), C = _operands("modlin.ozaki.zgemm", C, c, A=A, B=B)
+    (A, B), C = _operands("modlin.ozaki.zgemm", C, c, overwrite_c, A=A, B=B)
     ta, tb = trans_code(trans_a, "trans_a"), trans_code(trans_b, "trans_b")
     _check_mode(mode)
     xp, gemm, A, B = _engine("modlin.ozaki.zgemm", A, B, C)
     a, b = _op(_as_float(A, "A", True), ta), _op(_as_float(B, "B", True), tb)
     (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
-    mods = _resolve("complex", engine, moduli, algorithm, gpu=_on_gpu(a), k=k)
-    return _blas(lambda epilogue: gemm(a, b, mods, mode, np.complex128, epilogue), xp, shape, full,
+    mods = _moduli("complex", engine, moduli, algorithm, _on_gpu(a), k, a, b)
+    return _blas(lambda epilogue: gemm(a, b, mods(), mode, np.complex128, epilogue), xp, shape, full,
                  np.complex128, alpha, beta, C, True)
 
 
@@ -703,7 +806,7 @@ def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_, trans: int):
     a = _op(_as_float(A, "A", complex_), trans)
     if a.ndim != 2:
         raise ValueError(f"A must be a matrix (2-D), got {a.ndim} dimensions")
-    mods = _resolve(kind, engine, moduli, algorithm, gpu=is_cupy(a), k=a.shape[1])
+    mods = _moduli(kind, engine, moduli, algorithm, is_cupy(a), a.shape[1], a)
     n, k = a.shape
     shape = (n, n)
     dtype = np.complex128 if complex_ else np.float64
@@ -715,14 +818,14 @@ def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_, trans: int):
             out[...] = 0
             epilogue(out, ...)
         else:
-            _herk2d(a, mods, mode, out, lambda tile, rows, cols: epilogue(tile, (rows, cols)))
+            _herk2d(a, mods(), mode, out, lambda tile, rows, cols: epilogue(tile, (rows, cols)))
         return out
 
     return shape, compute
 
 
 def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0, beta=0.0,
-          C=None, trans=0, lower=None, c=None) -> np.ndarray:
+          C=None, trans=0, lower=None, c=None, overwrite_c=False) -> np.ndarray:
     """``alpha * A @ A.T + beta * C`` in float64, emulated with half of a GEMM's work.
 
     Rows of ``A`` are scaled alike on both sides, so the result is exactly
@@ -749,6 +852,10 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
         there when ``c`` is given).
     c : array_like, optional
         scipy.linalg.blas's name for ``C``: pass one of the two.
+    overwrite_c : bool, optional
+        Accepted as :mod:`scipy.linalg.blas` does, where it only *permits*
+        reusing ``c``'s memory; modlin never modifies its inputs, so the
+        result is always a new array and ``C`` is unchanged.
 
     Returns
     -------
@@ -772,7 +879,7 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
            [ 1.5 ,  5.  ,  2.  ],
            [ 5.  ,  2.  , 25.  ]])
     """
-    (A,), C = _operands("modlin.ozaki.dsyrk", C, c, A=A)
+    (A,), C = _operands("modlin.ozaki.dsyrk", C, c, overwrite_c, A=A)
     t = trans_code(trans)
     _check_mode(mode)
     xp = namespace(A, C)
@@ -781,7 +888,7 @@ def dsyrk(A, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=1.0
 
 
 def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine: str = "auto",
-          alpha=1.0, beta=0.0, C=None, trans=0, lower=None, c=None) -> np.ndarray:
+          alpha=1.0, beta=0.0, C=None, trans=0, lower=None, c=None, overwrite_c=False) -> np.ndarray:
     """``alpha * A @ A^H + beta * C`` in complex128, emulated with one real GEMM per 2M modulus.
 
     Modulo ``q`` with ``s**2 = -1``, ``X = (A_r + s A_i)(A_r - s A_i)^T`` is
@@ -808,6 +915,10 @@ def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine
         lower / upper triangle, the other one zero.
     c : array_like, optional
         scipy.linalg.blas's name for ``C``: pass one of the two.
+    overwrite_c : bool, optional
+        Accepted as :mod:`scipy.linalg.blas` does, where it only *permits*
+        reusing ``c``'s memory; modlin never modifies its inputs, so the
+        result is always a new array and ``C`` is unchanged.
 
     Returns
     -------
@@ -827,7 +938,7 @@ def zherk(A, *, moduli=None, mode: str = "fast", algorithm: str = "auto", engine
     array([[2.+0.j, 2.-2.j],
            [0.+0.j, 5.+0.j]])
     """
-    (A,), C = _operands("modlin.ozaki.zherk", C, c, A=A)
+    (A,), C = _operands("modlin.ozaki.zherk", C, c, overwrite_c, A=A)
     t = trans_code(trans)
     if t == 1:
         raise ValueError("zherk computes A @ A^H (trans=0 or 'N') or A^H @ A (trans=2 or 'C'); "

@@ -54,6 +54,26 @@ def test_unparsable_arguments_exit_code_2(argv, capsys):
     assert "usage" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("n", ["0", "-3"])
+def test_demo_refuses_empty_sizes(n, capsys):
+    """demo -n 0 used to check a 0x0 corner and call it exact."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(["demo", "-n", n])
+    assert info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"argument -n: must be at least 1, got {int(n)}" in err
+    with pytest.raises(ValueError, match="demo needs check >= 1"):
+        cli.demo(n=4, check=0, out=io.StringIO())
+
+
+def test_plan_of_an_empty_product_costs_nothing(capsys):
+    rc = cli.main(["plan", "65521", "--shape", "0", "5", "5"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    assert "cost      : none (the product is empty)" in out and "625" not in out
+    assert "the product is empty (m = 0: the result is 0x5), so no GEMM or element-wise pass runs" in out
+
+
 def test_demo_is_exact():
     buf = io.StringIO()
     failures = cli.demo(n=64, check=16, seed=3, out=buf)

@@ -466,7 +466,8 @@ def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels)
     A[7, 3] = np.nan
     args = (gpu(A),) if symmetric else (gpu(A), gpu(B))
     kind = "syrk" if fn is ozaki.dsyrk else ("complex" if complex_ else "real")
-    mods = ozaki._resolve(kind, "int8", kw.get("moduli"), kw.get("algorithm", "auto"), gpu=True, k=k)
+    mods = ozaki._resolve(kind, "int8", kw.get("moduli"), kw.get("algorithm", "auto"), gpu=True, k=k,
+                          spread=ozaki._default_spread(kw.get("moduli"), A, B))
     shape = (m, k, m if symmetric else n)
     cp = sys.modules["cupy"]
 
@@ -489,7 +490,7 @@ def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels)
 def test_ozaki_gpu_working_memory_within_the_model(gpu, rng):
     # the stand-in allocates host memory where CuPy would allocate device memory: traced
     Z, W = _phi_matrix(rng, (160, 150), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
-    mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150)
+    mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150, spread=ozaki.spread_bits(Z, W))
     cp = sys.modules["cupy"]
     for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False, cp)[0])[1:]:
         _device_memory(t.budget)

@@ -422,9 +422,47 @@ def test_dgemm_trans_matches_scipy_and_the_explicit_transpose(real):
     assert np.allclose(with_c, blas.dgemm(1.0, A, B, beta=2.0, c=Cm, trans_a=1), rtol=1e-14, atol=1e-14)
     with pytest.raises(TypeError, match="C and c are one argument"):
         ozaki.dgemm(A, B, trans_a=1, beta=1.0, C=Cm, c=Cm)
-    for bad in (3, -1, "X", 1.0, True, None):
+    for bad in (3, -1, "X", 1.5, 3.0, None, [1]):
         with pytest.raises(ValueError, match="trans_a must be 0, 1, 2"):
             ozaki.dgemm(A, B, trans_a=bad)
+    # scipy's wrappers take bools and integral floats: so does modlin
+    for same in (True, 1.0, np.int8(1), np.True_):
+        assert np.array_equal(ozaki.dgemm(A, B, trans_a=same), got)
+    assert np.array_equal(ozaki.dgemm(A.T.copy(), B, trans_a=False), got)
+
+
+def test_scipy_calls_port_with_every_keyword(rng):
+    """Each of scipy.linalg.blas's calls, every keyword spelled as scipy spells it, gives
+    scipy's result (within rounding) once alpha moves to a keyword; overwrite_c never
+    modifies c."""
+    A, B = rng.standard_normal((4, 3)), rng.standard_normal((4, 5))
+    Z, W = A + 1j * rng.standard_normal((4, 3)), B + 1j * rng.standard_normal((4, 5))
+    c = rng.standard_normal((3, 5))
+    cz = c + 1j * rng.standard_normal((3, 5))
+    s3, h4 = rng.standard_normal((3, 3)), rng.standard_normal((4, 4))
+    h4 = h4 + h4.T + 0j
+    calls = [
+        (ozaki.dgemm(A, B, alpha=2.0, beta=0.5, c=c.copy(), trans_a=True, trans_b=False, overwrite_c=1),
+         blas.dgemm(2.0, A, B, beta=0.5, c=c.copy(), trans_a=True, trans_b=False, overwrite_c=1)),
+        (ozaki.zgemm(Z, W, alpha=1 - 2j, beta=0.5j, c=cz.copy(), trans_a=2, overwrite_c=True),
+         blas.zgemm(1 - 2j, Z, W, beta=0.5j, c=cz.copy(), trans_a=2, overwrite_c=True)),
+        (ozaki.dsyrk(A, alpha=3.0, beta=1.0, c=s3.copy(), trans=1, lower=1, overwrite_c=0),
+         np.tril(blas.dsyrk(3.0, A, beta=1.0, c=s3.copy(), trans=1, lower=1, overwrite_c=0))),
+        (ozaki.zherk(Z, alpha=0.5, beta=2.0, c=h4.copy(), trans=0, lower=0, overwrite_c=1),
+         np.triu(blas.zherk(0.5, Z, beta=2.0, c=h4.copy(), trans=0, lower=0, overwrite_c=1))),
+    ]
+    for got, want in calls:
+        assert np.allclose(got, want, rtol=1e-13, atol=1e-13), (got, want)
+    # overwrite_c: c is read, never written
+    keep = c.copy()
+    ozaki.dgemm(A, B, beta=1.0, c=c, trans_a=1, overwrite_c=True)
+    assert np.array_equal(c, keep)
+    with pytest.raises(TypeError, match="overwrite_c must be a bool"):
+        ozaki.dgemm(A, B, trans_a=1, overwrite_c="yes")
+    # longdouble is rounded to float64 first, as scipy rounds it
+    L = A.astype(np.longdouble) + np.longdouble(2) ** -60
+    assert np.array_equal(ozaki.dgemm(L, B, trans_a=1), ozaki.dgemm(L.astype(np.float64), B, trans_a=1))
+    assert blas.dgemm(1.0, L, B, trans_a=1).dtype == ozaki.dgemm(L, B, trans_a=1).dtype == np.float64
 
 
 def test_zgemm_conjugate_transpose(rng):

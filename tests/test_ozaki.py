@@ -265,6 +265,56 @@ def test_default_moduli_no_worse_than_numpy(kind, phi, engine, mode):
         f"{engine}/{mode} error / numpy's error = {', '.join(f'{r:.2f}' for r in ratios)} (phi = {phi}, {kind})")
 
 
+@pytest.mark.parametrize("kind", ["real", "complex"])
+@pytest.mark.parametrize("phi", [2.5, 3.0, 4.0, 5.0, 6.0])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_default_moduli_no_worse_than_numpy_on_wide_exponent_ranges(kind, phi, engine):
+    # GEMMul8's inputs past phi = 2: the moduli grow with the operands' exponent spread
+    # (spread_bits). 16 int8 moduli once lost to numpy by 7x at phi = 3 and 11x at phi = 4.
+    ratios = []
+    for seed in range(2):
+        rng = np.random.default_rng([seed, int(phi * 2), kind == "complex", 2026])
+        A, B = gemmul8(rng, (12, 300), phi, kind == "complex"), gemmul8(rng, (300, 10), phi, kind == "complex")
+        P = exact(A, B)
+        native = max_relerr(A @ B, P)
+        for mode in MODES:
+            ratios.append(max_relerr(emulate(kind, A, B, engine=engine, mode=mode), P) / native)
+    assert max(ratios) <= 1.0, (phi, kind, engine, ratios)
+
+
+def test_spread_bits():
+    rng = np.random.default_rng(7)
+    g = rng.standard_normal((40, 200))
+    assert ozaki.spread_bits(g, g.T) == 0 == ozaki.spread_bits(g)  # well scaled: the plain default
+    bits = [ozaki.spread_bits(gemmul8(rng, (40, 200), phi)) for phi in (0.0, 2.0, 4.0, 6.0)]
+    assert bits[0] == 0 and bits == sorted(bits) and bits[-1] > 30, bits
+    # L_A is the most, over the rows, of (top exponent - mean exponent of the nonzero entries)
+    x = np.array([[2.0**40, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    assert ozaki._line_spread(x, 1) == pytest.approx(40 - 40 / 3)
+    assert ozaki.spread_bits(x, np.ones((4, 2))) == math.ceil(40 - 40 / 3 - ozaki.SPREAD_FREE)
+    # capped where the scaling keeps no more bits; empty operands and zeros spread nothing
+    wide = np.array([[2.0**1000] + [2.0**-1000] * 9])
+    assert ozaki.spread_bits(wide, wide.T) == ozaki.SPREAD_CAP
+    assert ozaki.spread_bits(np.zeros((3, 0)), np.zeros((0, 2))) == 0 == ozaki.spread_bits(np.zeros((2, 2)))
+    # stacks and vectors: the widest matrix counts
+    assert ozaki.spread_bits(np.stack([g, wide.repeat(20, axis=1)[:, :200].repeat(40, axis=0)]), g.T) > 0
+    assert ozaki.spread_bits(wide[0], wide[0]) == ozaki.SPREAD_CAP
+    # the count a product uses: moduli_for with its spread; the pool bounds it, never an error
+    for kind, engine in [("real", "fp64"), ("real", "int8"), ("complex", "int8"), ("syrk", "int8")]:
+        plain = ozaki.moduli_for(kind, engine=engine, k=300)[0]
+        more = ozaki.moduli_for(kind, engine=engine, k=300, spread=30)[0]
+        assert more[:len(plain)] == plain and math.prod(more) >= 2**154 > math.prod(more[:-1])
+        ozaki.moduli_for(kind, engine=engine, k=2**17, spread=ozaki.SPREAD_CAP)
+    assert len(ozaki.moduli_for("complex", engine="int8", algorithm="2m", k=2**17, spread=54)[0]) == 22
+    with pytest.raises(ValueError, match="spread must be"):
+        ozaki.moduli_for("real", spread=-1)
+    # the product takes it: with the default, a phi = 6 product equals the explicit count
+    A, B = gemmul8(rng, (6, 100), 6.0), gemmul8(rng, (100, 5), 6.0)
+    mods = ozaki.moduli_for("real", k=100, spread=ozaki.spread_bits(A, B))[0]
+    assert len(mods) > len(ozaki.moduli_for("real", k=100)[0])
+    assert np.array_equal(ozaki.dgemm(A, B), ozaki.dgemm(A, B, moduli=list(mods)))
+
+
 def test_default_moduli_grow_with_k():
     # log2(k / 1024) more bits of M past k = 1024: the bound on |A'||B'| sums k terms
     for kind, engine in [("real", "int8"), ("complex", "int8"), ("real", "fp64"), ("syrk", "int8")]:
@@ -1127,7 +1177,10 @@ def test_zherk_against_oracle_and_zgemm(k, phi):
                {"algorithm": "3m", "moduli": 22}):
         H = ozaki.zherk(Z, engine="int8", **kw)
         _assert_hermitian(H)
-        assert max_relerr(H, P) <= 2 * max_relerr(ozaki.zherk(Z, engine="int8"), P) + 4 * U, kw
+        # against the 2M product of the same M (the default less the spread's moduli, which
+        # the 3M pool's coarser steps need not reach)
+        twom = len(ozaki.moduli_for("complex", engine="int8", k=Z.shape[1])[0])
+        assert max_relerr(H, P) <= 2 * max_relerr(ozaki.zherk(Z, engine="int8", moduli=twom), P) + 4 * U, kw
     assert_faithful(ozaki.zherk(Z, engine="int8", algorithm="hybrid", moduli=25), P)
 
 

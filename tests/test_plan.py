@@ -238,6 +238,50 @@ def test_plan_restrictions():
         modlin.plan(7.0, 4, 4, 4)
 
 
+def test_no_plan_for_words_says_why_and_what_to_do():
+    """words=(1, 1) for a p too large for them: the contract with its numbers, that even a
+    block of 1 breaks it, and the words that do have an exact plan (which must work)."""
+    p = 2**40 - 87
+    with pytest.raises(ValueError, match=r"^no exact plan for p = ") as info:
+        modlin.plan(p, 4, 4, 4, words=(1, 1))
+    text = str(info.value)
+    a = b = p // 2  # one balanced word each
+    L = ENGINES["fp64"].L
+    assert a * b > L  # the premise: even lambda = 1 breaks the contract
+    assert "k * a_max * b_max + c_max <= L" in text and "lambda = 1" in text, text
+    assert f"a_max = {a} and b_max = {b}" in text and f"1 * {a} * {b} + 0 = {a * b} > L = 2**53" in text, text
+    assert "fp32 engine holds residues modulo p <= 8388608" in text, text  # the other automatic engine
+    assert "leave words unset" in text, text
+    suggested = tuple(int(x) for x in text.split("e.g. words=(", 1)[1].split(")", 1)[0].split(","))
+    assert "Use more words" in text and sum(suggested) > 2, text
+    pl = modlin.plan(p, 4, 4, 4, words=suggested)  # the advice works
+    assert (pl.u, pl.v) == suggested
+    # engine= too: other words cannot help fp32 here, so the message says what to drop
+    with pytest.raises(ValueError, match=r"fp32 engine holds residues modulo p <= 8388608 only\. "
+                                         r"Drop engine= and words= to let the planner choose"):
+        modlin.plan(p, 4, 4, 4, words=(1, 1), engine="fp32")
+    with pytest.raises(ValueError, match=r"words must be one of \(1, 1\), .*\(3, 3\)"):
+        modlin.plan(p, 4, 4, 4, words=(7, 1))
+    with pytest.raises(ValueError, match=r"concat-b.*concatenates the words of B, which needs more than one"):
+        modlin.plan(65521, 4, 4, 4, words=(2, 1), variant="concat-b")
+
+
+def test_empty_products_cost_nothing():
+    """m = 0 or n = 0: matmul returns the empty result at once, so the plan costs 0 and
+    explain() says so; the plan is the one chosen for one row or column (reusable)."""
+    for p in (65521, 2**61 - 1):
+        for shape in ((0, 5, 5), (5, 5, 0), (0, 0, 0), (0, 300, 7)):
+            pl = modlin.plan(p, *shape)
+            assert pl.shape == shape and pl.cost() == 0 and pl.relative_cost() == 0, (p, shape)
+            text = pl.explain()
+            assert "the product is empty" in text and "cost      : none" in text and "GEMM call" not in text, text
+            one = modlin.plan(p, max(shape[0], 1), shape[1], max(shape[2], 1))
+            assert dataclasses.replace(pl, shape=one.shape) == one
+    # k = 0 is not empty: a zero matrix is written, by one pass
+    pl = modlin.plan(65521, 5, 0, 5)
+    assert pl.cost() > 0 and "empty" not in pl.explain()
+
+
 def test_pass_scale_follows_the_bandwidth_model():
     from modlin._plan import BANDWIDTH, CALIBRATION_THREADS, pass_scale
 

@@ -33,10 +33,10 @@ def _split_everything(monkeypatch):
     monkeypatch.setattr(_threads, "MIN_WORK", 0)
     monkeypatch.setattr(_threads, "MIN_ROWS", 8)
     monkeypatch.setattr(_threads, "MIN_ENTRIES", 64)
-    before = _limits.current()
+    token = _limits._current.set(_limits.current())
     blas = _blas_threads()
     yield
-    _limits._state[0] = before
+    _limits._current.reset(token)
     assert _blas_threads() == blas  # no region left BLAS on one thread
 
 

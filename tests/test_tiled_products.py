@@ -22,9 +22,9 @@ from test_ozaki import gemmul8
 
 @pytest.fixture(autouse=True)
 def _restore_limits():
-    before = _limits.current()
+    token = _limits._current.set(_limits.current())
     yield
-    _limits._state[0] = before
+    _limits._current.reset(token)
 
 
 
@@ -37,7 +37,7 @@ def _ozaki_tiling(fn, a, b, kw):
     kind = "syrk" if fn is ozaki.dsyrk else ("complex" if complex_ else "real")
     shape = (a.shape[-2], a.shape[-1], a.shape[-2] if symmetric else b.shape[-1])
     mods = ozaki._resolve(kind, kw.get("engine", "auto"), kw.get("moduli"), kw.get("algorithm", "auto"),
-                          k=shape[1])
+                          k=shape[1], spread=ozaki._default_spread(kw.get("moduli"), a, b))
     return lambda: ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric)[0]
 
 

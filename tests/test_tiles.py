@@ -20,9 +20,9 @@ from conftest import rand_ints, ref_matmul
 @pytest.fixture(autouse=True)
 def _restore_limits():
     """Each test starts from the limits in force and leaves them so."""
-    before = _limits.current()
+    token = _limits._current.set(_limits.current())
     yield
-    _limits._state[0] = before
+    _limits._current.reset(token)
 
 
 # ------------------------------------------------------------------------ limits
@@ -53,12 +53,12 @@ def test_limits_context_manager_and_global_setter():
             assert modlin.limits.current() == _limits.Limits(2**26, 1, True)
         assert modlin.limits.current() == now
     assert modlin.limits.current() == before
-    modlin.limits(memory=12345)  # a plain call sets it for the process
+    modlin.limits(memory=12345)  # a plain call sets it at once, for this thread
     assert modlin.limits.current().memory == 12345 and modlin.limits.current().threads == before.threads
 
 
-@pytest.mark.parametrize("bad", [dict(threads=0), dict(threads=1.5), dict(threads="x"), dict(progress="maybe"),
-                                 dict(memory="lots")])
+@pytest.mark.parametrize("bad", [dict(threads=0), dict(threads=1.5), dict(threads="x"), dict(threads=float("inf")),
+                                 dict(progress="maybe"), dict(memory="lots"), dict(memory="1e400GiB")])
 def test_limits_refuse_bad_values(bad):
     before = modlin.limits.current()
     with pytest.raises(ValueError):
