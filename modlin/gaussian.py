@@ -6,12 +6,16 @@ with ``s**2 = -1 (mod m)``, and the maps ``a + ib -> a +- s b`` are ring
 homomorphisms ``Z[i] -> Z/mZ``. With ``A+- = A_r +- s A_i`` (and the same for
 ``B``), ``X = A+ B+`` and ``Y = A- B-`` are ``C_r + s C_i`` and ``C_r - s C_i``,
 so ``C_r = (X + Y)/2`` and ``C_i = (X - Y)/(2s)``: two real products instead of
-three (3M) or four (4M). Every real product goes through :func:`modlin.matmul`,
-so a large ``m`` costs the multiword words of its plan.
+three (3M) or four (4M). Below ``2**52`` every real product goes through
+:func:`modlin.matmul`, so a large ``m`` costs the multiword words of its plan.
+From ``2**52`` on (beyond multiword products, as for :func:`modlin.matmul`) the
+exact product over Z[i] of the balanced residues is computed by a residue number
+system of primes ``1 (mod 4)``, 2M modulo each, and the CRT reduces it modulo ``m``.
 
 Gaussian matrices are given either as complex arrays whose parts are integers
 or as ``(real, imag)`` pairs of integer arrays; results are ``(real, imag)``
-pairs of int64 arrays with entries in ``[0, m)``.
+pairs of int64 arrays with entries in ``[0, m)`` (object arrays of Python ints
+for ``m > 2**63``, as :func:`modlin.matmul` returns them).
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import numpy as np
 
 from . import _rns
 from ._backend import cpu_only, is_dask, namespace
-from ._convert import _index, float_integers, integer_operands, integers, max_abs, residues_int64, unwrap_fields
+from ._convert import (_index, balanced_halves, balanced_lift, float_integers, integer_operands, integers, max_abs,
+                       residues_int64, unwrap_fields)
 from ._flint import FlintType
 from ._limits import current as current_limits
 
 from ._matmul import matmul as _matmul
-from ._modular import twom_combine, twom_finish, twom_split, twom_words
+from ._modular import add_into, twom_combine, twom_finish, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
 from ._primes import RHO_STEPS, factor
 
@@ -283,15 +288,24 @@ def _typed(field, result, a_ndim: int = 2):
 
 
 def _check_m(m) -> int:
-    m = _check_modulus(m)
-    if m >= MAX_MODULUS:
-        raise ValueError(f"gaussian products take moduli below 2**52, got a {m.bit_length()}-bit m")
-    return m
+    """``m`` as a Python int, every ``m >= 2`` (those from ``2**52`` on take the RNS path)."""
+    return _check_modulus(m)
+
+
+def _dtype(m: int):
+    """The dtype of results modulo ``m``: int64 holds every residue up to ``m = 2**63``;
+    above, Python ints, as :func:`modlin.matmul` returns them."""
+    return np.int64 if m <= 2**63 else object
 
 
 def _choose(algorithm: str, m: int) -> str:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if m >= MAX_MODULUS:
+        # the product is exact over Z[i] modulo primes 1 (mod 4) of a residue number system
+        # (_ExactTile.modular), so the algorithm is that of each of those primes: 2M applies to
+        # every m, and m itself is never factored (a 200-bit composite need not factor)
+        return "2m" if algorithm == "auto" else algorithm
     if algorithm == "auto":
         return "2m" if m > 2 and _why_not_twom(m) is None else "3m"
     if algorithm == "2m":
@@ -331,35 +345,53 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
         parts) may be ``dask.array.Array`` s: the product is then lazy
         (:doc:`/guide/distributed`).
     m : int, optional
-        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
-        part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
-        ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
-        it must match), the other parts are read as integers, and the result
-        parts come back as that type, as in :func:`modlin.matmul`.
+        The modulus, any integer ``m >= 2``, prime or composite. May be
+        omitted when an operand (or a part of one) is a galois ``FieldArray``
+        of ``GF(p)`` or a python-flint ``nmod_mat`` / ``fmpz_mod_mat``: ``m``
+        is then its modulus (if given, it must match), the other parts are
+        read as integers, and the result parts come back as that type, as in
+        :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
         ``"2m"``: two real products (``m`` odd with every prime factor
         ``1 (mod 4)``); ``"3m"``: three (Karatsuba); ``"4m"``: four (the
         definition). ``"auto"`` takes 2M when ``m`` admits it, else 3M. All
-        three give identical results.
+        three give identical results. For ``m >= 2**52`` (see Notes) the
+        algorithm is the one used modulo each prime of the residue number
+        system, all ``1 (mod 4)``: every algorithm then applies to every
+        ``m``, ``"auto"`` is 2M, and ``m`` is never factored.
 
     Returns
     -------
     (ndarray, ndarray)
-        Real and imaginary parts of ``A @ B mod m``, int64 in ``[0, m)``
-        (CuPy arrays for CuPy operands: the product then runs on their GPU;
-        lazy dask arrays for dask operands).
+        Real and imaginary parts of ``A @ B mod m`` in ``[0, m)``: int64 for
+        ``m <= 2**63``, object arrays of Python ints above, as from
+        :func:`modlin.matmul` (CuPy arrays for CuPy operands: the product then
+        runs on their GPU; lazy dask arrays for dask operands).
 
     Raises
     ------
     ValueError
-        ``algorithm="2m"`` with an even ``m`` or one with a prime factor
-        ``3 (mod 4)`` (the message names it); non-integral parts; mismatched
-        shapes or pairs; ``m`` out of range.
+        ``algorithm="2m"`` with an ``m < 2**52`` that is even or has a prime
+        factor ``3 (mod 4)`` (the message names it); non-integral parts;
+        mismatched shapes or pairs; ``m < 2``; ``m >= 2**52`` with CuPy
+        operands; a memory budget (:func:`modlin.limits`) too small for the
+        smallest tile.
     TypeError
         Operands that are neither complex nor integer pairs, or not matrices
         (``None``, strings, ragged lists, scipy.sparse matrices, masked
         arrays: the message names the operand or part); ``m`` omitted with
         no operand that fixes it.
+
+    Notes
+    -----
+    Below ``2**52`` the real products are multiword products modulo ``m``, as
+    in :func:`modlin.matmul`. From ``2**52`` on, where those stop, the operands'
+    balanced residues (``|r| <= m//2``) are multiplied exactly over Z[i] by a
+    residue number system, as :func:`intmul` does: modulo enough primes
+    ``1 (mod 4)`` below ``2**25`` to cover ``2 k (m//2)**2``, each product
+    with ``algorithm`` (2M by default), and the CRT rebuilds each part
+    reduced modulo ``m``. It runs tile by tile within the memory budget of
+    :func:`modlin.limits`, the products of k-panels added modulo ``m``.
 
     Examples
     --------
@@ -370,6 +402,14 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     >>> re + 1j * im
     array([[10.+3.j, 10.+5.j],
            [11.+4.j, 11.+2.j]])
+
+    Any modulus: ``2**127 - 1`` is ``3 (mod 4)``, and results above ``2**63``
+    are Python ints. ``(-1 + i)**2 = -2i``:
+
+    >>> p = 2**127 - 1
+    >>> re, im = gaussian.matmul((np.array([[p - 1]], dtype=object), [[1]]), ([[-1]], [[1]]), p)
+    >>> re.dtype, int(re[0, 0]), im[0, 0] == p - 2
+    (dtype('O'), 0, True)
 
     With galois ``FieldArray`` parts the modulus is the field's:
 
@@ -392,8 +432,35 @@ def _matmul_mod(A, B, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     if namespace(*[y for x in (A, B) for y in (x if isinstance(x, tuple) else (x,))]) is not np:
+        if m >= MAX_MODULUS:
+            # the RNS path's residues, 2M per prime and CRT are host code (_ExactTile); a host round trip
+            # is the caller's choice to make
+            raise ValueError(f"on the GPU, gaussian products take moduli below 2**52, got a {m.bit_length()}-bit "
+                             "m; pass NumPy arrays (cupy.asnumpy) for larger moduli")
         return _tiled_matmul(_gpu_parts(A, "A"), _gpu_parts(B, "B"), m, alg)
+    if m >= MAX_MODULUS:
+        return _rns_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
     return _tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
+
+
+def _rns_matmul(a, b, m: int, alg: str):
+    """``a @ b mod m`` for ``m >= 2**52`` of Gaussian matrices given as ``(real, imag)`` parts:
+    the exact product over Z[i] of their balanced residues, by a residue number system
+    (:meth:`_ExactTile.modular`) tile by tile within the memory budget, each tile's CRT
+    reducing modulo ``m``, and the partial products of k-panels added modulo ``m``."""
+    from ._matmul import _as_matrix, _matmul_shapes
+
+    (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
+    out = [np.empty(full, dtype=_dtype(m)) for _ in range(2)]
+    if out[0].size and k:
+        tile = _ExactTile.modular(m, alg, 2, (mm, k, n))
+        _run_exact(tile, (mm, k, n), [_as_matrix(x, 0) for x in a], [_as_matrix(x, 1) for x in b], out,
+                   f"modlin.gaussian.matmul (RNS, {len(tile.tiles)} moduli, {alg.upper()}) mod a "
+                   f"{m.bit_length()}-bit m")
+    else:
+        for x in out:
+            x[...] = 0
+    return _shaped(*out, shape)
 
 
 def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarray]:
@@ -568,6 +635,16 @@ class _TileProduct:
         return acc
 
 
+def _neg_mod(x, m: int):
+    """``-x mod m`` of residues in ``[0, m)``: int64 without overflow up to ``m = 2**63``
+    (``-x`` then ``+ m`` as ``- (-m)``, the constant an int64 holds), Python ints above."""
+    if x.dtype == object:
+        return (-x) % m
+    y = -x
+    np.subtract(y, -m, out=y, where=y < 0)
+    return y
+
+
 def _shaped(re, im, shape):
     re, im = re.reshape(shape), im.reshape(shape)
     # a 1-D @ 1-D product is a scalar, as in numpy.matmul
@@ -584,6 +661,8 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
     of ``Y``, by k-panels added mod ``m``; the tile ``(J, I)`` is its (conjugate) transpose.
     Each output tile takes one product per term, as the whole matrix does with the 2M
     corollaries (Caday, arXiv 2609.05419), and the result is exactly symmetric (Hermitian).
+    For ``m >= 2**52`` each tile's product is the exact one of the balanced residues, by a
+    residue number system reduced modulo ``m`` by its CRT (:meth:`_ExactTile.modular`).
     """
     from ._plan import Plan
     from ._planner import plan
@@ -602,21 +681,33 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
         raise ValueError(f"stack shapes {sorted({np.shape(x)[:-2] for x in ops})} do not broadcast") from None
     terms = [tuple([np.broadcast_to(np.asarray(x), stack + (n, k)) for x in part] for part in t) for t in terms]
     real = len(terms[0][0]) == 1
-    pl = plan(m, n, k, n)
-    words = alg == "2m" and isinstance(pl, Plan) and not real
-    tile = _TileProduct(pl, alg, words, m)
     shape = stack + (n, n)
-    out = [np.empty(shape, dtype=np.int64) for _ in range(1 if real else 2)]
+    out = [np.empty(shape, dtype=_dtype(m)) for _ in range(1 if real else 2)]
     if not out[0].size:
         return out[0] if real else tuple(out)
-    products = len(terms) * (1 if real else _GEMMS[alg])
-    tiling = square(_tiling(pl, alg, words, (n, k, n), 1, extra=4))
+    large = m >= MAX_MODULUS
+    if large:  # the exact product of the balanced residues by RNS, reduced modulo m by its CRT
+        tile = _ExactTile.modular(m, alg, len(out), (n, k, n))
+        tiling = square(tile.tiling((n, k, n), 1, extra=4))
+        cost = math.prod(stack) * pair_count(tiling) * len(terms) * tile.cost(tiling.tile)
+    else:
+        pl = plan(m, n, k, n)
+        words = alg == "2m" and isinstance(pl, Plan) and not real
+        tile = _TileProduct(pl, alg, words, m)
+        tiling = square(_tiling(pl, alg, words, (n, k, n), 1, extra=4))
+        cost = math.prod(stack) * pair_count(tiling) * len(terms) * (1 if real else _GEMMS[alg]) * pl.cost(tiling.tile)
 
     def panel(part, idx, lines, inner, negate=False):
+        if large:  # the exact tile takes any integers, and reduces them itself
+            x = part[idx][lines, inner]
+            if not negate:
+                return x
+            x = balanced_lift(x, m, "A")
+            # -(-2**63) has no int64: the balanced residues modulo 2**64 reach it
+            return -(x.astype(object) if x.dtype != object and m // 2 >= 2**63 else x)
         x = residues_int64(part[idx][lines, inner], m, "A")
         return np.remainder(-np.remainder(x, m), m) if negate else x
 
-    cost = math.prod(stack) * pair_count(tiling) * products * pl.cost(tiling.tile)
     what = f"modlin.gaussian rank-k update ({'real' if real else alg.upper()}) mod a {m.bit_length()}-bit m"
     with progress(math.prod(stack) * pair_count(tiling), cost, what) as bar:
         for idx in np.ndindex(stack):
@@ -625,7 +716,9 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
                 for X, Y in terms:
                     x = [panel(p, idx, rows, inner) for p in X]
                     y = [panel(p, idx, cols, inner, conj and j == 1).T for j, p in enumerate(Y)]
-                    part = tile(x, y) if k else [np.zeros((x[0].shape[0], y[0].shape[1]), dtype=np.int64)] * len(x)
+                    # with k = 0, zeros: one array per part, as a sum adds into them
+                    part = tile(x, y) if k else [np.zeros((x[0].shape[0], y[0].shape[1]), dtype=_dtype(m))
+                                                 for _ in x]
                     acc = part if acc is None else tile.add(acc, part)
                 return acc
 
@@ -633,7 +726,7 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
                 for j, (dst, part) in enumerate(zip(out, acc)):
                     dst[idx][rows, cols] = part
                     if rows != cols:  # C_JI = C_IJ^T, or its conjugate
-                        dst[idx][cols, rows] = np.remainder(-part.T, m) if conj and j == 1 else part.T
+                        dst[idx][cols, rows] = _neg_mod(part.T, m) if conj and j == 1 else part.T
 
             run(tiling, product, add=tile.add, finish=finish, bar=bar, pairs=True)
     return out[0] if real else tuple(out)
@@ -652,17 +745,21 @@ def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarra
     A : complex array_like or (real, imag) pair
         ``n x k`` (or stacked).
     m : int, optional
-        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        The modulus, any ``m >= 2`` (from ``2**52`` on by a residue number
+        system, as in :func:`matmul`). May be omitted when an operand (or a
         part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
         ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
         it must match), the other parts are read as integers, and the result
         parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
+        As in :func:`matmul`; for ``m >= 2**52`` the algorithm used modulo
+        each prime of the residue number system (every one applies).
 
     Returns
     -------
     (ndarray, ndarray)
-        Real and imaginary parts of ``A A^H mod m`` (int64 in ``[0, m)``).
+        Real and imaginary parts of ``A A^H mod m``, in ``[0, m)``: int64 for
+        ``m <= 2**63``, object arrays of Python ints above.
 
     Examples
     --------
@@ -670,6 +767,8 @@ def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarra
     >>> re, im = gaussian.herk([[1 + 2j, 3]], 13)
     >>> int(re[0, 0]), int(im[0, 0])
     (1, 0)
+    >>> gaussian.herk([[1 + 2j, 3]], 2**64 + 13)  # |1 + 2i|**2 + 9, as Python ints above 2**63
+    (array([[14]], dtype=object), array([[0]], dtype=object))
     >>> import galois
     >>> GF = galois.GF(13)
     >>> gaussian.herk((GF([[1, 2]]), GF([[2, 0]])))  # m = 13 from the field: |1+2i|**2 + 4
@@ -696,17 +795,21 @@ def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.nd
     A, B : complex array_like or (real, imag) pairs
         Matrices of one shape ``n x k`` (or stacked).
     m : int, optional
-        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        The modulus, any ``m >= 2`` (from ``2**52`` on by a residue number
+        system, as in :func:`matmul`). May be omitted when an operand (or a
         part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
         ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
         it must match), the other parts are read as integers, and the result
         parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
+        As in :func:`matmul`; for ``m >= 2**52`` the algorithm used modulo
+        each prime of the residue number system (every one applies).
 
     Returns
     -------
     (ndarray, ndarray)
-        Real and imaginary parts of the Hermitian result (int64 in ``[0, m)``).
+        Real and imaginary parts of the Hermitian result, in ``[0, m)``: int64
+        for ``m <= 2**63``, object arrays of Python ints above.
 
     Examples
     --------
@@ -744,18 +847,22 @@ def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
     A : array_like
         An ``n x k`` matrix: complex or a (real, imag) pair, or a real integer array.
     m : int, optional
-        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        The modulus, any ``m >= 2`` (from ``2**52`` on by a residue number
+        system, as in :func:`matmul`). May be omitted when an operand (or a
         part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
         ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
         it must match), the other parts are read as integers, and the result
         parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
+        As in :func:`matmul`; for ``m >= 2**52`` the algorithm used modulo
+        each prime of the residue number system (every one applies).
 
     Returns
     -------
     (ndarray, ndarray) or ndarray
-        ``(real, imag)`` for Gaussian ``A``, one int64 array for a real ``A``;
-        entries in ``[0, m)``, exactly symmetric.
+        ``(real, imag)`` for Gaussian ``A``, one array for a real ``A``;
+        entries in ``[0, m)``, exactly symmetric; int64 for ``m <= 2**63``,
+        object arrays of Python ints above.
 
     Examples
     --------
@@ -795,18 +902,22 @@ def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
     A, B : array_like
         Matrices of one shape ``n x k``: both Gaussian or both real integer arrays.
     m : int, optional
-        The modulus, ``2 <= m < 2**52``. May be omitted when an operand (or a
+        The modulus, any ``m >= 2`` (from ``2**52`` on by a residue number
+        system, as in :func:`matmul`). May be omitted when an operand (or a
         part of one) is a galois ``FieldArray`` of ``GF(p)`` or a python-flint
         ``nmod_mat`` / ``fmpz_mod_mat``: ``m`` is then its modulus (if given,
         it must match), the other parts are read as integers, and the result
         parts come back as that type, as in :func:`modlin.matmul`.
     algorithm : {"auto", "2m", "3m", "4m"}
+        As in :func:`matmul`; for ``m >= 2**52`` the algorithm used modulo
+        each prime of the residue number system (every one applies).
 
     Returns
     -------
     (ndarray, ndarray) or ndarray
-        ``(real, imag)`` for Gaussian operands, one int64 array for real ones;
-        entries in ``[0, m)``, exactly symmetric.
+        ``(real, imag)`` for Gaussian operands, one array for real ones;
+        entries in ``[0, m)``, exactly symmetric; int64 for ``m <= 2**63``,
+        object arrays of Python ints above.
 
     Examples
     --------
@@ -924,7 +1035,6 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
     A, B = rebuild(plain)
     from ._matmul import _as_matrix, _matmul_shapes
-    from ._tiles import progress, run, stack_items
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
@@ -943,64 +1053,104 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
             x[...] = 0
     else:
         tile = _ExactTile(*_intmul_moduli(bound, k, engine), (mm, k, n), engine, as_object)
-        pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as _Halves cuts it
-        stack = full[:-2]
-        tiling, items, rounds = stack_items(stack, lambda count: tile.tiling((mm, k, n), count, pieces),
-                                            [_as_matrix(x, 0) for x in (ar, ai)],
-                                            [_as_matrix(x, 1) for x in (br, bi)])
-        cost = math.prod(stack) * tiling.count * tile.cost(tiling.tile)
-        with progress(rounds * tiling.count, cost, f"modlin.gaussian.intmul ({len(tile.tiles)} moduli)") as bar:
-            for idx, x, y in items:
-                dst = [o[idx] for o in out]
-
-                def product(rows, inner, cols):
-                    part = tile([t[..., rows, inner] for t in x], [t[..., inner, cols] for t in y])
-                    if inner.start:
-                        return part
-                    for d, p in zip(dst, part):
-                        d[..., rows, cols] = p
-                    return [d[..., rows, cols] for d in dst]
-
-                def add(acc, part):  # exact: the bound covers every partial sum
-                    for x_, y_ in zip(acc, part):
-                        np.add(x_, y_, out=x_)
-                    return acc
-
-                run(tiling, product, add=add, bar=bar)
+        tile.pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as _Halves cuts it
+        _run_exact(tile, (mm, k, n), [_as_matrix(x, 0) for x in (ar, ai)], [_as_matrix(x, 1) for x in (br, bi)],
+                   out, f"modlin.gaussian.intmul ({len(tile.tiles)} moduli)")
     return _typed(ftype, tuple(x.reshape(shape) for x in out), _ndim(A))
 
 
-class _ExactTile:
-    """The exact Gaussian product of one tile's panels by RNS: residues modulo each modulus
-    (a :class:`_TileProduct` each, with that modulus' algorithm and multiword plan), rebuilt
-    by CRT; with its workspace model and modelled cost."""
+def _run_exact(tile: _ExactTile, shape: tuple[int, int, int], x: list, y: list, out: list, what: str) -> None:
+    """``out[j][...]`` = part ``j`` of the product of the parts ``x`` and ``y`` (matrices or
+    stacks, broadcasting to ``out``'s shape) by ``tile`` (an :class:`_ExactTile`), tile by
+    tile within the memory budget of :func:`modlin.limits`: the product of each k-panel is
+    added into the output (:meth:`_ExactTile.add`)."""
+    from ._tiles import progress, run, stack_items
 
-    def __init__(self, moduli, algs, shape, engine: str, as_object: bool):
+    stack = out[0].shape[:-2]
+    tiling, items, rounds = stack_items(stack, lambda count: tile.tiling(shape, count), x, y)
+    cost = math.prod(stack) * tiling.count * tile.cost(tiling.tile)
+    with progress(rounds * tiling.count, cost, what) as bar:
+        for idx, xs, ys in items:
+            dst = [o[idx] for o in out]
+
+            def product(rows, inner, cols):
+                part = tile([t[..., rows, inner] for t in xs], [t[..., inner, cols] for t in ys])
+                if inner.start:
+                    return part
+                for d, p in zip(dst, part):
+                    d[..., rows, cols] = p
+                return [d[..., rows, cols] for d in dst]
+
+            run(tiling, product, add=tile.add, bar=bar)
+
+
+class _ExactTile:
+    """The exact Gaussian (or, for one-part operands, real) product of one tile's panels by
+    RNS: residues modulo each modulus (a :class:`_TileProduct` each, with that modulus'
+    algorithm and multiword plan), rebuilt by CRT, or with ``p`` reduced modulo ``p`` by
+    the CRT itself; with its workspace model and modelled cost.
+
+    ``pieces``: how many 16-bit pieces an operand entry is cut into (the workspace model's);
+    ``parts``: 2 for Gaussian operands ``(real, imag)``, 1 for real ones."""
+
+    def __init__(self, moduli, algs, shape, engine: str, as_object: bool, p: int | None = None, parts: int = 2):
         from ._plan import Plan
         from ._planner import plan
         from ._tiles import Arena
 
-        self.basis, self.as_object = _rns.Basis(moduli), as_object
+        self.basis, self.as_object, self.p, self.parts = _rns.Basis(moduli), as_object, p, parts
+        self.pieces = 4
         self.tiles = []
         for q, alg in zip(moduli, algs):
             # the plan is pinned so that the int8 engine is honoured
             pl = plan(q, *shape, engine=engine if engine == "int8" else None)
-            self.tiles.append(_TileProduct(pl, alg, alg == "2m" and isinstance(pl, Plan), q))
+            self.tiles.append(_TileProduct(pl, alg, alg == "2m" and isinstance(pl, Plan) and parts == 2, q))
         self.arena = Arena()  # the CRT's rows, reused from tile to tile
 
+    @classmethod
+    def modular(cls, m: int, alg: str, parts: int, shape: tuple[int, int, int]) -> _ExactTile:
+        """The product modulo ``m`` of operands of ``parts`` parts (any integers, taken to their
+        balanced residues), for ``m >= 2**52``: the exact product of the balanced residues, by
+        ``alg`` modulo each of the fp64 primes ``1 (mod 4)`` of :func:`gaussian.intmul
+        <intmul>`, whose CRT reduces it modulo ``m``.
+
+        A part of the product is a sum of ``parts * k`` products of balanced residues, each at
+        most ``(m//2)**2`` in magnitude (``C_r = A_r B_r - A_i B_i``): that is the bound the
+        moduli cover, whatever ``alg`` (2M and 3M combine residues modulo each prime only).
+        """
+        k = shape[1]
+        moduli, _ = _intmul_moduli(parts * k * (m // 2) ** 2, k, "fp64")
+        tile = cls(moduli, (alg,) * len(moduli), shape, "fp64", False, p=m, parts=parts)
+        tile.pieces = max(4, m.bit_length() // 16 + 1)  # a balanced residue's, as balanced_halves cuts it
+        return tile
+
     def __call__(self, x, y):
-        """The exact products' ``(real, imag)`` (int64, or object with ``as_object``) of the
-        integer panels ``x = (A_r, A_i)`` and ``y = (B_r, B_i)``."""
-        halves = [_rns._Halves(t) for t in (*x, *y)]
+        """The exact products' parts (int64, or object with ``as_object``) of the integer panels
+        ``x = (A_r, A_i)`` and ``y = (B_r, B_i)`` (or ``(A,)`` and ``(B,)``); with ``p``, of
+        panels of any integers, the parts modulo ``p`` in ``[0, p)`` (int64 up to ``2**63``,
+        Python ints above)."""
+        if self.p is None:
+            halves = [_rns._Halves(t) for t in (*x, *y)]
+        else:  # any dtype modlin.matmul takes; residues in [-(p//2), (p-1)//2] bound the product
+            halves = [balanced_halves(t, self.p, name) for t, name in zip((*x, *y), "A" * len(x) + "B" * len(y))]
         shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
         E = math.prod(shape)
-        N = len(self.tiles)
-        rows = [_rns.padded_rows(N, E, np.float64, self.arena, f"part {j}") for j in range(2)]
+        N, P = len(self.tiles), len(x)
+        rows = [_rns.padded_rows(N, E, np.float64, self.arena, f"part {j}") for j in range(P)]
         for i, (q, tile) in enumerate(zip(self.basis.moduli, self.tiles)):
             ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
-            for r, part in zip(rows, tile(ops[:2], ops[2:])):
+            for r, part in zip(rows, tile(ops[:P], ops[P:])):
                 r[i, :E] = part.reshape(-1)
-        return [_rns._reconstruct_rows(r, E, self.basis, None, self.as_object).reshape(shape) for r in rows]
+        return [_rns._reconstruct_rows(r, E, self.basis, self.p, self.as_object).reshape(shape) for r in rows]
+
+    def add(self, acc, part):
+        """``acc += part``, exactly (the bound covers every partial sum) or modulo ``p``."""
+        for x, y in zip(acc, part):
+            if self.p is None:
+                np.add(x, y, out=x)
+            else:
+                add_into(x, y, self.p)  # int64 without overflow up to p = 2**63
+        return acc
 
     def cost(self, tile) -> float:
         """Modelled time of one tile product, in multiply-adds of a large fp64 GEMM: the real
@@ -1011,32 +1161,48 @@ class _ExactTile:
         mt, kt, nt = tile
         N = len(self.tiles)
         L = (self.basis.M * N).bit_length() // 16 + 1
-        gemms = sum(_GEMMS[t.alg] * t.pl.cost(tile) for t in self.tiles)
-        return gemms + 2 * ((LIFT + RESIDUE * N) * (mt * kt + kt * nt) + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * mt * nt)
+        gemms = sum((_GEMMS[t.alg] if self.parts == 2 else 1) * t.pl.cost(tile) for t in self.tiles)
+        return gemms + self.parts * ((LIFT + RESIDUE * N) * (mt * kt + kt * nt)
+                                     + (WEIGH * N + (CRT_SUM * N + LIMB) * L) * mt * nt)
 
-    def tiling(self, shape, batch: int, pieces: int, budget: int | None = None):
+    def tiling(self, shape, batch: int, pieces: int | None = None, budget: int | None = None, extra: int = 0):
         """The tiles of the product of ``shape`` (``batch`` matrices at once) within ``budget``
-        (default: :func:`modlin.limits`'), operand entries cut into ``pieces`` 16-bit pieces."""
+        (default: :func:`modlin.limits`'), operand entries cut into ``pieces`` 16-bit pieces
+        (default: :attr:`pieces`); ``extra`` more arrays of an output tile's size and the
+        result's entries (a rank-k update's sum and mirror) beside each tile."""
         from ._tiles import choose
 
         budget = current_limits().memory if budget is None else budget
-        return choose(shape, lambda mt, kt, nt: batch * self.workspace((mt, kt, nt), pieces), budget,
-                      lambda mt, kt, nt: batch * self.cost((mt, kt, nt)))
+        return choose(shape, lambda mt, kt, nt: batch * (self.workspace((mt, kt, nt), pieces)
+                                                         + extra * self.entry * mt * nt),
+                      budget, lambda mt, kt, nt: batch * self.cost((mt, kt, nt)))
 
-    def workspace(self, tile, pieces: int) -> int:
+    @property
+    def entry(self) -> int:
+        """Bytes of one entry of a result part: int64, or a pointer and a Python int of the
+        bound's size (or below ``p``) in 30-bit digits."""
+        if self.p is not None:
+            return 8 if self.p <= 2**63 else 8 + 32 + 4 * -(-self.p.bit_length() // 30)
+        return 8 + 32 + 4 * -(-self.basis.M.bit_length() // 30) if self.as_object else 8
+
+    def workspace(self, tile, pieces: int | None = None) -> int:
         """Bytes one tile product allocates beyond operands and result (an upper bound, the
-        tile scheduler's model): the 16-bit pieces of the four panels and the residues of
-        every modulus for both parts of the result throughout; beside them, one modulus'
-        residues (float64, then int64) with its Gaussian product (:func:`_workspace`), then
-        the CRT; and the partial product of a k-panel, added into the result."""
+        tile scheduler's model): the 16-bit pieces of the panels (with ``p``, of their
+        balanced residues, which are made first: int64 up to ``p = 2**64``, Python ints
+        above) and the residues of every modulus for each part of the result throughout;
+        beside them, one modulus' residues (float64, then int64) with its product
+        (:func:`_workspace`), then the CRT; and the partial product of a k-panel, added
+        into the result."""
         mt, kt, nt = tile
-        ops, e, N = mt * kt + kt * nt, mt * nt, len(self.tiles)
-        halves = 2 * pieces * 2 * ops
-        rows = 2 * 8 * N * (e + 512)  # padded_rows: at most 4 KiB of padding per row
+        ops, e, N, P = mt * kt + kt * nt, mt * nt, len(self.tiles), self.parts
+        pieces = self.pieces if pieces is None else pieces
+        halves = P * pieces * 2 * ops
+        if self.p is not None:
+            halves += P * ops * (8 if self.p <= 2**64 else 8 + 32 + 4 * -(-self.p.bit_length() // 30))
+        rows = P * 8 * N * (e + 512)  # padded_rows: at most 4 KiB of padding per row
         # the residues of one panel, in chunks (on up to two threads), float64, int64
         convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _rns.RESIDUE_STEP)
         product = max(_workspace(t.pl, t.alg, t.words, 1)(mt, kt, nt) for t in self.tiles)
-        crt = 2 * 18 * e + _rns.crt_scratch(N, self.basis.M * N, e, current_limits().threads)
-        # Python ints: a pointer and an int object of the bound's size (30-bit digits)
-        entry = 8 + 32 + 4 * (-(-(self.basis.M.bit_length()) // 30)) if self.as_object else 8
-        return halves + rows + max(convert + product, crt) + 2 * entry * e
+        crt = P * 18 * e + _rns.crt_scratch(N, self.basis.M * N if self.p is None else self.p, e,
+                                            current_limits().threads)
+        return halves + rows + max(convert + product, crt) + P * self.entry * e

@@ -111,8 +111,8 @@ def gauss_ref(A, B, m=None):
     ar, ai = gparts(A)
     br, bi = gparts(B)
     R = _omm(ar, br) - _omm(ai, bi)
-    I = _omm(ar, bi) + _omm(ai, br)
-    return _mod(np.asarray(R, dtype=object), m), _mod(np.asarray(I, dtype=object), m)
+    Im = _omm(ar, bi) + _omm(ai, br)
+    return _mod(np.asarray(R, dtype=object), m), _mod(np.asarray(Im, dtype=object), m)
 
 
 def T(x):
@@ -139,10 +139,11 @@ def assert_part(C, R, m=None):
     assert C.shape == R.shape, (C.shape, R.shape)
     if m is not None and C.size:
         assert C.min() >= 0 and C.max() < m, "result not reduced into [0, m)"
-    mism = np.argwhere(C.astype(object) != R)
+    # as a bool array: np.argwhere of a 0-d True (a 1-D @ 1-D mismatch) has size 0
+    mism = np.argwhere(np.asarray(C.astype(object) != R, dtype=bool).reshape(C.shape or (1,)))
     assert mism.size == 0, (
         f"{len(mism)} mismatching entries (m = {m}); first at {tuple(mism[0])}: "
-        f"got {C[tuple(mism[0])]}, expected {R[tuple(mism[0])]}"
+        f"got {C.reshape(C.shape or (1,))[tuple(mism[0])]}, expected {R.reshape(R.shape or (1,))[tuple(mism[0])]}"
     )
 
 
@@ -155,7 +156,7 @@ def assert_gauss(res, ref, m):
 def assert_hermitian(res, m):
     re, im = (np.asarray(x) for x in res)
     assert np.array_equal(re, T(re))
-    assert np.array_equal(im, T((m - im) % m))
+    assert np.array_equal(im.astype(object), T((m - im.astype(object)) % m))  # Python ints: any m
     assert np.all(np.diagonal(im, axis1=-2, axis2=-1) == 0)
 
 
@@ -189,9 +190,9 @@ def test_oracle_self_check(rng):
     # the object-array oracle agrees with numpy's complex128 product where that is exact
     A = rng.integers(-100, 100, (2, 3, 4)) + 1j * rng.integers(-100, 100, (2, 3, 4))
     B = rng.integers(-100, 100, (4, 5)) + 1j * rng.integers(-100, 100, (4, 5))
-    R, I = gauss_ref(A, B)
+    R, Im = gauss_ref(A, B)
     C = A @ B
-    assert np.array_equal(R.astype(np.float64), C.real) and np.array_equal(I.astype(np.float64), C.imag)
+    assert np.array_equal(R.astype(np.float64), C.real) and np.array_equal(Im.astype(np.float64), C.imag)
     R13, I13 = gauss_ref(A, B, 13)
     assert np.array_equal(R13.astype(np.int64), np.mod(C.real, 13)) and np.array_equal(I13.astype(np.int64),
                                                                                        np.mod(C.imag, 13))
@@ -662,8 +663,8 @@ def test_herk_family_errors(fn, args):
         fn(*args, 2**20, algorithm="2m")
     with pytest.raises(ValueError, match="algorithm must be one of"):
         fn(*args, 13, algorithm="5m")
-    with pytest.raises(ValueError, match="2\\*\\*52"):
-        fn(*args, 2**52)
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        fn(*args, 2**64 + 13, algorithm="5m")
 
 
 def test_herk_family_needs_matrices():
@@ -751,14 +752,8 @@ def test_matmul_mismatched_matrix_shapes(m):
 
 @pytest.mark.parametrize("alg", ["5m", "2M", "", None, "karatsuba"])
 def test_matmul_unknown_algorithm(alg):
-    with pytest.raises(ValueError, match="algorithm must be one of"):
-        g.matmul([[1]], [[1]], 13, algorithm=alg)
-
-
-@pytest.mark.parametrize("m", [2**52, 2**52 + 1, 2**60, 2**64 + 1])
-def test_matmul_modulus_too_large(m):
-    for alg in ALGS:
-        with pytest.raises(ValueError, match="2\\*\\*52"):
+    for m in (13, 2**52, 2**64 + 13):  # both paths
+        with pytest.raises(ValueError, match="algorithm must be one of"):
             g.matmul([[1]], [[1]], m, algorithm=alg)
 
 
@@ -954,3 +949,362 @@ def test_property_2m_3m_4m_agree_with_oracle(case):
     ref = gauss_ref(A, B, m)
     for alg in ALGS:
         assert_gauss(g.matmul(A, B, m, algorithm=alg), ref, m)
+
+
+# ===================================================================== moduli from 2**52 on (RNS path)
+
+# (a name, m): around 2**52 (even, composite, a prime), 3 (mod 4) primes, the int64 dtype's edges 2**63
+# and 2**64, primes of 65, 127 and 200 bits, and a 129-bit composite that modlin cannot factor quickly
+LARGE_M = {
+    "2^52": 2**52, "2^52+1": 2**52 + 1, "p52+21": 2**52 + 21, "2^61-1": 2**61 - 1, "2^63": 2**63,
+    "2^64": 2**64, "2^64+13": 2**64 + 13, "2^127-1": 2**127 - 1, "p200": 2**200 - 75,
+    "p65*p65": (2**64 + 13) * (2**64 + 37),
+}
+
+
+def test_large_moduli_are_what_they_claim():
+    import galois
+
+    for m in (2**52 + 21, 2**61 - 1, 2**64 + 13, 2**64 + 37, 2**127 - 1, 2**200 - 75):
+        assert galois.is_prime(m)
+    assert not galois.is_prime(2**52 + 1) and (2**52 + 1) % 17 == 0
+    assert (2**61 - 1) % 4 == 3 and (2**127 - 1) % 4 == 3  # no square root of -1 modulo them
+
+
+def gauss_entrywise(A, B, m: int):
+    """``A @ B mod m`` over Z[i] with numpy.matmul's shape rules, each entry a sum over k of
+    complex products ``(a + bi)(c + di) = (ac - bd) + (ad + bc)i`` of Python ints (no NumPy
+    arithmetic), reduced once at the end: object arrays ``(R, I)`` (0-d for 1-D @ 1-D)."""
+    (ar, ai), (br, bi) = gparts(A), gparts(B)
+    a1, b1 = ar.ndim == 1, br.ndim == 1
+    if a1:
+        ar, ai = ar[None], ai[None]
+    if b1:
+        br, bi = br[:, None], bi[:, None]
+    n, k = ar.shape[-2:]
+    p = br.shape[-1]
+    stack = np.broadcast_shapes(ar.shape[:-2], br.shape[:-2])
+    ar, ai = (np.broadcast_to(x, stack + (n, k)) for x in (ar, ai))
+    br, bi = (np.broadcast_to(x, stack + (k, p)) for x in (br, bi))
+    R, Im = np.empty(stack + (n, p), dtype=object), np.empty(stack + (n, p), dtype=object)
+    for idx in np.ndindex(*stack):
+        for i in range(n):
+            for j in range(p):
+                re = im = 0
+                for t in range(k):
+                    a, b = int(ar[idx + (i, t)]), int(ai[idx + (i, t)])
+                    c, d = int(br[idx + (t, j)]), int(bi[idx + (t, j)])
+                    re += a * c - b * d
+                    im += a * d + b * c
+                R[idx + (i, j)], Im[idx + (i, j)] = re % m, im % m
+    if a1:
+        R, Im = R[..., 0, :], Im[..., 0, :]
+    if b1:
+        R, Im = R[..., 0], Im[..., 0]
+    return R, Im
+
+
+def assert_mod(res, ref, m: int):
+    """Parts equal to the oracle's, in ``[0, m)``, of modlin.matmul's dtype for ``m``: int64 up to
+    ``2**63``, object arrays of Python ints above."""
+    assert isinstance(res, tuple) and len(res) == 2, type(res)
+    want = np.dtype(np.int64) if m <= 2**63 else np.dtype(object)
+    for C, R in zip(res, ref):
+        C = np.array(C, dtype=object) if type(C) is int else np.asarray(C)  # a 1-D @ 1-D scalar
+        assert C.dtype == want, (C.dtype, want, m)
+        assert C.shape == R.shape, (C.shape, R.shape)
+        vals = C.astype(object).ravel()
+        if C.dtype == object:
+            assert all(type(v) is int for v in vals)
+        assert all(0 <= v < m for v in vals), "result not reduced into [0, m)"
+        bad = np.flatnonzero(np.asarray(vals != R.ravel(), dtype=bool))
+        assert bad.size == 0, f"{bad.size} mismatching entries (m = {m}); first at flat {bad[0]}"
+
+
+def big_pair(seed: int, shape, m: int):
+    """A (real, imag) pair of object arrays of Python ints in ``[-3m, 3m)``, about a third of them
+    the edges: ``m - 1``, ``+-m``, ``-1``, ``0``, ``+-(m//2)``, ``m//2 + 1``, ``3m - 1``, ``-3m``."""
+    r = random.Random(seed)
+    edges = [m - 1, m, -m, -1, 0, 1, m // 2, -(m // 2), m // 2 + 1, 3 * m - 1, -3 * m]
+    n = math.prod(shape)
+
+    def one():
+        out = np.empty(n, dtype=object)
+        out[:] = [r.choice(edges) if r.random() < 0.35 else r.randrange(-3 * m, 3 * m) for _ in range(n)]
+        return out.reshape(shape)
+
+    return one(), one()
+
+
+@pytest.mark.parametrize("m", list(LARGE_M.values()), ids=list(LARGE_M))
+def test_matmul_large_moduli_every_algorithm(m, rng):
+    # unreduced and negative Python ints, edges included: every algorithm, even or 3 (mod 4) m too
+    A, B = big_pair(m % 1000, (3, 5), m), big_pair(m % 997, (5, 4), m)
+    ref = gauss_entrywise(A, B, m)
+    for alg in ALGS:
+        assert_mod(g.matmul(A, B, m, algorithm=alg), ref, m)
+    # worst case: every part m - 1, so each part of each term is (m - 1)**2; C_r = 0, C_i = 2k mod m
+    W = tuple(np.full((2, 40), m - 1, dtype=object) for _ in range(2))
+    V = tuple(np.full((40, 3), m - 1, dtype=object) for _ in range(2))
+    for alg in ALGS:
+        re, im = g.matmul(W, V, m, algorithm=alg)
+        assert_mod((re, im), gauss_entrywise(W, V, m), m)
+        assert all(int(v) == 0 for v in re.ravel()) and all(int(v) == 80 % m for v in im.ravel())
+    # int64 pairs over the whole int64 range, and a complex array (parts exact up to 2**53)
+    A64, B64 = rand_gauss(rng, (2, 6), -(2**63), 2**63 - 1), rand_gauss(rng, (6, 3), -(2**63), 2**63 - 1)
+    Ac = rng.integers(-(2**53), 2**53, (2, 4)) + 1j * rng.integers(-(2**53), 2**53, (2, 4))
+    Br = rng.integers(-(2**63), 2**63 - 1, (4, 3), dtype=np.int64)  # a real matrix: zero imaginary part
+    for alg in ALGS:
+        assert_mod(g.matmul(A64, B64, m, algorithm=alg), gauss_entrywise(A64, B64, m), m)
+        assert_mod(g.matmul(Ac, Br, m, algorithm=alg), gauss_entrywise(Ac, Br, m), m)
+
+
+def test_matmul_across_2_52(rng):
+    # the same operands on both sides of 2**52, where the multiword path gives way to the RNS one
+    A, B = rand_gauss(rng, (3, 7), -(2**63), 2**63 - 1), rand_gauss(rng, (7, 2), -(2**63), 2**63 - 1)
+    W, V = full_pair((2, 30), -1), full_pair((30, 2), -1)  # -1 is m - 1 for every m
+    for m in (P52, 2**52 - 1, 2**52, 2**52 + 1, 2**52 + 21):
+        algs = ALGS if m >= 2**52 or g.is_twom_modulus(m) else ("auto", "3m", "4m")
+        for alg in algs:
+            assert_mod(g.matmul(A, B, m, algorithm=alg), gauss_entrywise(A, B, m), m)
+            assert_mod(g.matmul(W, V, m, algorithm=alg), gauss_entrywise(W, V, m), m)
+
+
+def test_matmul_large_moduli_2m_needs_no_square_root_of_m():
+    # modulo an even m, a 3 (mod 4) prime or a composite modlin cannot factor, 2M modulo m itself
+    # is impossible (or unknowable) but the RNS path's primes are all 1 (mod 4): "2m" is accepted
+    A, B = big_pair(1, (2, 3), 2**127), big_pair(2, (3, 2), 2**127)
+    for m in (2**64, 2**127 - 1, LARGE_M["p65*p65"]):
+        with pytest.raises(ValueError):
+            g.sqrt_minus_one(m)
+        assert_mod(g.matmul(A, B, m, algorithm="2m"), gauss_entrywise(A, B, m), m)
+
+
+@pytest.mark.parametrize("m", [2**61 - 1, 2**63, 2**64 + 13, 2**200 - 75], ids=["2^61-1", "2^63", "2^64+13", "p200"])
+@pytest.mark.parametrize("sa, sb", [
+    ((4,), (4,)), ((4,), (4, 3)), ((2, 4), (4,)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)),
+    ((3, 1, 2, 4), (2, 4, 3)), ((2, 0), (0, 3)), ((0, 3), (3, 2)), ((2, 0, 3), (3, 2)), ((1, 1), (1, 1)),
+])
+def test_matmul_large_moduli_shapes(sa, sb, m):
+    A, B = big_pair(len(sa), sa, m), big_pair(len(sb) + 7, sb, m)
+    ref = gauss_entrywise(A, B, m)
+    for alg in ALGS:
+        res = g.matmul(A, B, m, algorithm=alg)
+        assert np.shape(res[0]) == np.matmul(np.zeros(sa), np.zeros(sb)).shape
+        assert_mod(res, ref, m)
+        if len(sa) == len(sb) == 1:  # a scalar, as numpy.matmul gives: Python ints above 2**63
+            assert all(type(x) is (np.int64 if m <= 2**63 else int) for x in res)
+
+
+@pytest.mark.parametrize("m", [2**63, 2**64, 2**127 - 1], ids=["2^63", "2^64", "2^127-1"])
+def test_matmul_large_moduli_input_kinds(m, rng):
+    big = rand_gauss(rng, (6, 10), -(2**63), 2**63 - 1)
+    kinds = {
+        "strided": (big[0][::2, ::3], big[1][1::2, ::3]),                  # non-contiguous views
+        "transposed": (big[0][:4, :3].T, np.asfortranarray(big[1][:3, 4:8])),
+        "uint64": (np.array([[2**64 - 1, 2**63], [0, 7], [5, 1]], dtype=np.uint64),
+                   np.array([[1, 0], [2**63 + 5, 3], [9, 2**64 - 2]], dtype=np.uint64)),
+        "small": (np.array([[-128, 127], [3, 0], [1, 1]], dtype=np.int8), np.array([[True, False]] * 3)),
+        "floats": (np.array([[2.0**62, -(2.0**70)], [1e20, 3.0], [-1.0, 0.0]]), np.array([[1.0, 2.0**64]] * 3)),
+        "lists": ([[m - 1, -1], [2 * m + 5, 0], [1, 2]], [[0, m], [-m - 1, 7], [3, -(3 * m)]]),
+    }
+    for name, A in kinds.items():
+        keep = [np.array(x, copy=True) for x in A]
+        B = big_pair(len(name), (np.shape(A[0])[-1], 3), m)
+        ref = gauss_entrywise(A, B, m)
+        At, Bt = tuple(x.T for x in B), tuple(np.asarray(x).T for x in A)  # the transposed product, too
+        for alg in ALGS:
+            assert_mod(g.matmul(A, B, m, algorithm=alg), ref, m)
+            assert_mod(g.matmul(At, Bt, m, algorithm=alg), gauss_entrywise(At, Bt, m), m)
+        assert all(np.array_equal(np.asarray(x), y) for x, y in zip(A, keep)), name  # left alone
+    Ac = np.array([[1 + 2j, -3j], [2.0**60 + 1j, -(2.0**62)]])  # complex128, integral parts
+    assert_mod(g.matmul(Ac, Ac, m), gauss_entrywise(Ac, Ac, m), m)
+
+
+def test_matmul_large_moduli_dtype_boundary():
+    # residues fit int64 up to m = 2**63 (its largest is 2**63 - 1); above, Python ints
+    A = (np.array([[-1]], dtype=object), np.array([[0]], dtype=object))
+    for m, dtype in ((2**63 - 25, np.int64), (2**63, np.int64), (2**63 + 1, object), (2**64, object)):
+        re, im = g.matmul(A, A, m)  # (-1)(-1) = 1
+        assert re.dtype == dtype and int(re[0, 0]) == 1 and int(im[0, 0]) == 0
+        re, im = g.matmul(A, ([[1]], [[0]]), m)  # -1 = m - 1
+        assert re.dtype == dtype and int(re[0, 0]) == m - 1
+
+
+def _exact_tiling(m, alg, shape, batch=1):
+    return lambda: g._ExactTile.modular(m, alg, 2, shape).tiling(shape, batch)
+
+
+@pytest.mark.parametrize("m", [2**63, 2**64 + 13], ids=["2^63", "2^64+13"])
+def test_matmul_large_moduli_tiled_within_budget(m, rng):
+    from conftest import budgets
+
+    mm, k, n = 120, 90, 100  # no tile size divides them all: uneven last tiles
+    A, B = big_pair(11, (mm, k), m), big_pair(12, (k, n), m)
+    # the edges in one entry: every term (m - 1)**2, so partial sums of k-panels reach their largest
+    for x in A:
+        x[0] = m - 1
+    for x in B:
+        x[:, 0] = m - 1
+    want = g.matmul(A, B, m)
+    rows, cols = [0, 57, mm - 1], [0, 41, n - 1]
+    ref = gauss_entrywise((A[0][rows], A[1][rows]), (B[0][:, cols], B[1][:, cols]), m)
+    assert_mod(tuple(x[np.ix_(rows, cols)] for x in want), ref, m)
+    grids = set()
+    for alg in ("2m", "3m"):
+        for budget, t in budgets(_exact_tiling(m, alg, (mm, k, n)), step=1.25):
+            with modlin.limits(memory=budget):
+                got = g.matmul(A, B, m, algorithm=alg)
+            grids.add(t.grid)
+            assert all(x.dtype == w.dtype and np.array_equal(x, w) for x, w in zip(got, want)), (alg, t.grid)
+    assert (1, 1, 1) in grids and any(gr[1] > 1 for gr in grids), grids  # k-panels, added modulo m
+
+
+def test_matmul_large_moduli_working_memory_within_the_model(rng):
+    from conftest import budgets, traced
+
+    m = 2**63  # int64 results, whose bytes the trace can tell apart from the working memory
+    a = rand_gauss(rng, (200, 150), -(2**63), 2**63 - 1)
+    b = rand_gauss(rng, (150, 170), -(2**63), 2**63 - 1)
+    for budget, t in budgets(_exact_tiling(m, "2m", (200, 150, 170)))[1::2]:
+        with modlin.limits(memory=budget):
+            (re, im), peak = traced(lambda: g.matmul(a, b, m))
+        assert peak - re.nbytes - im.nbytes <= t.peak <= budget, (t.grid, peak, t.peak)
+
+
+def test_matmul_large_moduli_budget_too_small():
+    with modlin.limits(memory="256KiB"), pytest.raises(ValueError, match="too small"):
+        g.matmul(np.ones((300, 300)) * (1 + 1j), np.ones((300, 300)), 2**64 + 13)
+
+
+# --------------------------------------------------------------------- rank-k updates from 2**52 on
+
+def _rank_k_ref(terms, m, conj):
+    """``sum(X @ op(Y)^T)`` mod m by the entrywise oracle, ``op`` conjugating when ``conj``."""
+    R = Im = 0
+    for X, Y in terms:
+        yr, yi = gparts(Y)
+        r, i = gauss_entrywise(X, (T(yr), T(-yi) if conj else T(yi)), m)
+        R, Im = R + r, Im + i
+    return _mod(R, m), _mod(Im, m)
+
+
+@pytest.mark.parametrize("m", [2**61 - 1, 2**63, 2**64, 2**127 - 1], ids=["2^61-1", "2^63", "2^64", "2^127-1"])
+@pytest.mark.parametrize("shape", [(4, 3), (3, 7), (2, 3, 5), (1, 1), (3, 0)])
+def test_rank_k_large_moduli(m, shape):
+    A, B = big_pair(21, shape, m), big_pair(22, shape, m)
+    if shape[-1]:  # 2**63: modulo 2**64 its balanced residue is -2**63, whose negation has no int64
+        for x in (*A, *B):
+            x[(0,) * len(shape)] = 2**63
+    for alg in ALGS:
+        res = g.herk(A, m, algorithm=alg)
+        assert_mod(res, _rank_k_ref([(A, A)], m, True), m)
+        assert_hermitian(res, m)
+        res = g.her2k(A, B, m, algorithm=alg)
+        assert_mod(res, _rank_k_ref([(A, B), (B, A)], m, True), m)
+        assert_hermitian(res, m)
+        res = g.syrk(A, m, algorithm=alg)
+        assert_mod(res, _rank_k_ref([(A, A)], m, False), m)
+        assert_symmetric(res)
+        res = g.syr2k(A, B, m, algorithm=alg)
+        assert_mod(res, _rank_k_ref([(A, B), (B, A)], m, False), m)
+        assert_symmetric(res)
+        # real operands: one array
+        zero = np.zeros(shape, dtype=object)
+        got = g.syrk(A[0], m, algorithm=alg)
+        assert_mod((got, got), (_rank_k_ref([((A[0], zero),) * 2], m, False)[0],) * 2, m)
+        got = g.syr2k(A[0], B[0], m, algorithm=alg)
+        assert_mod((got, got), (_rank_k_ref([((A[0], zero), (B[0], zero)), ((B[0], zero), (A[0], zero))], m,
+                                            False)[0],) * 2, m)
+        assert_symmetric(got)
+
+
+@pytest.mark.parametrize("m", [2**63, 2**64 + 13], ids=["2^63", "2^64+13"])
+def test_rank_k_large_moduli_tiled_within_budget(m):
+    from conftest import budgets
+    from modlin._tiles import square
+
+    n, k = 90, 70
+    A, B = big_pair(31, (n, k), m), big_pair(32, (n, k), m)
+    want = g.herk(A, m), g.her2k(A, B, m), g.syrk(A[0], m)
+    lines = [0, 45, n - 1]
+    sub = lambda X: tuple(x[lines] for x in X)  # noqa: E731
+    assert_mod(tuple(x[np.ix_(lines, lines)] for x in want[0]), _rank_k_ref([(sub(A), sub(A))], m, True), m)
+    assert_mod(tuple(x[np.ix_(lines, lines)] for x in want[1]),
+               _rank_k_ref([(sub(A), sub(B)), (sub(B), sub(A))], m, True), m)
+    tiling = lambda: square(g._ExactTile.modular(m, "2m", 2, (n, k, n)).tiling((n, k, n), 1, extra=4))  # noqa: E731
+    grids = set()
+    for budget, t in budgets(tiling, step=1.25):
+        with modlin.limits(memory=budget):
+            got = g.herk(A, m), g.her2k(A, B, m), g.syrk(A[0], m)
+        grids.add(t.grid)
+        assert all(np.array_equal(x, w) for gw, ww in zip(got[:2], want[:2]) for x, w in zip(gw, ww)), t.grid
+        assert np.array_equal(got[2], want[2]), t.grid
+        assert_hermitian(got[0], m)
+    assert any(gr[0] > 1 for gr in grids), grids  # mirrored tiles: C_JI from C_IJ, conjugated modulo m
+
+
+# --------------------------------------------------------------------- fields, dask, property
+
+def test_large_moduli_fields():
+    import galois
+    import flint
+
+    for p in (2**61 - 1, 2**127 - 1):
+        GF = galois.GF(p)
+        Ar, Ai = [[p - 1, 3], [5, 7]], [[1, p - 2], [0, 2]]
+        ref = gauss_entrywise((np.array(Ar, dtype=object), np.array(Ai, dtype=object)),
+                              (np.array(Ai, dtype=object), np.array(Ar, dtype=object)), p)
+        re, im = g.matmul((GF(Ar), GF(Ai)), (GF(Ai), GF(Ar)))  # m from the field
+        assert type(re) is GF and type(im) is GF
+        assert [[int(v) for v in row] for row in re.tolist()] == ref[0].tolist()
+        assert [[int(v) for v in row] for row in im.tolist()] == ref[1].tolist()
+        hr, hi = g.herk((GF(Ar), GF(Ai)))
+        assert type(hr) is GF and [[int(v) for v in row] for row in hr.tolist()] == \
+            _rank_k_ref([((np.array(Ar, dtype=object), np.array(Ai, dtype=object)),) * 2], p, True)[0].tolist()
+    q = 2**127 - 1
+    F = flint.fmpz_mod_mat([[q - 1, 2], [3, 4]], flint.fmpz_mod_ctx(q))  # -1 2; 3 4
+    re, im = g.matmul((F, F), (F, F))  # (1 + i)**2 F**2 = 2i F**2, F**2 = [[7, 6], [9, 22]]
+    assert type(re).__name__ == "fmpz_mod_mat" and re.modulus() == q
+    assert [[int(v) for v in row] for row in re.tolist()] == [[0, 0], [0, 0]]
+    assert [[int(v) for v in row] for row in im.tolist()] == [[14, 12], [18, 44]]
+
+
+def test_large_moduli_dask():
+    da = pytest.importorskip("dask.array")
+    m = 2**61 - 1
+    rng = np.random.default_rng(3)
+    A = rng.integers(-(2**53), 2**53, (6, 8)) + 1j * rng.integers(-(2**53), 2**53, (6, 8))
+    B = rand_gauss(rng, (8, 5), -(2**63), 2**63 - 1)
+    want = gauss_entrywise(A, B, m)
+    re, im = g.matmul(da.from_array(A, chunks=(3, 3)), tuple(da.from_array(x, chunks=(3, 5)) for x in B), m)
+    assert_mod((re.compute(), im.compute()), want, m)  # k-chunks combined modulo m
+    assert re.dtype == np.int64
+    # above 2**63 the lazy result says object, as its chunks are
+    m = 2**127 - 1
+    re, im = g.matmul(da.from_array(A, chunks=(3, 3)), tuple(da.from_array(x, chunks=(3, 5)) for x in B), m)
+    assert re.dtype == im.dtype == object and re.compute().dtype == object
+    assert_mod((re.compute(), im.compute()), gauss_entrywise(A, B, m), m)
+
+
+@st.composite
+def large_case(draw):
+    m = draw(st.sampled_from(list(LARGE_M.values())) | st.integers(2**52, 2**140))
+    n, k, p = draw(st.integers(1, 3)), draw(st.integers(0, 4)), draw(st.integers(1, 3))
+    ints = st.integers(-4 * m, 4 * m) | st.sampled_from([m - 1, -m, m // 2, -(m // 2), 2**63, -(2**63)])
+
+    def mk(r, c):
+        x = np.empty(r * c, dtype=object)
+        x[:] = draw(st.lists(ints, min_size=r * c, max_size=r * c))
+        return x.reshape(r, c)
+
+    return m, (mk(n, k), mk(n, k)), (mk(k, p), mk(k, p))
+
+
+@settings(max_examples=25)
+@given(large_case())
+def test_property_large_moduli_every_algorithm_agrees_with_oracle(case):
+    m, A, B = case
+    ref = gauss_entrywise(A, B, m)
+    for alg in ALGS:
+        assert_mod(g.matmul(A, B, m, algorithm=alg), ref, m)
