@@ -27,7 +27,7 @@ import numpy as np
 
 from ._backend import namespace
 from ._limits import current as current_limits, format_size
-from ._progress import MIN_SECONDS, bar as progress_bar, expected_seconds
+from ._progress import bar as progress_bar, wanted
 
 __all__ = ["Tiling", "Arena", "budget", "choose", "run", "progress", "scratch", "MIN_TILE"]
 
@@ -213,7 +213,7 @@ def progress(total: int, cost: float, what: str):
     progress and ``cost``, the modelled multiply-adds of all of them, is expected to take
     longer than :data:`modlin._progress.MIN_SECONDS`); closed on exit."""
     shown = None
-    if current_limits().progress and expected_seconds(cost) > MIN_SECONDS:
+    if wanted(cost):
         shown = progress_bar(total, what, "tile")
     try:
         yield shown

@@ -441,6 +441,23 @@ def test_matrix_power_negative_and_zero(rng):
         linalg.matrix_power([[1, 2], [2, 4]], -1, 7)
 
 
+def test_matrix_power_errors_name_matrix_power_and_the_value():
+    """The user called matrix_power, not inv: the message names it and says why an inverse
+    was needed; a float exponent is shown, as 2.0 looks like an integer."""
+    for A, e in (([[1, 2], [2, 4]], -1), (np.array([np.eye(2, dtype=int), [[1, 2], [2, 4]]]), -3)):
+        with pytest.raises(np.linalg.LinAlgError) as info:
+            linalg.matrix_power(A, e, 7)
+        message = str(info.value)
+        assert message.startswith("matrix_power: a negative power") and "invertible" in message, message
+        assert f"e = {e}" in message and "singular modulo 7" in message and "inv:" not in message, message
+    with pytest.raises(np.linalg.LinAlgError, match=r"^inv: the matrix is singular"):
+        linalg.inv([[1, 2], [2, 4]], 7)  # inv's own message is unchanged
+    for e in (2.0, np.float64(2), "2", None):
+        with pytest.raises(TypeError, match=r"^matrix_power: exponent must be an integer, got ") as info:
+            linalg.matrix_power([[1]], e, 7)
+        assert repr(e) in str(info.value)
+
+
 def test_matrix_power_stacks_and_types(rng):
     p = 7
     A = rng.integers(0, p, (2, 3, 4, 4))
@@ -569,3 +586,77 @@ def test_property(case, fast):
     finally:
         _charpoly.MIN_BLOCK_KRYLOV = old
     assert divides(g, f, p) and not evaluate(g, A, p).any()
+
+
+# ===================================================================== progress
+
+def progress_matrices(p, rng):
+    """A generic matrix (its first Krylov vectors span the space) and a stack of two."""
+    return native(rand(rng, (24, 24), p), p), native(rand(rng, (2, 24, 24), p), p)
+
+
+@pytest.mark.parametrize("path", ["block", "stages"])
+@pytest.mark.parametrize("p", [P61, P127], ids=["61bit", "127bit"])
+def test_progress_one_display(monkeypatch, capsys, rng, p, path):
+    """charpoly and minpoly, on both paths and on a stack: with progress on and the call
+    expected to run long, one line on stderr up to 100 % with its times, no product's bar; the
+    same polynomials."""
+    import re
+    import sys
+
+    import modlin
+    from modlin import _progress
+
+    if path == "block":
+        monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 4)
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    A, S = progress_matrices(p, rng)
+    calls = [("charpoly", "", lambda: linalg.charpoly(A, p)), ("minpoly", "", lambda: linalg.minpoly(A, p)),
+             ("charpoly", ", 2 matrices", lambda: linalg.charpoly(S, p))]
+    for fn, count, call in calls:
+        off = call()
+        with monkeypatch.context() as m, modlin.limits(progress=True):
+            m.setattr(_progress, "_gemm_rate", lambda: 1.0)  # one multiply-add a second: all is long
+            on = call()
+        err = capsys.readouterr().err
+        assert np.array_equal(on, off) and on.dtype == off.dtype
+        desc = f"modlin.linalg.{fn} mod a {p.bit_length()}-bit p{count}"
+        assert err.startswith(f"\r{desc} [") and err.endswith(f"\r{desc} [100/100] done\n"), err
+        assert err.count("\n") == 1 and "modlin.matmul" not in err
+        assert re.search(r"\[00:[0-9]{2}<(00:[0-9]{2}|\?)\]", err), err
+        with modlin.limits(progress=False):
+            call()
+        assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("path", ["block", "stages"])
+@pytest.mark.parametrize("p", [2**31 - 1, P61, P127], ids=["31bit", "61bit", "127bit"])
+def test_progress_follows_the_modelled_work(monkeypatch, rng, p, path):
+    """The Krylov products, PLUQs and the polynomial determinant's points advance the display by
+    their modelled cost: on a generic matrix the model foresaw them all (99 before the call
+    returns), and the count never passes 100."""
+    import modlin
+    from modlin import _progress
+
+    steps = []
+
+    class Recorder:
+        def update(self, n=1):
+            steps.append(n)
+
+        def set_description(self, text):
+            pass
+
+        def close(self):
+            pass
+
+    if path == "block":
+        monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 4)
+    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: Recorder())
+    monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
+    A, _ = progress_matrices(p, rng)
+    for call in (linalg.charpoly, linalg.minpoly):
+        steps.clear()
+        with modlin.limits(progress=True):
+            call(A, p)
+        assert sum(steps) == 100 and len(steps) > 3 and steps[-1] <= 2, (call.__name__, steps)

@@ -647,3 +647,120 @@ def test_bench_table():
     assert rows[0]["galois_status"] == "ok" and rows[0]["galois_s"] > 0
     with pytest.raises(ValueError, match="unknown linalg function 'lu'"):
         _bench.run_linalg_table(sizes=[8], functions=["lu"], out=buf, progress=None)
+
+
+# ===================================================================== progress
+
+def same(a, b) -> bool:
+    """Equal results: arrays entry by entry, tuples (``PLUQ``, ``rref``'s) item by item."""
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return np.array_equal(np.asarray(a), np.asarray(b)) and np.asarray(a).dtype == np.asarray(b).dtype
+
+
+def progress_calls(p, rng) -> dict:
+    """A call of every function on generic matrices, large enough for several levels of the
+    recursions under the ``recursion`` fixture; stacks as ``numpy.linalg`` takes them."""
+    A = native(rand(rng, (20, 20), p), p)
+    S = native(rand(rng, (3, 12, 12), p), p)
+    B = native(rand(rng, (20, 3), p), p)
+    return {
+        "det": lambda: linalg.det(A, p),
+        "rank": lambda: linalg.rank(S, p),
+        "inv": lambda: linalg.inv(S, p),
+        "solve": lambda: linalg.solve(A, B, p),
+        "solve-stack": lambda: linalg.solve(S, B[:12, 0], p),  # one vector for every matrix
+        "nullspace": lambda: linalg.nullspace(A[:9], p),
+        "nullspace-left": lambda: linalg.nullspace(A[:, :9], p, left=True),
+        "rref": lambda: linalg.rref(A[:9], p),
+        "pluq": lambda: linalg.pluq(A, p),
+        "trsm": lambda: linalg.trsm(A, B, p, unit_diagonal=True),
+        "trsm-right": lambda: linalg.trsm(A, B.T, p, side="right", lower=False, unit_diagonal=True),
+        "matrix_power": lambda: linalg.matrix_power(A, 13, p),
+        "matrix_power-inverse": lambda: linalg.matrix_power(S, -5, p),
+    }
+
+
+PROGRESS_CALLS = ["det", "rank", "inv", "solve", "solve-stack", "nullspace", "nullspace-left", "rref", "pluq",
+                  "trsm", "trsm-right", "matrix_power", "matrix_power-inverse"]
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, P127], ids=["31bit", "127bit"])
+@pytest.mark.parametrize("name", PROGRESS_CALLS)
+def test_progress_one_display_per_call(recursion, monkeypatch, capsys, rng, p, name):
+    """With progress on, a call the model expects to run long writes one line on stderr (tqdm
+    hidden: the plain line, with its elapsed and remaining times) up to 100 %, and none of the
+    products inside it a bar of its own, though each of them is then expected to run long
+    too; a short call and progress off write nothing; the results are the same."""
+    import re
+    import sys
+
+    import modlin
+    from modlin import _progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    call = progress_calls(p, rng)[name]
+    off = call()
+    with modlin.limits(progress=True):
+        assert same(call(), off)  # a 20 x 20 matrix: far below two seconds
+        assert capsys.readouterr().err == ""
+        monkeypatch.setattr(_progress, "_gemm_rate", lambda: 1.0)  # one multiply-add a second: all is long
+        on = call()
+    err = capsys.readouterr().err
+    assert same(on, off)
+    fn = name.split("-")[0]
+    count = {"rank": ", 3 matrices", "inv": ", 3 matrices", "solve-stack": ", 3 matrices",
+             "matrix_power-inverse": ", 3 matrices"}.get(name, "")
+    desc = f"modlin.linalg.{fn} mod a {p.bit_length()}-bit p{count}"
+    assert err.startswith(f"\r{desc} [") and err.endswith(f"\r{desc} [100/100] done\n"), err
+    assert err.count("\n") == 1 and "modlin.matmul" not in err
+    assert re.search(r"\[[0-9]+/100\] \[00:[0-9]{2}<(00:[0-9]{2}|\?)\]", err), err
+    with modlin.limits(progress=False):
+        assert same(call(), off)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("p", [2**31 - 1, 2**61 - 1, P127], ids=["31bit", "61bit", "127bit"])
+@pytest.mark.parametrize("name", PROGRESS_CALLS)
+def test_progress_follows_the_modelled_work(recursion, monkeypatch, rng, p, name):
+    """The display counts percent of the modelled cost, each product, elimination and inverse
+    advancing it by its own cost as it finishes: on a generic matrix the model foresaw the
+    whole work (the count reaches 99 before the call returns), and the count never passes 100."""
+    import modlin
+    from modlin import _progress
+
+    steps = []
+
+    class Recorder:
+        def update(self, n=1):
+            steps.append(n)
+
+        def set_description(self, text):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: Recorder())
+    monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
+    with modlin.limits(progress=True):
+        progress_calls(p, rng)[name]()
+    assert sum(steps) == 100 and len(steps) > 3 and steps[-1] <= 2, steps
+
+
+def test_progress_of_a_call_that_raises(recursion, monkeypatch, capsys, rng):
+    """A singular matrix met after its PLUQ: the line stops where the work did, not at 'done'."""
+    import sys
+
+    import modlin
+    from modlin import _progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
+    p = 2**31 - 1
+    A = native(low_rank(rng, 20, 20, 15, p), p)
+    with modlin.limits(progress=True), pytest.raises(linalg.LinAlgError, match="rank is 15"):
+        linalg.inv(A, p)
+    err = capsys.readouterr().err
+    assert err.startswith("\rmodlin.linalg.inv mod a 31-bit p [") and err.count("\n") == 1
+    assert "done" not in err and "[100/100]" not in err

@@ -156,7 +156,7 @@ def test_ozaki_progress(monkeypatch, capsys, rng):
     import sys
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setattr("modlin._tiles.MIN_SECONDS", -1.0)
+    monkeypatch.setattr("modlin._progress.MIN_SECONDS", -1.0)
     a, b = _ozaki_case(rng, ozaki.zgemm, 200, 64, 200)
     budget, t = budgets(_ozaki_tiling(ozaki.zgemm, a, b, {}))[-1]
     with modlin.limits(memory=budget, progress=True):
@@ -437,7 +437,7 @@ def test_gaussian_intmul_budget_too_small_and_progress(monkeypatch, capsys, rng)
             ValueError, match=r"budget of 256 KiB is too small.*smallest tile \(64x64 @ 64x64\) needs [0-9.]+ [KM]iB"):
         gaussian.intmul(a, a)
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setattr("modlin._tiles.MIN_SECONDS", -1.0)
+    monkeypatch.setattr("modlin._progress.MIN_SECONDS", -1.0)
     x = rng.integers(-9, 9, (200, 64)), rng.integers(-9, 9, (200, 64))
     y = rng.integers(-9, 9, (64, 200)), rng.integers(-9, 9, (64, 200))
     budget, t = budgets(_intmul_tiling(x, y))[-1]

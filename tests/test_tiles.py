@@ -242,7 +242,7 @@ def test_progress_over_tiles(monkeypatch, capsys):
         modlin.matmul(A, A, p)  # far below MIN_SECONDS
         assert capsys.readouterr().err == ""
         monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
-        monkeypatch.setattr("modlin._tiles.MIN_SECONDS", -1.0)
+        monkeypatch.setattr("modlin._progress.MIN_SECONDS", -1.0)
         C = modlin.matmul(A, A, p)
     err = capsys.readouterr().err
     assert int(C[0, 0]) == 300 and count > 1

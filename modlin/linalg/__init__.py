@@ -29,6 +29,14 @@ object arrays of Python ints above), galois ``FieldArray`` s and python-flint
 type comes back; ``det`` of an ``nmod_mat`` is an ``nmod``, ``charpoly`` and
 ``minpoly`` give ``galois.Poly`` and python-flint polynomials).
 All but :func:`trsm` need a prime modulus and refuse a composite one.
+
+With ``modlin.limits(progress=True)`` (or ``MODLIN_PROGRESS=1``), a call of
+:func:`det`, :func:`rank`, :func:`inv`, :func:`solve`, :func:`nullspace`,
+:func:`rref`, :func:`pluq`, :func:`trsm`, :func:`charpoly` or :func:`minpoly`
+(a stack included) that the cost model expects to take more than about two
+seconds shows one progress display on standard error for all of its work, in
+percent of its modelled cost, with the elapsed and remaining times; the products
+it makes show no bar of their own.
 """
 
 from ._charpoly import charpoly, minpoly

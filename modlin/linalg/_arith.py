@@ -20,9 +20,10 @@ from .._planner import plan
 from .._rnsplan import RNSPlan
 from .._threads import blas_gemms
 from .._tiles import scratch
+from ._steps import advance, product_cost
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
-           "mulsub", "negate", "parity"]
+           "mulsub", "negate", "parity", "mul_cost"]
 
 #: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
 INT64_LIMIT = 2**63
@@ -272,10 +273,21 @@ def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | No
     pl = pl or _plan(p, m, k, n)
     with nullcontext() if lone else blas_gemms():
         if not isinstance(a, Prepared) and dtype is object:
-            return matmul(a, b, p, plan=pl)
-        out = scratch((m, n), dtype) if temporary else np.empty((m, n), dtype=dtype)
-        _product(pl, a, b, p, out)
-        return out
+            out = matmul(a, b, p, plan=pl)
+        else:
+            out = scratch((m, n), dtype) if temporary else np.empty((m, n), dtype=dtype)
+            _product(pl, a, b, p, out)
+    advance(product_cost, pl, m, k, n, dtype is object, isinstance(a, Prepared))
+    return out
+
+
+def mul_cost(p: int, m: int, k: int, n: int, pl: Plan | RNSPlan | None = None, prepared: bool = False) -> float:
+    """Modelled cost of :func:`mul`'s product of an ``m x k`` and a ``k x n`` block (with the
+    plan ``pl``, or the one :func:`mul` would take; a ``prepared`` left operand), for the
+    algorithms' cost models."""
+    if m * n == 0 or k == 0:
+        return 0.0
+    return product_cost(pl or _plan(p, m, k, n), m, k, n, p >= INT64_LIMIT, prepared)
 
 
 def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:

@@ -39,6 +39,7 @@ from ._arith import (
     is_wide,
     kernel_montgomery,
     mul,
+    mul_cost,
     mulmod,
     mulsub,
     negate,
@@ -47,11 +48,13 @@ from ._arith import (
     submul,
     thin_plan,
 )
-from ._inputs import map_matrices, prepare
-from ._pluq import pluq_inplace
+from ._inputs import map_matrices, prepare, stack_count
+from ._pluq import pluq_cost, pluq_inplace
 from ._solve import eliminate_factored, solve_factored
+from ._steps import advance, points_cost, tracked
+from ._triangular import trsm_cost
 
-__all__ = ["charpoly", "minpoly", "MIN_BLOCK_KRYLOV"]
+__all__ = ["charpoly", "minpoly", "charpoly_cost", "minpoly_cost", "MIN_BLOCK_KRYLOV"]
 
 #: Matrices of fewer rows go through the Krylov stages (read at call time, so tests may lower it).
 MIN_BLOCK_KRYLOV = 96
@@ -186,7 +189,7 @@ def _addmod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
 
 def _random(rng, shape, p: int, dtype) -> np.ndarray:
     """Uniform residues modulo ``p`` (int64, or Python ints from three 62-bit draws above ``2**63``)."""
-    if dtype != object:
+    if np.dtype(dtype) != np.dtype(object):
         return rng.integers(0, p, shape, dtype=np.int64)
     x = np.zeros(shape, dtype=object)
     for _ in range(p.bit_length() // 62 + 2):
@@ -481,8 +484,8 @@ def _evaluate_kernel(C, T, diag, p, wide, pneg, out):  # pragma: no cover - comp
             top = C[q - 1, k, i]
             for t in range(N):
                 o[t] = top
-            for l in range(q - 2, -1, -1):
-                c = C[l, k, i]
+            for deg in range(q - 2, -1, -1):
+                c = C[deg, k, i]
                 for t in range(N):  # a - (p - c): no overflow for p near 2**63
                     v = _dmul(o[t], T[t], p, pinv, wide, pneg) - (p - c)
                     o[t] = v + (p if v < 0 else 0)
@@ -514,12 +517,14 @@ def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
     if X.dtype == object:  # one product with the powers of the points, in Python ints
         V = np.empty((r, q), dtype=object)
         V[:, 0] = 1
-        for l in range(1, q):
-            V[:, l] = V[:, l - 1] * t % p
+        for deg in range(1, q):
+            V[:, deg] = V[:, deg - 1] * t % p
         M = negate(mul(V, C.reshape(q, m * m), p).reshape(r, m, m), p)
         diag = np.arange(m)
         M[:, diag, diag] = (M[:, diag, diag] + xd.T) % p
-        return [int(x) for x in _interpolate_object((_dets_object(M, p) - xr) % p, p)] + [1]
+        f = [int(x) for x in _interpolate_object((_dets_object(M, p) - xr) % p, p)] + [1]
+        advance(points_cost, p, r, m, q, True)
+        return f
     # Horner at each point: a product by a small t per step, where a product with the powers
     # of the points would go through a residue number system from 2**52 on
     T = np.arange(r, dtype=np.int64)
@@ -547,7 +552,56 @@ def _det_poly(X: np.ndarray, d: np.ndarray, p: int) -> list[int]:
     y = ((dets.astype(object) - xr) % p).astype(np.int64)
     c = np.empty(r, dtype=np.int64)
     _interpolate_kernel(y, np.int64(p), wide, c)
+    advance(points_cost, p, r, m, q, False)
     return [int(x) for x in c] + [1]
+
+
+# --------------------------------------------------------------------------- cost models
+
+def _stages_cost(p: int, n: int) -> float:
+    """Modelled cost of :func:`_stages` for an ``n x n`` matrix whose first random vector spans
+    the space (a generic one): ``n`` Krylov vectors, one PLUQ per doubling batch of them,
+    and the relation of the last one (a PLUQ and two triangular solves)."""
+    pl = thin_plan(p, n, 1)
+    cost = n * mul_cost(p, n, n, 1, pl, prepared=True)
+    w = 2
+    while True:
+        rows = min(w, n + 1)
+        cost += pluq_cost(p, rows, n)
+        if rows > n:  # the batch that holds a dependent vector
+            break
+        w *= 2
+    return cost + pluq_cost(p, n, n) + 2 * trsm_cost(p, n, 1)
+
+
+def _block_krylov_cost(p: int, n: int) -> float:
+    """Modelled cost of :func:`_block_krylov` for an ``n x n`` matrix whose ``b`` random vectors
+    span the space (a generic one): the products of the basis, its PLUQs (the probe of ``2 b``
+    columns, then all ``n``), the relations' triangular solves and the polynomial determinant."""
+    b = block_size(n)
+    powers, q = n // b + 1, -(-n // b)
+    pl = thin_plan(p, n, b)
+    # the blocks, and A**d_i v_i for the n % b vectors whose last power is not among them
+    cost = (powers - 1) * mul_cost(p, n, n, b, pl, prepared=True) + mul_cost(p, n, n, n % b, pl, prepared=True)
+    cost += pluq_cost(p, n, min(n, 2 * b)) + (pluq_cost(p, n, n) if n > 2 * b else 0.0)
+    cost += 2 * trsm_cost(p, n, b) + points_cost(p, n, b, q, p >= INT64_LIMIT)
+    if p >= INT64_LIMIT:  # the evaluations, one product
+        cost += mul_cost(p, n, q, b * b)
+    return cost
+
+
+def charpoly_cost(p: int, n: int) -> float:
+    """Modelled cost of :func:`_charpoly` of an ``n x n`` matrix (a generic one: its first
+    Krylov space is everything; :mod:`modlin.linalg._steps`)."""
+    if n >= MIN_BLOCK_KRYLOV and p >= n:
+        return _block_krylov_cost(p, n)
+    return _stages_cost(p, n)
+
+
+def minpoly_cost(p: int, n: int) -> float:
+    """Modelled cost of :func:`_minpoly` of an ``n x n`` matrix, where the characteristic
+    polynomial settles it (squarefree), or one Krylov stage does."""
+    return charpoly_cost(p, n)
 
 
 # --------------------------------------------------------------------------- front doors
@@ -693,10 +747,11 @@ def charpoly(A: ArrayLike, p: int | None = None):
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="charpoly", shapes=("square",), stack=True)
     n = W.shape[-1]
-    if field is None:
-        dtype = np.int64 if p < INT64_LIMIT else object
-        return map_matrices(lambda w: _coefficients(_charpoly(w, p), p), [W], (2,), (n + 1,), dtype)
-    polys = map_matrices(lambda w: _as_poly(_charpoly(w, p), field), [W], (2,), (), object)
+    with tracked("charpoly", p, stack_count(W), lambda: charpoly_cost(p, n)):
+        if field is None:
+            dtype = np.int64 if p < INT64_LIMIT else object
+            return map_matrices(lambda w: _coefficients(_charpoly(w, p), p), [W], (2,), (n + 1,), dtype)
+        polys = map_matrices(lambda w: _as_poly(_charpoly(w, p), field), [W], (2,), (), object)
     return polys[()] if polys.ndim == 0 else polys
 
 
@@ -757,5 +812,6 @@ def minpoly(A: ArrayLike, p: int | None = None):
     x + 3
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="minpoly", shapes=("square",))
-    f = _minpoly(W, p)
+    with tracked("minpoly", p, 1, lambda: minpoly_cost(p, W.shape[0])):
+        f = _minpoly(W, p)
     return _coefficients(f, p) if field is None else _as_poly(f, field)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._jit import njit
 from ._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
+from ._steps import advance, elimination_cost, inversion_cost
 
 __all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
 
@@ -126,6 +127,7 @@ def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
         r = _eliminate_object(a, p, pivot_rows, cols)
     else:
         r = int(_eliminate(a, np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), pivot_rows, cols))
+    advance(elimination_cost, p, m, n, r, a.dtype == object)
     others = np.ones(m, dtype=bool)
     others[pivot_rows[:r]] = False
     P = np.concatenate([pivot_rows[:r], np.flatnonzero(others)])
@@ -179,9 +181,10 @@ def lower_inverse(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
             d = 1 if unit else pow(int(T[i, i]), -1, p)
             x[i, :i] = (-d * (T[i, :i] @ x[:i, :i])) % p if i else x[i, :i]
             x[i, i] = d
-        return x
-    x = np.empty((k, k), dtype=np.int64)
-    _lower_inverse(np.ascontiguousarray(T), np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), unit, x)
+    else:
+        x = np.empty((k, k), dtype=np.int64)
+        _lower_inverse(np.ascontiguousarray(T), np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), unit, x)
+    advance(inversion_cost, p, k, T.dtype == object)
     return x
 
 

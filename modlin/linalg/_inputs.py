@@ -13,7 +13,7 @@ from .._plan import _check_modulus
 from ._arith import INT64_LIMIT, reduce
 
 __all__ = ["LinAlgError", "prepare", "require_prime", "working", "matrix", "square", "as_field",
-           "check_unit_diagonal", "map_matrices"]
+           "check_unit_diagonal", "map_matrices", "stack_count"]
 
 
 class LinAlgError(np.linalg.LinAlgError):
@@ -130,3 +130,10 @@ def map_matrices(f, arrays: list[np.ndarray], cores: tuple[int, ...], out_core: 
                 raise
             raise LinAlgError(f"{exc} (the matrix at index {idx} of the stack)") from None
     return out
+
+
+def stack_count(*arrays: np.ndarray, cores: tuple[int, ...] = (2,)) -> int:
+    """How many matrices :func:`map_matrices` runs ``f`` on for these working arrays (the last
+    ``cores[i]`` dimensions of ``arrays[i]`` being one item): the size of their broadcast
+    leading shape, 1 for a lone matrix."""
+    return math.prod(np.broadcast_shapes(*(a.shape[:a.ndim - c] for a, c in zip(arrays, cores))))

@@ -15,12 +15,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..typing import ArrayLike
-from ._arith import mulsub, parity
+from ._arith import INT64_LIMIT, mul_cost, mulsub, parity
 from ._elimination import pluq_base
-from ._inputs import as_field, map_matrices, prepare
-from ._triangular import solve_triangular_inplace
+from ._inputs import as_field, map_matrices, prepare, stack_count
+from ._steps import elimination_cost, tracked
+from ._triangular import solve_triangular_inplace, trsm_cost
 
-__all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "is_identity", "THRESHOLD"]
+__all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "THRESHOLD"]
 
 #: Blocks with at most this many rows and columns are eliminated by the base case.
 #: Read at call time, so tests may lower it to exercise the recursion on small matrices.
@@ -120,10 +121,10 @@ def pluq_inplace(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
         XK = A[m1:, n1:n1 + r2]
         solve_triangular_inplace(A[r1:r1 + r2, n1:n1 + r2], XK, p, left=False, lower=False, unit=False)
         mulsub(A[m1:, n1 + r2:], XK, A[r1:r1 + r2, n1 + r2:], p)
-    if r3:  # and G's: O = L3**-1 H2, then R = H4 - M3 O
-        O = A[m1:m1 + r3, n1 + r2:]
-        solve_triangular_inplace(A[m1:m1 + r3, r1:r1 + r3], O, p, left=True, lower=True, unit=True)
-        mulsub(A[m1 + r3:, n1 + r2:], A[m1 + r3:, r1:r1 + r3], O, p)
+    if r3:  # and G's: O3 = L3**-1 H2, then R = H4 - M3 O3
+        O3 = A[m1:m1 + r3, n1 + r2:]
+        solve_triangular_inplace(A[m1:m1 + r3, r1:r1 + r3], O3, p, left=True, lower=True, unit=True)
+        mulsub(A[m1 + r3:, n1 + r2:], A[m1 + r3:, r1:r1 + r3], O3, p)
     P4, Q4, r4 = pluq_inplace(A[m1 + r3:, n1 + r2:], p)
     permute_rows(A[m1 + r3:, :n1 + r2], P4)
     permute_cols(A[:m1 + r3, n1 + r2:], Q4)
@@ -143,6 +144,31 @@ def pluq_inplace(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     permute_rows(A, row_order)
     permute_cols(A, col_order)
     return rows[row_order], cols[col_order], r1 + r2 + r3 + r4
+
+
+def pluq_cost(p: int, m: int, n: int) -> float:
+    """Modelled cost of :func:`pluq_inplace` on an ``m x n`` matrix of generic rank profile
+    (every block of full rank): the same recursion, its products, triangular solves and
+    base cases priced (:mod:`modlin.linalg._steps`). About the cost of ``n**3 / 3``
+    multiply-adds in products for a square matrix."""
+    if m == 0 or n == 0:
+        return 0.0
+    t = THRESHOLD
+    if m <= t and n <= t:
+        return elimination_cost(p, m, n, min(m, n), p >= INT64_LIMIT)
+    m1 = m // 2 if m > t else m
+    n1 = n // 2 if n > t else n
+    r1 = min(m1, n1)
+    r2, r3 = min(m1 - r1, n - n1), min(m - m1, n1 - r1)  # F and G: what A1's rank leaves
+    cost = pluq_cost(p, m1, n1) + pluq_cost(p, m1 - r1, n - n1) + pluq_cost(p, m - m1, n1 - r1)
+    if r1:  # D, E, and the Schur complements F, G, H
+        cost += trsm_cost(p, r1, n - n1) + trsm_cost(p, r1, m - m1, left=False)
+        cost += mul_cost(p, m1 - r1, r1, n - n1) + mul_cost(p, m - m1, r1, n1 - r1) + mul_cost(p, m - m1, r1, n - n1)
+    if r2:
+        cost += trsm_cost(p, r2, m - m1, left=False) + mul_cost(p, m - m1, r2, n - n1 - r2)
+    if r3:
+        cost += trsm_cost(p, r3, n - n1 - r2) + mul_cost(p, m - m1 - r3, r3, n - n1 - r2)
+    return cost + pluq_cost(p, m - m1 - r3, n - n1 - r2)
 
 
 def _factors(W: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -237,7 +263,8 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
     True
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="pluq", shapes=("matrix",))
-    P, Q, r = pluq_inplace(W, p)
+    with tracked("pluq", p, 1, lambda: pluq_cost(p, *W.shape)):
+        P, Q, r = pluq_inplace(W, p)
     L, U = _factors(W, r)
     return PLUQ(P, as_field(L, field), as_field(U, field), Q, r)
 
@@ -287,7 +314,8 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     1
     """
     p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",), stack=True)
-    r = map_matrices(lambda w: pluq_inplace(w, p)[2], [W], (2,), (), np.int64)
+    with tracked("rank", p, stack_count(W), lambda: pluq_cost(p, *W.shape[-2:])):
+        r = map_matrices(lambda w: pluq_inplace(w, p)[2], [W], (2,), (), np.int64)
     return int(r) if r.ndim == 0 else r
 
 
@@ -345,7 +373,8 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     array([5, 6])
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True)
-    d = map_matrices(lambda w: _det(w, p), [W], (2,), (), W.dtype)
+    with tracked("det", p, stack_count(W), lambda: pluq_cost(p, *W.shape[-2:])):
+        d = map_matrices(lambda w: _det(w, p), [W], (2,), (), W.dtype)
     d = d.item() if d.ndim == 0 else d
     return d if field is None else field(d)
 

@@ -7,11 +7,12 @@ import operator
 import numpy as np
 
 from ..typing import ArrayLike
-from ._arith import mul
-from ._inputs import as_field, map_matrices, prepare
-from ._solve import inverse
+from ._arith import mul, mul_cost
+from ._inputs import as_field, map_matrices, prepare, stack_count
+from ._solve import inverse, inverse_cost
+from ._steps import tracked
 
-__all__ = ["matrix_power"]
+__all__ = ["matrix_power", "power_cost"]
 
 
 def _power(W: np.ndarray, e: int, p: int) -> np.ndarray:
@@ -23,6 +24,14 @@ def _power(W: np.ndarray, e: int, p: int) -> np.ndarray:
         if bit == "1":
             R = mul(R, W, p, lone=True)
     return R
+
+
+def power_cost(p: int, n: int, e: int) -> float:
+    """Modelled cost of :func:`matrix_power` on one ``n x n`` matrix for ``e != 0``: the
+    squarings and products of :func:`_power`, and the inverse of a negative power."""
+    bits = abs(e).bit_length()
+    products = bits - 1 + bin(abs(e)).count("1") - 1
+    return products * mul_cost(p, n, n, n) + (inverse_cost(p, n) if e < 0 else 0.0)
 
 
 def matrix_power(A: ArrayLike, e: int, p: int | None = None) -> np.ndarray:
@@ -53,10 +62,10 @@ def matrix_power(A: ArrayLike, e: int, p: int | None = None) -> np.ndarray:
     ------
     LinAlgError
         ``A`` not square (a ``ValueError`` too), or singular modulo ``p`` for
-        ``e < 0``.
+        ``e < 0`` (a negative power needs an invertible matrix).
     TypeError
-        ``e`` not an integer (``numpy.linalg.matrix_power``'s message), or the
-        type errors of :func:`modlin.matmul`.
+        ``e`` not an integer (``numpy.linalg.matrix_power``'s message, with the
+        value given), or the type errors of :func:`modlin.matmul`.
     ValueError
         ``p`` not prime, or the input errors of :func:`modlin.matmul`.
 
@@ -86,13 +95,17 @@ def matrix_power(A: ArrayLike, e: int, p: int | None = None) -> np.ndarray:
     try:
         e = operator.index(e)
     except TypeError:
-        raise TypeError("exponent must be an integer") from None
+        # numpy's words, with the value: a float such as 2.0 looks like an integer
+        raise TypeError(f"matrix_power: exponent must be an integer, got {type(e).__name__} {e!r:.60}; "
+                        "pass an int (or a NumPy integer)") from None
     p, field, (W,) = prepare(p, A, names=("A",), fn="matrix_power", shapes=("square",), stack=True)
     n = W.shape[-1]
     if e == 0:
         R = np.zeros(W.shape, dtype=W.dtype)
         R[..., np.arange(n), np.arange(n)] = 1
         return as_field(R, field)
-    if e < 0:
-        W = map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), W.dtype)
-    return as_field(map_matrices(lambda w: _power(w, abs(e), p), [W], (2,), (n, n), W.dtype), field)
+    with tracked("matrix_power", p, stack_count(W), lambda: power_cost(p, n, e)):
+        if e < 0:
+            why = f"a negative power (e = {e}) needs an invertible matrix, and "
+            W = map_matrices(lambda w: inverse(w, p, "matrix_power", why), [W], (2,), (n, n), W.dtype)
+        return as_field(map_matrices(lambda w: _power(w, abs(e), p), [W], (2,), (n, n), W.dtype), field)

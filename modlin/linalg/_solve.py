@@ -10,12 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..typing import ArrayLike
-from ._arith import mulsub, negate
-from ._inputs import LinAlgError, as_field, map_matrices, prepare
-from ._pluq import is_identity, pluq_inplace
-from ._triangular import invert_triangular, solve_triangular_inplace
+from ._arith import mul_cost, mulsub, negate
+from ._inputs import LinAlgError, as_field, map_matrices, prepare, stack_count
+from ._pluq import is_identity, pluq_cost, pluq_inplace
+from ._steps import tracked
+from ._triangular import invert_cost, invert_triangular, solve_triangular_inplace, trsm_cost
 
-__all__ = ["inv", "solve", "nullspace", "rref", "inverse", "eliminate_factored", "solve_factored"]
+__all__ = ["inv", "solve", "nullspace", "rref", "inverse", "eliminate_factored", "solve_factored", "inverse_cost",
+           "solve_cost"]
 
 
 def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
@@ -76,15 +78,26 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",), stack=True)
     n = W.shape[-1]
-    return as_field(map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), W.dtype), field)
+    with tracked("inv", p, stack_count(W), lambda: inverse_cost(p, n)):
+        return as_field(map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), W.dtype), field)
 
 
-def inverse(W: np.ndarray, p: int) -> np.ndarray:
-    """The inverse of one working matrix (overwritten), or LinAlgError when it is singular."""
+def inverse_cost(p: int, n: int) -> float:
+    """Modelled cost of :func:`inverse` of an ``n x n`` matrix: its PLUQ, ``L``'s inverse and
+    the solve by ``U`` (:mod:`modlin.linalg._steps`)."""
+    return pluq_cost(p, n, n) + invert_cost(p, n) + trsm_cost(p, n, n)
+
+
+def inverse(W: np.ndarray, p: int, fn: str = "inv", why: str = "") -> np.ndarray:
+    """The inverse of one working matrix (overwritten), or LinAlgError when it is singular.
+
+    The message names ``fn``, the function the user called (``matrix_power`` inverts
+    for a negative power: naming ``inv`` there would send them looking for a call they
+    never made), and starts with ``why``, what needed the inverse."""
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
     if r < n:
-        raise LinAlgError(f"inv: the matrix is singular modulo {p}: its rank is {r}, not {n}")
+        raise LinAlgError(f"{fn}: {why}the matrix is singular modulo {p}: its rank is {r}, not {n}")
     # M = A[P][:, Q] = L U has M**-1 = U**-1 L**-1, and A**-1[i, j] = M**-1[Qinv[i], Pinv[j]]
     X = invert_triangular(W, p, lower=True, unit=True)
     solve_triangular_inplace(W, X, p, left=True, lower=False, unit=False)
@@ -170,11 +183,21 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     if rows != m:
         raise LinAlgError(f"solve: A has shape {W.shape}, so B must have {m} rows (shape ({m},) or (..., {m}, k)); "
                           f"got B of shape {np.shape(B)}")
-    if vector:
-        X = map_matrices(lambda w, b: _solve(w, b[:, np.newaxis], p)[:, 0], [W, Bw], (2, 1), (n,), W.dtype)
-    else:
-        X = map_matrices(lambda w, b: _solve(w, b, p), [W, Bw], (2, 2), (n, Bw.shape[-1]), W.dtype)
+    cores = (2, 1) if vector else (2, 2)
+    k = 1 if vector else Bw.shape[-1]
+    with tracked("solve", p, stack_count(W, Bw, cores=cores), lambda: solve_cost(p, m, n, k)):
+        if vector:
+            X = map_matrices(lambda w, b: _solve(w, b[:, np.newaxis], p)[:, 0], [W, Bw], cores, (n,), W.dtype)
+        else:
+            X = map_matrices(lambda w, b: _solve(w, b, p), [W, Bw], cores, (n, Bw.shape[-1]), W.dtype)
     return as_field(X, field)
+
+
+def solve_cost(p: int, m: int, n: int, k: int) -> float:
+    """Modelled cost of :func:`_solve` of an ``m x n`` system (of generic rank) with ``k``
+    right-hand sides: the PLUQ, the two triangular solves and the consistency check's product."""
+    r = min(m, n)
+    return pluq_cost(p, m, n) + 2 * trsm_cost(p, r, k) + mul_cost(p, m - r, r, k)
 
 
 def _solve(W: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
@@ -279,16 +302,20 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="nullspace", shapes=("matrix",))
     m, n = W.shape
-    P, Q, r = pluq_inplace(W, p)
+    g = min(m, n)  # the rank of a generic matrix, for the model
+    with tracked("nullspace", p, 1, lambda: pluq_cost(p, m, n) + trsm_cost(p, g, (m if left else n) - g, not left)):
+        P, Q, r = pluq_inplace(W, p)
+        if left:
+            X = np.array(W[r:, :r])
+            solve_triangular_inplace(W[:r, :r], X, p, left=False, lower=True, unit=True)
+        else:
+            X = np.array(W[:r, r:])
+            solve_triangular_inplace(W[:r, :r], X, p, left=True, lower=False, unit=False)
     if left:
-        X = np.array(W[r:, :r])
-        solve_triangular_inplace(W[:r, :r], X, p, left=False, lower=True, unit=True)
         K = np.zeros((m - r, m), dtype=W.dtype)
         K[:, P[:r]] = negate(X, p)
         K[np.arange(m - r), P[r:]] = 1
         return as_field(K, field)
-    X = np.array(W[:r, r:])
-    solve_triangular_inplace(W[:r, :r], X, p, left=True, lower=False, unit=False)
     N = np.zeros((n, n - r), dtype=W.dtype)
     N[Q[:r]] = negate(X, p)
     N[Q[r:], np.arange(n - r)] = 1
@@ -356,9 +383,11 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="rref", shapes=("matrix",))
     m, n = W.shape
-    _, Q, r = pluq_inplace(W, p)
-    X = np.array(W[:r, r:])
-    solve_triangular_inplace(W[:r, :r], X, p, left=True, lower=False, unit=False)
+    g = min(m, n)  # the rank of a generic matrix, for the model
+    with tracked("rref", p, 1, lambda: pluq_cost(p, m, n) + trsm_cost(p, g, n - g)):
+        _, Q, r = pluq_inplace(W, p)
+        X = np.array(W[:r, r:])
+        solve_triangular_inplace(W[:r, :r], X, p, left=True, lower=False, unit=False)
     top = np.zeros((r, n), dtype=W.dtype)
     top[np.arange(r), Q[:r]] = 1
     top[:, Q[r:]] = X

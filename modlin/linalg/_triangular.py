@@ -16,11 +16,12 @@ import numpy as np
 
 from .._convert import trans_code
 from ..typing import ArrayLike
-from ._arith import mul, mulsub, negate
+from ._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
 from ._elimination import triangular_inverse
 from ._inputs import as_field, check_unit_diagonal, prepare
+from ._steps import inversion_cost, tracked
 
-__all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "THRESHOLD"]
+__all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "THRESHOLD"]
 
 #: Triangles of at most this many rows are inverted outright (then one product).
 #: Read at call time, so tests may lower it to exercise the recursion on small matrices.
@@ -94,6 +95,28 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
         solve_triangular_inplace(T[h:, h:], W, p, left=False, **kw)
         solve_triangular_inplace(T[:h, :h], W, p, left=True, **kw)
     return X
+
+
+def trsm_cost(p: int, k: int, w: int, left: bool = True) -> float:
+    """Modelled cost of :func:`solve_triangular_inplace` with a ``k x k`` triangle and ``w``
+    columns of ``B`` (``left``) or rows: the same recursion, its products and base-case
+    inverses priced (:mod:`modlin.linalg._steps`)."""
+    if k == 0 or w == 0:
+        return 0.0
+    if k <= THRESHOLD:
+        product = mul_cost(p, k, k, w) if left else mul_cost(p, w, k, k)
+        return inversion_cost(p, k, p >= INT64_LIMIT) + product
+    h = k // 2
+    update = mul_cost(p, k - h, h, w) if left else mul_cost(p, w, k - h, h)
+    return trsm_cost(p, h, w, left) + trsm_cost(p, k - h, w, left) + update
+
+
+def invert_cost(p: int, k: int) -> float:
+    """Modelled cost of :func:`invert_triangular` of a ``k x k`` triangle."""
+    if k <= THRESHOLD:
+        return inversion_cost(p, k, p >= INT64_LIMIT)
+    h = k // 2
+    return invert_cost(p, h) + invert_cost(p, k - h) + trsm_cost(p, h, k - h, left=False) + trsm_cost(p, k - h, h)
 
 
 def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["left", "right"] = "left",
@@ -212,5 +235,7 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
                          f"B has shape {b.shape}")
     if not unit_diagonal:
         check_unit_diagonal(t, p)
-    solve_triangular_inplace(t, b, p, left=side == "left", lower=bool(lower), unit=bool(unit_diagonal))
+    left = side == "left"
+    with tracked("trsm", p, 1, lambda: trsm_cost(p, k, b.shape[1 if left else 0], left)):
+        solve_triangular_inplace(t, b, p, left=left, lower=bool(lower), unit=bool(unit_diagonal))
     return as_field(b[:, 0] if vector else b, field)

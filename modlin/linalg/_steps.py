@@ -1,0 +1,159 @@
+"""The progress of a :mod:`modlin.linalg` call: its modelled cost, and one display for all of it.
+
+A call shows progress by the products' rule (:func:`modlin._progress.wanted`:
+:func:`modlin.limits` asks for it, and the cost model expects more than
+:data:`modlin._progress.MIN_SECONDS`), its cost being what its algorithm's model
+(beside the algorithm: :func:`~modlin.linalg._pluq.pluq_cost`,
+:func:`~modlin.linalg._triangular.trsm_cost`, ...) adds up for a matrix of generic
+rank profile, in the multiply-adds of a large fp64 GEMM that price the products.
+The display counts percent of that cost: the steps that do the work (each product,
+each base-case elimination or triangular inverse, the evaluations of a polynomial
+determinant) advance it by their own modelled cost as they finish, so it moves
+at the pace of the work, and the remaining time it shows follows. Work the model
+did not foresee (a rank-deficient matrix needs less, a charpoly's quotients more)
+ends the count early, or holds it at 99 % until the call returns.
+
+The products inside a call show no bar of their own (:func:`modlin._progress.covering`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from contextlib import contextmanager
+from typing import Callable
+
+from .._limits import current as current_limits, planning_threads
+from .._plan import CALIBRATION_THREADS
+from .._progress import covering
+from .._rnsplan import OBJECT_PIECE, RNSPlan
+
+__all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "points_cost", "STEPS"]
+
+#: Steps of the display: percent of the modelled cost.
+STEPS = 100
+
+# Costs of the base cases, in multiply-adds of a large fp64 GEMM on the 2-core development
+# machine (0.0185 ns each, see modlin._rnsplan.OBJECT_PIECE). Rough (the fastest of two or
+# three runs, on a machine busy with other work): they decide when a call shows progress
+# and how its display moves, nothing else. Measured on pluq_base and lower_inverse of
+# 128 x 128 blocks, and on _det_poly at n = 600, b = 24 (int64) or n = 300, b = 16 (Python ints).
+
+#: One update ``c - l x mod p`` of the compiled int64 kernels (elimination, triangular
+#: inverse): 1.0 to 1.7 ns, narrow to wide moduli. One thread: scaled by the cores.
+KERNEL_UPDATE = 80.0
+#: One update of the polynomial determinants' evaluations and eliminations at the
+#: interpolation points (int64): 1.9 to 3.1 ns on two workers. Split across the threads
+#: as the GEMMs are: not scaled.
+POINT_UPDATE = 140.0
+#: One update on Python ints (object arrays, moduli from ``2**63``): NumPy's loops call
+#: Python's integer arithmetic, ``OBJECT_UPDATE + OBJECT_UPDATE_BITS * bits**1.6`` per
+#: update of the elimination (290 ns at 64 bits, 500 at 200, 5200 at 1000, 33000 at 3000;
+#: an exponent near that of Karatsuba's products), a third of it for a triangular inverse
+#: (dot products), 0.4 of it for the determinants at the points. One thread: scaled.
+OBJECT_UPDATE = 13500.0
+OBJECT_UPDATE_BITS = 4.2
+OBJECT_INVERSE = 1 / 3
+OBJECT_POINTS = 0.4
+
+
+def _serial() -> float:
+    """The cost of one thread's work relative to the GEMMs', which use every core."""
+    return planning_threads(None) / CALIBRATION_THREADS
+
+
+def _object_update(p: int) -> float:
+    return OBJECT_UPDATE + OBJECT_UPDATE_BITS * p.bit_length() ** 1.6
+
+
+def product_cost(pl, m: int, k: int, n: int, objects: bool, prepared: bool = False) -> float:
+    """Modelled cost of an ``m x k`` by ``k x n`` product with the plan ``pl``: its own
+    (:meth:`modlin.Plan.cost`), and for Python-int operands (``objects``) their conversion
+    to 16-bit pieces (:data:`modlin._rnsplan.OBJECT_PIECE`; not that of a ``prepared`` left one)."""
+    if m * n == 0 or k == 0:
+        return 0.0
+    cost = pl.cost((m, k, n))
+    if objects and isinstance(pl, RNSPlan):
+        cost += OBJECT_PIECE * pl.pieces() * ((0 if prepared else m * k) + k * n) * _serial()
+    return cost
+
+
+def elimination_cost(p: int, m: int, n: int, r: int, objects: bool) -> float:
+    """Modelled cost of the base case's elimination of an ``m x n`` block of rank ``r``
+    (:func:`~modlin.linalg._elimination.pluq_base`): pivot ``i`` updates ``(m-1-i)(n-1-i)``
+    entries (about ``m n r - (m + n) r**2 / 2 + r**3 / 3`` in all)."""
+    a, b = m - 1, n - 1
+    updates = r * a * b - (a + b) * r * (r - 1) // 2 + (r - 1) * r * (2 * r - 1) // 6
+    return max(updates, 0) * (_object_update(p) if objects else KERNEL_UPDATE) * _serial()
+
+
+def inversion_cost(p: int, k: int, objects: bool) -> float:
+    """Modelled cost of the inverse of a small ``k x k`` triangle
+    (:func:`~modlin.linalg._elimination.lower_inverse`): ``k**3 / 6`` updates."""
+    per = _object_update(p) * OBJECT_INVERSE if objects else KERNEL_UPDATE
+    return k**3 / 6 * per * _serial()
+
+
+def points_cost(p: int, r: int, m: int, q: int, objects: bool) -> float:
+    """Modelled cost of a ``m x m`` polynomial matrix's determinant of degree ``r`` from ``r``
+    points (:func:`~modlin.linalg._charpoly._det_poly`, beyond its product for Python ints):
+    Horner's rule at each point (``m**2 q`` updates, a product for Python ints), an
+    elimination (``m**3 / 3``), and the interpolation (``r**2``, one thread)."""
+    if objects:
+        return (r * m**3 / 3 * OBJECT_POINTS + r * r) * _object_update(p) * _serial()
+    return r * (m * m * q + m**3 / 3) * POINT_UPDATE + r * r * KERNEL_UPDATE * _serial()
+
+
+class _Call:
+    """The modelled cost done so far in one call, and its display (None: not shown)."""
+
+    def __init__(self, total: float, shown):
+        self.total, self.shown, self.done, self.steps = total, shown, 0.0, 0
+        self.lock = threading.Lock()  # steps may finish on worker threads
+
+    def add(self, cost: float) -> None:
+        with self.lock:
+            self.done += cost
+            # 99 at most until the call returns: the model may have foreseen less than there is
+            step = min(STEPS - 1, int(STEPS * self.done / self.total)) if self.total > 0 else 0
+            if step > self.steps:
+                self.shown.update(step - self.steps)
+                self.steps = step
+
+    def finish(self) -> None:
+        if self.shown is not None and self.steps < STEPS:
+            self.shown.update(STEPS - self.steps)
+            self.steps = STEPS
+
+
+#: The call in progress in this context (thread, or a worker's copy of its context).
+_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("modlin.linalg.call", default=None)
+
+
+@contextmanager
+def tracked(fn: str, p: int, count: int, cost: Callable[[], float]):
+    """The progress of the public function ``fn`` on ``count`` matrices, each of ``cost()``
+    modelled multiply-adds (asked only when :func:`modlin.limits` wants progress): one display
+    for the whole call when it is expected to run long, advanced by :func:`advance`, and no
+    bar of the products inside it either way. Inside another call, that call's display counts."""
+    if _call.get() is not None or not current_limits().progress:
+        yield
+        return
+    total = count * cost()
+    desc = f"modlin.linalg.{fn} mod a {p.bit_length()}-bit p" + ("" if count == 1 else f", {count} matrices")
+    with covering(STEPS, total, desc, "%") as shown:
+        state = _Call(total, shown)
+        token = _call.set(state)
+        try:
+            yield
+        finally:
+            _call.reset(token)
+        state.finish()  # not on an exception: the display stops where the work did
+
+
+def advance(cost: Callable[..., float], *args) -> None:
+    """A step of the work is done: the display of the call in progress, if shown, advances by
+    ``cost(*args)`` (not computed otherwise: steps are many, and most calls show nothing)."""
+    state = _call.get()
+    if state is not None and state.shown is not None:
+        state.add(cost(*args))
