@@ -136,7 +136,7 @@ def run_dask_table(sizes=(8192,), chunks=(2048,), moduli=DASK_MODULI, repeats=3,
                 client.run(_start_sampling)
                 t_dask, t_mem = [], []
                 for _ in range(repeats):
-                    t_dask.append(_timed(lambda: distributed.wait(client.persist(product(dA, dB)))))
+                    t_dask.append(_timed(lambda dA=dA, dB=dB: distributed.wait(client.persist(product(dA, dB)))))
                     t_mem.append(_timed(lambda: product(a, b)))
                 peak = max(client.run(_stop_sampling).values())
                 del dA, dB, lazy

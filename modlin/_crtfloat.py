@@ -156,9 +156,9 @@ def _to_double_kernel(res, lo_e, hi_e, moduli, inv, half, sa, sb, out):  # pragm
         for e in range(c):
             # every value within twice the error bound of hi + lo rounds to hi (rounding is
             # monotone, so checking both ends suffices): hi is the rounded magnitude
-            h, l = hi[e], lo[e]
+            h, lw = hi[e], lo[e]
             d = 2.0 * rel * h
-            unsure = (h + (l + d) != h) | (h + (l - d) != h)
+            unsure = (h + (lw + d) != h) | (h + (lw - d) != h)
             sgn[e] = (1.0 if sgn[e] > 0.0 else 0.0) + (2.0 if unsure else 0.0)
         for e in range(c):
             S = sa[row] + sb[col]
