@@ -8,6 +8,8 @@ rounding (see :mod:`modlin._contract`).
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,12 +77,20 @@ class Engine:
             from . import _cuda
 
             return _cuda.gemm_i8(a, b, out)
-        if self.name != "int8" or is_cupy(a):
+        if is_cupy(a):
             return np.matmul(a, b, out=out)
-        # The int8 engine is the GPU's (int8 tensor cores, int32 sums). Here it is
-        # emulated exactly: every int32 sum the contract admits is below 2**31 < 2**53,
-        # so an fp64 GEMM of the same words returns the same integers.
-        c = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        from ._threads import blas_at_most, blas_count, gemm_threads
+
+        # BLAS on the threads of modlin.limits, no more than other processes leave free; a
+        # cap only where it lowers BLAS' count (entering one costs a few us a GEMM)
+        threads = gemm_threads()
+        with blas_at_most(threads) if threads < blas_count() else contextlib.nullcontext():
+            if self.name != "int8":
+                return np.matmul(a, b, out=out)
+            # The int8 engine is the GPU's (int8 tensor cores, int32 sums). Here it is
+            # emulated exactly: every int32 sum the contract admits is below 2**31 < 2**53,
+            # so an fp64 GEMM of the same words returns the same integers.
+            c = np.matmul(a.astype(np.float64), b.astype(np.float64))
         if out is None:
             return c.astype(self.acc_dtype)
         np.copyto(out, c, casting="unsafe")

@@ -45,7 +45,7 @@ def _float_gemm(a: np.ndarray, b: np.ndarray, full: tuple[int, ...]) -> np.ndarr
         dst = c[idx]
 
         def product(rows, inner, cols):
-            return np.matmul(x[..., rows, inner].astype(np.float64), y[..., inner, cols].astype(np.float64))
+            return ENGINES["fp64"].gemm(x[..., rows, inner].astype(np.float64), y[..., inner, cols].astype(np.float64))
 
         def finish(rows, cols, acc):
             dst[..., rows, cols] = acc

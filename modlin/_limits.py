@@ -15,6 +15,7 @@ in force where it was called.
 from __future__ import annotations
 
 import contextvars
+import math
 import numbers
 import operator
 import os
@@ -24,6 +25,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 __all__ = ["Limits", "limits", "current", "parse_size", "format_size", "default_memory", "planning_threads",
+           "available_cpus",
            "MAX_SIZE", "defaults"]
 
 #: The default budget is a quarter of the physical memory, capped here.
@@ -158,6 +160,38 @@ def default_memory() -> int:
     return DEFAULT_MEMORY_CAP if not phys else min(phys // 4, DEFAULT_MEMORY_CAP)
 
 
+def _cgroup_cpus() -> float | None:
+    """The CPUs a container's CPU quota allows (cgroup v2 ``cpu.max``, v1 ``cfs_quota_us``), or None."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+            quota = int(f.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+            period = int(f.read())
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def available_cpus() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a job scheduler's
+    binding) and its container's CPU quota (rounded up), where they are fewer than the machine's.
+    BLAS counts the machine's CPUs; a product on more threads than it may run shares cores
+    with itself."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return max(1, min(n, math.ceil(quota))) if quota else max(1, n)
+
+
 @lru_cache(maxsize=1)
 def blas_threads() -> int:
     """The threads BLAS uses in this process (threadpoolctl), else the number of CPUs."""
@@ -225,7 +259,9 @@ class Limits:
 def _from_environment() -> Limits:
     env = os.environ
     memory = parse_size(env["MODLIN_MEMORY"], "MODLIN_MEMORY") if env.get("MODLIN_MEMORY") else default_memory()
-    threads = _threads(env["MODLIN_THREADS"], "MODLIN_THREADS") if env.get("MODLIN_THREADS") else blas_threads()
+    # BLAS' count, but no more than the cores this process may use (affinity, container quota)
+    threads = (_threads(env["MODLIN_THREADS"], "MODLIN_THREADS") if env.get("MODLIN_THREADS")
+               else min(blas_threads(), available_cpus()))
     return Limits(memory, threads, _flag(env.get("MODLIN_PROGRESS", ""), "MODLIN_PROGRESS"))
 
 
@@ -281,15 +317,21 @@ class limits:
         (see :meth:`Plan.explain <modlin.Plan.explain>`). Default:
         ``$MODLIN_MEMORY``, else a quarter of the physical memory, at most 4 GiB.
     threads : int, optional
-        Cores a product runs on. With more than one, the product's rows are
-        split across that many worker threads, each running its GEMMs with BLAS
-        on one thread and its element-wise passes beside them; with one, the
-        passes run on the calling thread and the GEMMs on BLAS' own threads.
+        Cores a product runs on, BLAS' threads included. With more than one,
+        a large product's rows are split across that many worker threads, each
+        running its GEMMs with BLAS on one thread and its element-wise passes
+        beside them; smaller ones run on the calling thread, their GEMMs on at
+        most ``threads`` BLAS threads (one for small GEMMs, where a BLAS worker
+        another process has descheduled would cost more than it saves). With
+        one, everything runs on the calling thread and BLAS on one thread.
         Results are the same for any value. Default: ``$MODLIN_THREADS``, else
-        the threads BLAS uses.
+        the threads BLAS uses, but no more than the cores this process may run
+        on (its CPU affinity and its container's CPU quota).
     progress : bool, optional
-        Show a progress bar on standard error for products expected to take
-        more than about two seconds. Default: ``$MODLIN_PROGRESS``, else off.
+        Show a progress bar on standard error for products and
+        :mod:`modlin.linalg` calls expected to take more than about two
+        seconds (one bar per call: the products inside a linalg call show
+        none of their own). Default: ``$MODLIN_PROGRESS``, else off.
 
     Examples
     --------

@@ -167,7 +167,7 @@ def _bound_gemm(abar, bbar):
         from . import _cuda
 
         return _cuda.gemm_i8(abar.astype(np.int8), bbar.astype(np.int8)).astype(np.float64)
-    return abar.astype(np.float64) @ bbar.astype(np.float64)
+    return get_engine("fp64").gemm(abar.astype(np.float64), bbar.astype(np.float64))
 
 
 def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=None) -> Scales:

@@ -4,11 +4,11 @@ The planners need primes just below ``2**26`` (residue number systems) or ``2**2
 (2M moduli) and the factors of moduli that are usually prime (2M needs them). galois answers all of
 these, but importing it costs a few tenths of a second (and numba's initialisation
 with it) in every process whose first product needs one. Below
-:data:`DETERMINISTIC_LIMIT` the Miller-Rabin test with the first thirteen primes as
+:data:`DETERMINISTIC_LIMIT` the Miller-Rabin test with the first thirteen primes (2..41) as
 bases (fewer below smaller bounds, :data:`_BASE_COUNTS`) is exact (Sorenson and
 Webster, "Strong pseudoprimes to twelve prime bases",
-Math. Comp. 86 (2017): no strong pseudoprime to the bases 2..37 is below
-``3.3 * 10**24``); above it the Baillie-PSW test decides (those bases, then a strong
+Math. Comp. 86 (2017): no strong pseudoprime to the bases 2..41 is below
+``3.3 * 10**24``, none to 2..37 below ``3.18 * 10**23``); above it the Baillie-PSW test decides (those bases, then a strong
 Lucas test: no composite is known to pass, and FLINT and PARI decide with it; galois
 0.4's ten Miller-Rabin bases take the limit itself, a strong pseudoprime to 2..41, for
 a prime). Factoring is bounded (:func:`factor`), so a

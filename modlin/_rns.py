@@ -432,7 +432,8 @@ class _Halves:
         else:
             self._halves, self.signed = (None, True) if self.int64 is not None else pieces_of(x)
         if self._halves is not None and self._halves.shape[0] > MAX_PIECES:
-            raise ValueError("integers above 32768 bits are not supported")
+            raise ValueError("integers of more than 32768 bits in two's complement (outside "
+                             "[-2**32767, 2**32767)) are not supported")
 
     @property
     def halves(self) -> np.ndarray:

@@ -26,17 +26,19 @@ product of the process, and limits are per context).
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from ._limits import current as current_limits
+from ._limits import available_cpus, current as current_limits
 from ._tiles import COMBINE_PASS
 
-__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "run", "side_by_side",
-           "slabs", "each", "MIN_ROWS", "MIN_WORK"]
+__all__ = ["workers", "row_workers", "gemm_workers", "blas_gemms", "region", "quiet_blas", "blas_at_most",
+           "gemm_threads", "free_cores", "run", "side_by_side", "slabs", "each", "MIN_ROWS", "MIN_WORK"]
 
 #: Slabs are never thinner than this many rows: below it BLAS loses its speed
 #: and the per-slab overhead (a task, a GEMM call per block) shows.
@@ -57,12 +59,15 @@ MAX_SLAB_K = 512
 #: Entries per part of a flat pass (:func:`each`), at least.
 MIN_ENTRIES = 2**16
 
+#: Seconds over which :func:`free_cores` measures the other processes' CPU time (its reading
+#: is reused that long): /proc/stat counts in ticks of 10 ms, so shorter windows are coarse.
+BUSY_WINDOW = 0.2
+
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _pool: list[ThreadPoolExecutor] = []
 _pool_size = [0]
-_blas = {"depth": 0, "saved": None}
 _local = threading.local()
 
 
@@ -138,21 +143,127 @@ def quiet_blas() -> Iterator[None]:
     one-thread slabs of the product that follows (measured here: a 61-bit product at
     n = 500 spent 30 ms instead of 15 in its slabs' GEMMs, after residues made on BLAS'
     threads)."""
+    with blas_at_most(1):
+        yield
+
+
+_caps: dict[int, int] = {}  # BLAS thread caps in force (the least wins) -> how many hold each
+_blas_now: list = [None, None, None]  # [the cap applied, BLAS' own counts before the first, the count set]
+
+
+@lru_cache(maxsize=1)
+def _blas_libraries() -> list:
+    """The BLAS libraries threadpoolctl drives (selected once: every GEMM enters a cap)."""
+    try:
+        return list(_controller().select(user_api="blas").lib_controllers)
+    except Exception:  # threadpoolctl missing or unable to inspect the libraries
+        return []
+
+
+def blas_count() -> int:
+    """The threads BLAS uses now (the most over its libraries; 0 when none can be read)."""
+    try:
+        return max((lib.num_threads for lib in _blas_libraries()), default=0)
+    except Exception:
+        return 0
+
+
+def _apply_caps() -> None:
+    """Give BLAS the least cap in force (under ``_lock``), or its own counts back when none is.
+    Only a count that changes is set: every GEMM of a product enters a cap, and most leave
+    BLAS' count as it was."""
+    want = min(_caps) if _caps else None
+    if want == _blas_now[0]:
+        return
+    libs = _blas_libraries()
+    try:
+        own = _blas_now[1] if _blas_now[1] is not None else [lib.num_threads for lib in libs]
+        now = _blas_now[2] if _blas_now[2] is not None else own
+        target = list(own) if want is None else [min(want, o) for o in own]
+        for lib, t, c in zip(libs, target, now):
+            if t != c:
+                lib.set_num_threads(t)
+        _blas_now[1:] = [None, None] if want is None else [own, target]
+    except Exception:  # a BLAS threadpoolctl cannot drive: it keeps its threads
+        _blas_now[1:] = [None, None]
+    _blas_now[0] = want
+
+
+@contextmanager
+def blas_at_most(threads: int) -> Iterator[None]:
+    """While inside, BLAS uses at most ``threads`` threads. BLAS' thread count belongs to the
+    whole process, and products run side by side from several Python threads: so the caps
+    in force are counted, the least of them applies, and BLAS gets its own count back when
+    the last one ends (setting it costs about 2 us, threadpoolctl's controller)."""
+    threads = max(1, int(threads))
     with _lock:
-        if _blas["depth"] == 0:
-            try:
-                _blas["saved"] = _controller().limit(limits=1, user_api="blas")
-            except Exception:  # threadpoolctl missing or unable to drive this BLAS: oversubscribe
-                _blas["saved"] = None
-        _blas["depth"] += 1
+        _caps[threads] = _caps.get(threads, 0) + 1
+        _apply_caps()
     try:
         yield
     finally:
         with _lock:
-            _blas["depth"] -= 1
-            if _blas["depth"] == 0 and _blas["saved"] is not None:
-                _blas["saved"].restore_original_limits()
-                _blas["saved"] = None
+            _caps[threads] -= 1
+            if not _caps[threads]:
+                del _caps[threads]
+            _apply_caps()
+
+
+def gemm_threads() -> int:
+    """BLAS threads for a GEMM on the calling thread: the threads of :func:`modlin.limits` (so
+    that ``limits(threads=1)`` holds BLAS to one thread too), no more than the cores other
+    processes leave free (:func:`free_cores`). Small GEMMs are left to BLAS' own judgement:
+    capping them to one thread set BLAS' count back and forth around every GEMM of a
+    linalg call, 2.5 % of a 31-bit det at n = 1500 on a quiet machine, where two threads
+    already paid from 128**3 multiply-adds (1.34 times one thread's speed there)."""
+    t = current_limits().threads
+    return t if t <= 1 else min(t, free_cores())
+
+
+_cpu_seen: list = [None]  # (wall clock, the machine's busy CPU seconds, this process' CPU seconds, free cores)
+
+
+def _cpu_seconds() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (Linux ``/proc/stat``:
+    user, nice, system, irq, softirq and steal, the hypervisor's share of a virtual machine),
+    or None where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        ticks = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in (fields[1:9] + ["0"] * 8)[:8])
+    return (user + nice + system + irq + softirq + steal) / ticks
+
+
+def free_cores() -> int:
+    """The cores this process may use (:func:`modlin._limits.available_cpus`) less those other
+    processes kept busy lately, at least 1: the machine's busy CPU time less this process' own
+    over the last :data:`BUSY_WINDOW` seconds or more (read from ``/proc/stat``, about 20 us a
+    reading; where it cannot be read, every core counts as free).
+
+    On a machine where another process keeps a core busy, a GEMM on BLAS' threads waits for
+    its worker whenever the scheduler has put it behind that process: linalg's hundreds of
+    medium GEMMs then ran up to twice as slow as on one thread, while on a quiet machine
+    their threads save 10-25 % (``modlin bench --table busy``). A count of runnable threads
+    (``/proc/loadavg``) was tried first and misread this process' own BLAS workers, which
+    spin for a while after each GEMM, as another process' some of the time."""
+    now = time.monotonic()
+    seen = _cpu_seen[0]
+    if seen is not None and now - seen[0] < BUSY_WINDOW:
+        return seen[3]
+    busy, own = _cpu_seconds(), time.process_time()
+    cores = available_cpus()
+    if busy is None or seen is None or seen[1] is None:
+        free = cores
+    else:
+        others = max(0.0, (busy - seen[1]) - (own - seen[2])) / (now - seen[0])
+        free = max(1, cores - round(others))
+    _cpu_seen[0] = (now, busy, own, free)
+    return free
 
 
 def _executor(size: int) -> ThreadPoolExecutor:

@@ -129,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
-                                             "scale", "dask", "all"], default="all",
+                                             "scale", "dask", "busy", "all"], default="all",
                          help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
                               "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv, "
@@ -141,23 +141,29 @@ def parser() -> argparse.ArgumentParser:
                               "first call over steady state, peak memory over the result, tiles (one process "
                               "per row; about an hour here); dask: matmul (and ozaki.zgemm, at n up to 4096) of dask "
                               "arrays on a 2-worker LocalCluster against the in-memory product (needs dask and distributed; "
-                              "run with --sizes 8192 for the reference figures); all (default): the first four")
+                              "run with --sizes 8192 for the reference figures); busy: linalg and matmul cases "
+                              "with one core held by a busy loop, default threads against one thread, fresh "
+                              "processes alternately (--rounds, default 3; --no-busy for the quiet machine); "
+                              "all (default): the first four")
     p_bench.add_argument("--sizes", type=int, nargs="+", default=None,
                          help="square matrix sizes n (default 1024 2048; for --table scale 4096 8192)")
     p_bench.add_argument("--memory", default="1GiB",
                          help="the memory budget of --table scale's second column group (default 1GiB)")
     p_bench.add_argument("--cases", nargs="+", default=None, metavar="CASE",
                          help="rows of --table scale, by label (default all: "
-                              + " ".join(label for label, _, _ in SCALE_CASES) + ")")
+                              + " ".join(label for label, _, _ in SCALE_CASES) + "), or of --table busy")
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
                          help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
                               "and of the linalg table (default 20 31 50)")
     p_bench.add_argument("--chunks", type=int, nargs="+", default=[2048],
                          help="chunk sizes of the dask table: square chunks, capped at n (default 2048)")
     p_bench.add_argument("--repeats", type=int, default=3, help="timed runs per figure; medians are shown (default 3)")
-    p_bench.add_argument("--rounds", type=int, default=1,
+    p_bench.add_argument("--rounds", type=int, default=None,
                          help="--table scale: children per row and budget, run alternately; medians over them "
-                              "and a 'vs default' column (default 1)")
+                              "and a 'vs default' column (default 1); --table busy: children per case and "
+                              "thread setting (default 3)")
+    p_bench.add_argument("--no-busy", action="store_true",
+                         help="--table busy: leave the machine quiet (the same cases and columns)")
     p_bench.add_argument("--galois-timeout", type=float, default=60.0,
                          help="seconds after which a galois run is abandoned (default 60)")
     p_bench.add_argument("--no-flint", action="store_true", help="skip python-flint")
@@ -188,7 +194,12 @@ def main(argv: list[str] | None = None) -> int:
             from ._bench_scale import SCALE_CASES, run_scale_table
 
             run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats,
-                            cases=args.cases or SCALE_CASES, rounds=args.rounds)
+                            cases=args.cases or SCALE_CASES, rounds=args.rounds or 1)
+            return 0
+        if args.table == "busy":
+            from ._bench_busy import run_busy_table
+
+            run_busy_table(cases=args.cases, rounds=args.rounds or 3, repeats=args.repeats, busy=not args.no_busy)
             return 0
         args.sizes = args.sizes or [1024, 2048]
 

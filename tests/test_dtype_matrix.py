@@ -918,16 +918,20 @@ def test_gaussian_her2k_syr2k(kind):
 
 @pytest.mark.parametrize("fn", ["matmul", "herk", "syrk"])
 @pytest.mark.parametrize("pid", ["p52", "p53", "p64", "p127"])
-def test_gaussian_refuses_large_moduli(fn, pid):
-    """Gaussian products take ``m < 2**52`` and say so (2**52 - 47 itself is accepted)."""
+def test_gaussian_takes_large_moduli(fn, pid):
+    """Gaussian products take every modulus, below ``2**52`` and above (they once refused
+    ``m >= 2**52``): the exact Gaussian product reduced modulo ``m``."""
     m = PRIMES[pid]
-    A = np.array([[1 + 2j, 3]])
+    A = np.array([[1 + 2j, 3 - 5j]])
     args = (A, A.T, m) if fn == "matmul" else (A, m)
-    if m < 2**52:
-        getattr(gaussian, fn)(*args)
-    else:
-        with pytest.raises(ValueError, match="2\\*\\*52"):
-            getattr(gaussian, fn)(*args)
+    re, im = getattr(gaussian, fn)(*args)
+    parts = [(1, 2), (3, -5)]
+    if fn == "herk":  # A @ A^H
+        r, i = sum(x * x + y * y for x, y in parts), 0
+    else:  # A @ A^T
+        r, i = sum(x * x - y * y for x, y in parts), sum(2 * x * y for x, y in parts)
+    assert int(re[0, 0]) == r % m and int(im[0, 0]) == i % m, (fn, pid, re, im)
+    assert re.dtype == (object if m > 2**63 else np.int64)
 
 
 def g_intmul_dtype(A, B) -> bool:

@@ -8,6 +8,7 @@ that the small matrices here are split into slabs (uneven ones: 67 rows in 2 and
 
 from __future__ import annotations
 
+import math
 import threading
 
 import flint
@@ -298,3 +299,134 @@ def test_slabs_partition(n, parts):
     assert all(a.stop == b.start for a, b in zip(s, s[1:]))
     sizes = [x.stop - x.start for x in s]
     assert max(sizes) - min(sizes) <= 1 and len(s) == max(1, min(parts, n))
+
+
+# ------------------------------------------------------------------------ BLAS under the limits
+
+def test_blas_caps_nest_and_concur_the_least_wins():
+    own = _blas_threads()
+    if not own or max(own) < 2:
+        pytest.skip("BLAS runs on one thread here")
+    with _threads.blas_at_most(2):
+        assert _blas_threads() == [min(2, t) for t in own]
+        with _threads.blas_at_most(1):
+            assert set(_blas_threads()) == {1}
+        assert _blas_threads() == [min(2, t) for t in own]
+    assert _blas_threads() == own
+    # two Python threads whose caps end in either order: BLAS' own count comes back last
+    inside, release = threading.Event(), threading.Event()
+
+    def other():
+        with _threads.blas_at_most(1):
+            inside.set()
+            release.wait(5)
+
+    # (OpenBLAS may ignore a count set from another thread: the bookkeeping is checked there)
+    t = threading.Thread(target=other)
+    with _threads.blas_at_most(2):
+        t.start()
+        inside.wait(5)
+        assert _threads._blas_now[0] == 1  # the other thread's cap is the least
+    assert _threads._blas_now[0] == 1 and _threads._caps == {1: 1}  # ours ended first: the other's holds
+    release.set()
+    t.join()
+    assert _threads._blas_now[0] is None and not _threads._caps
+    assert _blas_threads() == own
+
+
+def _gemm_blas_threads(monkeypatch) -> list:
+    """The BLAS thread counts seen by every float GEMM of the engines, recorded as they run."""
+    seen = []
+    real = np.matmul
+
+    def spy(*args, **kw):
+        seen.append((args[0].shape, args[1].shape, max(_blas_threads())))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(np, "matmul", spy)
+    return seen
+
+
+def test_limits_threads_one_holds_blas_to_one_thread(rng, monkeypatch):
+    own = max(_blas_threads() or [1])
+    if own < 2:
+        pytest.skip("BLAS runs on one thread here")
+    monkeypatch.setattr(_threads, "free_cores", lambda: own)  # a quiet machine
+    monkeypatch.setattr(_threads, "MIN_WORK", 2**60)  # no slabs: GEMMs on the calling thread
+    a = rand_ints(rng, (200, 200), 0, P61)
+    seen = _gemm_blas_threads(monkeypatch)
+    with modlin.limits(threads=1):
+        one = modlin.matmul(a, a, P61)
+    assert seen and {t for *_, t in seen} == {1}, seen
+    seen.clear()
+    with modlin.limits(threads=own):
+        assert np.array_equal(modlin.matmul(a, a, P61), one)
+    assert {t for *_, t in seen} == {own}, seen
+    seen.clear()
+    monkeypatch.setattr(_threads, "free_cores", lambda: 1)  # another process holds the other cores
+    with modlin.limits(threads=own):
+        assert np.array_equal(modlin.matmul(a, a, P61), one)
+    assert {t for *_, t in seen} == {1}, seen
+    assert max(_blas_threads()) == own  # BLAS' own count is back
+
+
+def test_default_threads_respect_affinity_and_quota(monkeypatch):
+    monkeypatch.delenv("MODLIN_THREADS", raising=False)
+    monkeypatch.setattr(_limits, "blas_threads", lambda: 8)
+    for cpus, quota, want in [(range(8), None, 8), (range(3), None, 3), (range(8), 2.5, 3), (range(8), 0.5, 1)]:
+        _limits.available_cpus.cache_clear()
+        monkeypatch.setattr(_limits.os, "sched_getaffinity", lambda pid, c=cpus: set(c))
+        monkeypatch.setattr(_limits, "_cgroup_cpus", lambda q=quota: q)
+        assert _limits.available_cpus() == min(len(cpus), math.ceil(quota) if quota else 99)
+        assert _limits._from_environment().threads == want
+    _limits.available_cpus.cache_clear()
+    monkeypatch.setenv("MODLIN_THREADS", "5")  # asked for: taken as given
+    assert _limits._from_environment().threads == 5
+
+
+def test_free_cores_counts_the_other_processes_cpu_time(monkeypatch):
+    clock, busy, own = [100.0], [50.0], [3.0]
+    monkeypatch.setattr(_threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(_threads.time, "process_time", lambda: own[0])
+    monkeypatch.setattr(_threads, "_cpu_seconds", lambda: busy[0])
+    monkeypatch.setattr(_threads, "available_cpus", lambda: 4)
+    monkeypatch.setattr(_threads, "_cpu_seen", [None])
+    assert _threads.free_cores() == 4  # a first reading: no window yet
+    clock[0] += 0.1
+    busy[0] += 0.3
+    assert _threads.free_cores() == 4  # within the window: the reading is kept
+    clock[0] += 0.4  # 0.5 s: the machine spent 2.3 s busy, 0.8 of them ours: 3 cores' worth elsewhere
+    busy[0] += 2.0
+    own[0] += 0.8
+    assert _threads.free_cores() == 1
+    clock[0] += 1.0  # a second: ours 1.9 s, others 0.1 s
+    busy[0] += 2.0
+    own[0] += 1.9
+    assert _threads.free_cores() == 4
+    clock[0] += 1.0  # the others take everything and more: still one core
+    busy[0] += 4.0
+    assert _threads.free_cores() == 1
+    monkeypatch.setattr(_threads, "_cpu_seconds", lambda: None)  # not Linux: every core free
+    clock[0] += 1.0
+    assert _threads.free_cores() == 4
+
+
+def test_free_cores_reads_a_busy_neighbour():
+    import subprocess
+    import sys
+    import time
+
+    if _threads._cpu_seconds() is None or _limits.available_cpus() < 2:
+        pytest.skip("no /proc/stat or a single core")
+    loop = subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 20\n"
+                             "while time.monotonic() < end:\n    pass\n"])
+    try:
+        time.sleep(0.5)
+        _threads._cpu_seen[0] = None
+        _threads.free_cores()
+        time.sleep(_threads.BUSY_WINDOW + 0.3)
+        assert _threads.free_cores() <= _limits.available_cpus() - 1
+    finally:
+        loop.kill()
+        loop.wait()
+        _threads._cpu_seen[0] = None

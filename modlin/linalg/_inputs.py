@@ -72,7 +72,7 @@ def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,
     for x, name, form in zip(plain, names, shapes):
         if form is not None:
             (square if form == "square" else matrix)(np.shape(x), fn, name, stack=stack)
-    if prime and not getattr(field, "is_prime_field", False):
+    if prime:  # a galois field's order too: GF(n, verify=False) takes a composite n
         require_prime(p, fn)
     return p, field, [working(x, p, name) for x, name in zip(plain, names)]
 
