@@ -112,8 +112,11 @@ def _read_u16(buf, pos):  # pragma: no cover - compiled
 
 @njit(inline="always")
 def _bit_length(x):  # pragma: no cover - compiled
-    """Bits of an integer ``0 <= x < 2**53``: exact in float64, so frexp's exponent (no
-    branch: a loop that stops at the top bit mispredicts on random data)."""
+    """Bits of an integer ``0 <= x < 2**53`` (``int.bit_length``; digits, limbs and pieces are
+    below ``2**32``): exact in float64, so frexp's exponent (no branch: a loop that stops at
+    the top bit mispredicts on random data). The only definition: a looping one defined
+    later in this module once replaced it in every kernel, since numba reads the module's
+    globals when it compiles."""
     return math.frexp(np.float64(x))[1]
 
 
@@ -448,16 +451,6 @@ def _digits(a, int_type, tagged):  # pragma: no cover - compiled
     if tagged:
         return w >> 3, (w & 3) == 2
     return (w if w >= 0 else -w), w < 0
-
-
-@njit(inline="always")
-def _bit_length(t):  # pragma: no cover - compiled
-    """``int.bit_length`` of a digit or limb (an unsigned integer)."""
-    bits = 0
-    while t:
-        bits += 1
-        t >>= 1
-    return bits
 
 
 @njit(nogil=False)
