@@ -733,12 +733,16 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
 
 
 def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-    """``A @ A^H mod m`` with one real GEMM (Caday, arXiv 2609.05419, HERK corollary).
+    """``A @ A^H mod m``, exactly Hermitian.
 
-    With ``X = A+ (A-)^T`` (a full, unmasked GEMM), ``phi+(C) = X`` and
-    ``phi-(C) = X^T``, so ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)``: the
-    result is exactly Hermitian. Moduli without a square root of -1 fall back
-    to ``matmul(A, A^H)`` with 3M (``algorithm="auto"``).
+    The output is cut into square tiles, and only those on and above the diagonal
+    are computed, each the Gaussian product of two row panels of ``A`` (with 2M two
+    real products; moduli without a square root of -1 take 3M, ``algorithm="auto"``);
+    the tiles below are their conjugate transposes. With ``T`` tiles a side that is
+    ``(1 + 1/T)`` times the work of one real ``n x k x n`` GEMM with 2M: two when the
+    output is a single tile. (The HERK corollary of Caday, arXiv 2609.05419,
+    ``X = A+ (A-)^T`` with ``C_r = (X + X^T)/2`` and ``C_i = (X - X^T)/(2s)``, would
+    make it one at any ``T``; it is not what runs yet.)
 
     Parameters
     ----------
@@ -785,10 +789,13 @@ def _herk(A, m: int, algorithm: str):
 
 
 def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
-    """``A @ B^H + B @ A^H mod m`` with two real GEMMs.
+    """``A @ B^H + B @ A^H mod m``, exactly Hermitian.
 
-    With ``X = A+ (B-)^T`` and ``Y = A- (B+)^T``, ``Z = X + Y^T`` is ``phi+(C)``
-    and ``Z^T`` is ``phi-(C)``.
+    Computed as :func:`herk` is, by the tiles on and above the diagonal, each the
+    sum of two Gaussian products of row panels: ``2 (1 + 1/T)`` real ``n x k x n``
+    GEMMs' work with 2M for ``T`` tiles a side. (With ``X = A+ (B-)^T`` and
+    ``Y = A- (B+)^T``, ``Z = X + Y^T`` is ``phi+(C)`` and ``Z^T`` is ``phi-(C)``: the
+    HER2K corollary's two GEMMs at any ``T``, not what runs yet.)
 
     Parameters
     ----------
@@ -836,11 +843,14 @@ def _her2k(A, B, m: int, algorithm: str):
 def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
     """``A @ A^T mod m``.
 
-    For a complex (Gaussian) ``A`` this is two real GEMMs with 2M
-    (``phi+-(C) = A+- (A+-)^T``) and returns ``(real, imag)``. For a **real**
-    integer ``A`` (a plain integer array) it is the seed's reformulation: with
-    ``Z = A[:, :k/2] + i A[:, k/2:]``, ``Re(Z Z^H) = A A^T``, so one real GEMM of
-    half the inner dimension gives the result (an int64 array).
+    Computed as :func:`herk` is, by the tiles on and above the diagonal, the
+    others their transposes: for a complex (Gaussian) ``A`` each tile is a Gaussian
+    product (two real products with 2M) and the result ``(real, imag)``; for a
+    **real** integer ``A`` (a plain integer array) each tile is a real product and
+    the result an int64 array, about half a GEMM's work for many tiles. (The
+    half-width reformulation of Caday, arXiv 2609.05419, ``Z = A[:, :k/2] + i
+    A[:, k/2:]`` with ``Re(Z Z^H) = A A^T``, one real GEMM of half the inner
+    dimension at any ``T``, is not what runs yet.)
 
     Parameters
     ----------
@@ -892,10 +902,10 @@ def _syrk(A, m: int, algorithm: str):
 def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
     """``A @ B^T + B @ A^T mod m``.
 
-    Complex operands: two real GEMMs with 2M (``phi+-(C) = X+- + X+-^T`` with
-    ``X+- = A+- (B+-)^T``), returning ``(real, imag)``. Real integer operands:
-    ``Re(Z W^H + W Z^H)`` with ``Z, W`` the half-width complex reformulations,
-    two GEMMs of half the inner dimension, returning an int64 array.
+    Computed as :func:`herk` is, by the tiles on and above the diagonal, each the
+    sum of two products of row panels: Gaussian ones for complex operands
+    (returning ``(real, imag)``), real ones for real integer operands (returning an
+    int64 array).
 
     Parameters
     ----------
