@@ -46,7 +46,7 @@ def warm_checkout(root: str) -> None:
                PYTHONDONTWRITEBYTECODE="1")
     code = ("import os, sys, modlin\n"
             f"assert os.path.dirname(modlin.__file__) == {os.path.join(root, 'modlin')!r}, modlin.__file__\n"
-            "from modlin import _warmup\n"
+            "from modlin._tools import warmup as _warmup\n"
             "_warmup.warmup(quiet=True)\n")
     with tempfile.TemporaryDirectory(prefix="modlin-warmup-") as scratch:
         done = subprocess.run([sys.executable, "-c", code], cwd=scratch, env=env)
@@ -64,7 +64,7 @@ def precompile(build_lib: str) -> None:
                    MODLIN_BUILD_KERNELS="1", MODLIN_CACHE_DIR=scratch, PYTHONDONTWRITEBYTECODE="1")
         code = ("import os, sys, modlin\n"
                 f"assert os.path.dirname(modlin.__file__) == {os.path.join(build_lib, 'modlin')!r}, modlin.__file__\n"
-                "from modlin import _warmup\n"
+                "from modlin._tools import warmup as _warmup\n"
                 "_warmup.ship()\n")
         done = subprocess.run([sys.executable, "-c", code], cwd=scratch, env=env)
     if done.returncode:

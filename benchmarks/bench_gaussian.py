@@ -9,7 +9,7 @@ with NumPy's complex128 matmul as the reference.
 import numpy as np
 
 from modlin import gaussian
-from modlin._bench import GAUSSIAN_MODULI
+from modlin._tools.bench.products import GAUSSIAN_MODULI
 
 from .bench_matmul import ratio_to_dgemm
 

@@ -15,7 +15,7 @@ from statistics import median
 import numpy as np
 
 import modlin
-from modlin._bench import ELIMINATION_FUNCTIONS, POLYNOMIAL_FUNCTIONS, flint_case, linalg_case
+from modlin._tools.bench.products import ELIMINATION_FUNCTIONS, POLYNOMIAL_FUNCTIONS, flint_case, linalg_case
 
 from .bench_matmul import PRIMES
 

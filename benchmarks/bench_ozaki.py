@@ -1,6 +1,6 @@
 """asv benchmarks: ``modlin.ozaki`` float GEMMs emulated on exact integer GEMMs.
 
-The cases of ``modlin._bench_ozaki.run_ozaki_table``: ``ozaki.dgemm`` and
+The cases of ``modlin._tools.bench.ozaki_tables.run_ozaki_table``: ``ozaki.dgemm`` and
 ``ozaki.zgemm`` (2M, 3M, 4M) on the fp64 engine with its default moduli and
 on the int8 engine (emulated exactly on the CPU) with 8 to 20 moduli, with
 the ratio to NumPy's matmul of the same size and dtype (float64 for dgemm,

@@ -11,7 +11,7 @@ import numpy as np
 
 import modlin
 # the operands of `modlin bench --table rns`, so that both measure the same cases
-from modlin._bench import _random_residues as _residues, _random_signed as _signed
+from modlin._tools.bench.products import _random_residues as _residues, _random_signed as _signed
 
 from .bench_matmul import ratio_to_dgemm
 

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from modlin import _bench_busy, cli
+from modlin._tools import cli
+from modlin._tools.bench import busy as _bench_busy
 
 
 def test_busy_table_rows_and_the_loop_ends(monkeypatch):

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import modlin
-from modlin import cli
+from modlin._tools import cli
 
 
 def test_plan_prints_explain(capsys):
@@ -86,7 +86,7 @@ def test_demo_is_exact():
 
 
 def test_demo_command():
-    # demo's default ``out=sys.stdout`` is bound when modlin.cli is imported, which
+    # demo's default ``out=sys.stdout`` is bound when modlin._tools.cli is imported, which
     # pytest's capturing cannot follow: run the command in its own process
     r = subprocess.run([sys.executable, "-m", "modlin", "demo", "-n", "24"], capture_output=True, text=True,
                        timeout=300)
@@ -119,7 +119,7 @@ def test_bench_ozaki_tables():
 
 def test_bench_scale_table():
     # one row at a size that takes seconds: both budgets, every column filled
-    from modlin._bench_scale import SCALE_CASES, run_scale_table
+    from modlin._tools.bench.scale import SCALE_CASES, run_scale_table
 
     out, progress = io.StringIO(), io.StringIO()
     rows = run_scale_table(sizes=(200,), memory="1MiB", repeats=1, cases=SCALE_CASES[:1], out=out, progress=progress)
@@ -133,8 +133,8 @@ def test_bench_scale_table():
 
 def test_bench_scale_table_rounds():
     # two children per budget, alternately: every pair's ratio pooled, the largest peak
-    from modlin import _bench_scale
-    from modlin._bench_scale import SCALE_CASES, run_scale_table
+    from modlin._tools.bench import scale as _bench_scale
+    from modlin._tools.bench.scale import SCALE_CASES, run_scale_table
 
     calls = []
     fake = iter([dict(ratios=[2.0, 4.0], first=1.0, peak=10, result=8, tiles=1),
@@ -162,7 +162,7 @@ def test_bench_scale_table_rounds():
 
 
 def test_scale_cases_by_label():
-    from modlin._bench_scale import SCALE_CASES, scale_cases
+    from modlin._tools.bench.scale import SCALE_CASES, scale_cases
 
     assert scale_cases(["2^61-1", SCALE_CASES[0]]) == (SCALE_CASES[2], SCALE_CASES[0])
     with pytest.raises(ValueError, match=r"unknown scale case '61-bit'; the cases are 2\^31-1, 50-bit"):
@@ -293,7 +293,7 @@ def test_warmup_progress_line_without_tqdm(monkeypatch):
 
 
 def test_warmup_paths_cover_every_public_module():
-    from modlin import _warmup
+    from modlin._tools import warmup as _warmup
 
     labels = [label for label, _ in _warmup.paths()]
     assert len(labels) == len(set(labels))

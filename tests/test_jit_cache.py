@@ -214,7 +214,7 @@ def test_without_a_manifest_the_shipped_kernels_are_not_used(shipped_site, tmp_p
 
 
 def test_ship_refuses_outside_a_wheel_build():
-    from modlin import _warmup
+    from modlin._tools import warmup as _warmup
 
     with pytest.raises(RuntimeError, match="MODLIN_BUILD_KERNELS"):
         _warmup.ship()

@@ -86,3 +86,15 @@ def test_the_circle_finder_finds_circles():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = _graph()
     assert "modlin._plan" in graph["modlin._multiword"] and "modlin._rns" in graph["modlin._rnsplan"]
+
+
+def test_nothing_in_the_library_imports_the_tools():
+    """The command, warmup and bench tables (``modlin._tools``) sit beside the library:
+    only ``modlin.__main__`` (``python -m modlin``) and the tools themselves import them."""
+    graph = _graph()
+    tools = {m for m in graph if m == "modlin._tools" or m.startswith("modlin._tools.")}
+    assert {"modlin._tools.cli", "modlin._tools.warmup", "modlin._tools.bench.products"} <= tools
+    offenders = {m: sorted(graph[m] & tools) for m in graph
+                 if m not in tools and m != "modlin.__main__" and graph[m] & tools}
+    assert offenders == {}, offenders
+    assert "modlin._tools.cli" in graph["modlin.__main__"]  # the check sees the edge it allows

@@ -633,7 +633,7 @@ def test_bench_table():
     """``modlin bench --table linalg`` at a tiny size: every row timed, flint agrees, galois runs."""
     import io
 
-    from modlin import _bench
+    from modlin._tools.bench import products as _bench
 
     buf = io.StringIO()
     rows = _bench.run_linalg_table(sizes=[24], bits=[20, 31], repeats=1, galois=False, out=buf, progress=None)

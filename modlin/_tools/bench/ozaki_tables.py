@@ -3,7 +3,7 @@
 :func:`run_ozaki_table` times :func:`modlin.ozaki.dgemm` and
 :func:`modlin.ozaki.zgemm` (per engine, algorithm and moduli count) against
 NumPy's float64 and complex128 ``matmul`` of the same size, with the
-conventions of :mod:`modlin._bench`: one process, each emulated product
+conventions of :mod:`modlin._tools.bench.products`: one process, each emulated product
 followed at once by the NumPy product, the ratio column the median of the
 per-pair ratios. Its error column compares with the exact product on a sample
 of entries (Python integers).
@@ -26,8 +26,8 @@ from statistics import median
 
 import numpy as np
 
-from . import ozaki
-from ._bench import _fmt_ratio, _fmt_s, _paired, _print_header, _timed
+from ... import ozaki
+from .products import _fmt_ratio, _fmt_s, _paired, _print_header, _timed
 
 __all__ = ["run_ozaki_table", "run_ozaki_accuracy_table"]
 

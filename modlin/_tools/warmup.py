@@ -27,8 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from ._limits import limits
-from ._progress import bar as progress_bar
+from .._limits import limits
+from .._progress import bar as progress_bar
 
 __all__ = ["paths", "warmup", "ship"]
 
@@ -70,7 +70,7 @@ def _operands(rng, p: int):
 
 
 def _matmul(p: int) -> None:
-    from . import matmul
+    from .. import matmul
 
     rng = np.random.default_rng(p % 2**32)
     for a, b in _operands(rng, p):
@@ -88,9 +88,9 @@ def _matmul(p: int) -> None:
 def _all_plans(p: int) -> None:
     from dataclasses import replace
 
-    from . import matmul, plan
-    from ._engines import ENGINES
-    from ._plan import candidates
+    from .. import matmul, plan
+    from .._engines import ENGINES
+    from .._plan import candidates
 
     rng = np.random.default_rng(p % 2**32)
     for a, b in _operands(rng, p):
@@ -107,8 +107,8 @@ def _all_plans(p: int) -> None:
 
 
 def _intmul() -> None:
-    from . import intmul
-    from ._engines import ENGINES
+    from .. import intmul
+    from .._engines import ENGINES
 
     rng = np.random.default_rng(1)
     small = rng.integers(-2**40, 2**40, (12, 40))
@@ -126,7 +126,7 @@ def _intmul() -> None:
 
 
 def _gaussian() -> None:
-    from . import gaussian
+    from .. import gaussian
 
     rng = np.random.default_rng(2)
     for m in GAUSSIAN_MODULI:
@@ -148,8 +148,8 @@ def _gaussian() -> None:
 
 
 def _linalg(p: int) -> None:
-    from . import linalg, matmul
-    from .linalg import _arith, _charpoly, _pluq
+    from .. import linalg, matmul
+    from ..linalg import _arith, _charpoly, _pluq
 
     rng = np.random.default_rng(3)
     n = _pluq.THRESHOLD + 12  # past the base case: the recursions' blocks and views
@@ -182,7 +182,7 @@ def _linalg(p: int) -> None:
 
 
 def _ozaki() -> None:
-    from . import ozaki
+    from .. import ozaki
 
     rng = np.random.default_rng(4)
     x = rng.standard_normal((12, 40))
@@ -231,7 +231,7 @@ def warmup(*, quiet: bool = False, stream=None) -> int:
 
     Progress goes to ``stream`` (default ``sys.stderr``) unless ``quiet``.
     """
-    from . import _jit
+    from .. import _jit
 
     stream = sys.stderr if stream is None else stream
     root = pathlib.Path(_jit.SHIPPED if _jit.BUILDING else _jit.cache_dir())
@@ -251,7 +251,7 @@ def warmup(*, quiet: bool = False, stream=None) -> int:
 
 def main(quiet: bool = False) -> int:
     """The ``modlin warmup`` command: exit status 0, a summary line on stdout unless ``quiet``."""
-    from ._jit import cache_dir
+    from .._jit import cache_dir
 
     t0 = time.perf_counter()
     n = warmup(quiet=quiet)
@@ -267,7 +267,7 @@ def ship() -> int:
     Run by ``setup.py``, with ``MODLIN_BUILD_KERNELS=1``, on the copy of the package a
     wheel is being built from (see :mod:`modlin._jit`); returns the number compiled.
     """
-    from . import _jit
+    from .. import _jit
 
     if not _jit.BUILDING:
         raise RuntimeError("ship() compiles into the package itself: only for a wheel being built, "

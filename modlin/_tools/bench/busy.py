@@ -89,7 +89,7 @@ def run_busy_table(cases=None, rounds: int = 3, repeats: int = 3, busy: bool = T
     ``cases``: labels of :data:`BUSY_CASES` (default all). ``busy=False`` leaves the machine
     quiet. The busy loop stops by itself after ``limit_s`` seconds at the latest.
     """
-    from ._bench import _blas_summary, _cpu_summary
+    from .products import _blas_summary, _cpu_summary
 
     labels = list(BUSY_CASES) if cases is None else list(cases)
     unknown = [c for c in labels if c not in BUSY_CASES]
@@ -128,6 +128,6 @@ def run_busy_table(cases=None, rounds: int = 3, repeats: int = 3, busy: bool = T
 
 
 def _default_threads() -> int:
-    from ._limits import current
+    from ..._limits import current
 
     return current().threads

@@ -28,9 +28,9 @@ from statistics import median
 
 import numpy as np
 
-from ._bench import _fmt_ratio, _fmt_s, _print_header, _timed
-from ._matmul import matmul
-from .ozaki import zgemm
+from .products import _fmt_ratio, _fmt_s, _print_header, _timed
+from ..._matmul import matmul
+from ...ozaki import zgemm
 
 __all__ = ["run_dask_table"]
 

@@ -177,12 +177,12 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
 
     Examples
     --------
-    >>> from modlin._bench_scale import run_scale_table
+    >>> from modlin._tools.bench.scale import run_scale_table
     >>> rows = run_scale_table(sizes=(256,), repeats=1, cases=["2^31-1"])  # doctest: +SKIP
     """
-    from ._bench import _print_header
-    from ._limits import current, default_memory, format_size
-    from ._progress import bar
+    from .products import _print_header
+    from ..._limits import current, default_memory, format_size
+    from ..._progress import bar
 
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
