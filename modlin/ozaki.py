@@ -66,7 +66,8 @@ DEFAULT_BITS = 124
 #: moduli whose componentwise error (against an exact oracle) was no larger than
 #: numpy.matmul's always reached ``L_A + L_B - 27.5`` bits beyond the default, none was
 #: needed below ``L_A + L_B = 29`` (phi = 2 gives 21 to 30, phi = 6 about 75), and as
-#: many as 6 int8 moduli more at phi = 6. 20 keeps 7.5 bits of margin.
+#: many as 6 int8 moduli more at phi = 6. 20 keeps 7.5 bits of margin
+#: (``modlin._tools.bench.ozaki_tables.run_spread_calibration()`` prints it again).
 SPREAD_FREE = 20
 #: Beyond ``2 * G_MAX`` bits of ``M`` (plus ``log2 k``) the scaling keeps no more bits of any
 #: line: 54 more than the default at ``k <= 1024``.

@@ -300,3 +300,17 @@ def test_warmup_paths_cover_every_public_module():
     for what in ("matmul mod a 31-bit p", "matmul mod a 127-bit p", "every plan mod a 8-bit p", "intmul",
                  "gaussian", "linalg mod a 61-bit p", "ozaki"):
         assert what in labels
+
+
+def test_spread_calibration_runs_and_reports_its_margins():
+    import io
+
+    from modlin._tools.bench import ozaki_tables
+
+    out = io.StringIO()
+    rows = ozaki_tables.run_spread_calibration(phis=(0.0, 4.0), shapes=(((6, 100), (100, 5)),), seeds=1, out=out,
+                                               progress=io.StringIO())
+    assert len(rows) == 2 * 2 * 2  # kinds x phis x engines
+    assert {r["extra"] for r in rows if r["phi"] == 0.0} == {0}  # well-scaled: the default suffices
+    assert all(r["margin"] is None or r["margin"] > 0 for r in rows)
+    assert "ozaki spread calibration: 8 cases" in out.getvalue()

@@ -373,3 +373,76 @@ def _print_accuracy_table(rows, out, started, args, phis, m, n, k, trials):
        f"(default): the count ozaki uses for k = {k}, the fewest moduli with M >= 2**{ozaki.default_bits(k):.4g}.")
     if any_warned:
         pr("¹ ozaki raised an AccuracyWarning (nonzero entries rounded to zero by the scaling).")
+
+
+# --------------------------------------------------------------------------- the spread rule
+
+def _partwise(c: np.ndarray, exact) -> float:
+    """The largest componentwise relative error of ``c`` against the exact product, each part
+    of a complex entry on its own (an exact zero must come out zero)."""
+    parts = [(c.real if c.dtype.kind == "c" else c, exact[0])] + ([(c.imag, exact[1])] if c.dtype.kind == "c" else [])
+    e = exact[-1]
+    worst = 0.0
+    for got, E in parts:
+        for i, row in enumerate(E):
+            for j, v in enumerate(row):
+                x = _as_fraction(v, e)
+                g = float(got[i, j])
+                if not math.isfinite(g):
+                    return math.inf
+                if x == 0:
+                    worst = worst if g == 0 else math.inf
+                else:
+                    worst = max(worst, float(abs(Fraction(g) - x) / abs(x)))
+    return worst
+
+
+SPREAD_SHAPES = (((12, 300), (300, 10)), ((40, 1000), (1000, 30)), ((8, 3000), (3000, 8)))
+
+
+def run_spread_calibration(phis=(1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0), shapes=SPREAD_SHAPES, seeds=3,
+                           out=sys.stdout, progress=sys.stderr) -> list[dict]:
+    """The measurement behind :data:`modlin.ozaki.SPREAD_FREE`: for GEMMul8's inputs per
+    ``phi``, shape, seed, kind and engine, the operands' spread ``L = L_A + L_B``
+    (:func:`modlin.ozaki.spread_bits` before its offset) and the fewest moduli (from the
+    spread-free default up) whose componentwise error is no larger than
+    ``numpy.matmul``'s; ``margin`` is ``L`` less the bits beyond the default that one
+    modulus fewer had (not enough): the rule ``L - SPREAD_FREE`` reaches the count needed
+    exactly when ``SPREAD_FREE < margin``. Prints one line a case and the smallest margin.
+    (The last shape runs one seed: its oracle takes longest.)"""
+    rows = []
+    for kind in ("real", "complex"):
+        cplx = kind == "complex"
+        fn = ozaki.zgemm if cplx else ozaki.dgemm
+        for phi in phis:
+            for si, (sa, sb) in enumerate(shapes):
+                for seed in range(seeds if si < len(shapes) - 1 else 1):
+                    rng = np.random.default_rng([seed, int(phi * 2), cplx, si, 7])
+                    A, B = gemmul8_inputs(rng, sa, phi, cplx), gemmul8_inputs(rng, sb, phi, cplx)
+                    exact = _exact_product(A, B)
+                    native = _partwise(A @ B, exact)
+                    k = sa[1]
+                    L = ozaki._line_spread(A, 1) + ozaki._line_spread(B, 0)
+                    for engine in ("fp64", "int8"):
+                        base = len(ozaki.moduli_for(kind, engine=engine, k=k)[0])
+                        count = base
+                        while _partwise(fn(A, B, engine=engine, moduli=count), exact) > native and count < base + 12:
+                            count += 1
+                        mods = ozaki.moduli_for(kind, engine=engine, k=k, moduli=count)[0]
+                        below = (math.log2(math.prod(mods[:-1])) - ozaki.default_bits(k)) if count > base else None
+                        row = {"kind": kind, "phi": phi, "shape": f"{sa[0]}x{sa[1]}@{sb[0]}x{sb[1]}", "seed": seed,
+                               "engine": engine, "L": L, "extra": count - base,
+                               "margin": None if below is None else L - below}
+                        rows.append(row)
+                        _say(progress, f"{kind} phi={phi} {row['shape']} seed {seed} {engine}: L = {L:.1f}, "
+                                       f"{row['extra']} more")
+    needed = [r["margin"] for r in rows if r["margin"] is not None]
+    print(f"ozaki spread calibration: {len(rows)} cases, {len(needed)} needing more moduli than the default", file=out)
+    for r in rows:
+        m = "" if r["margin"] is None else f", margin {r['margin']:.1f}"
+        print(f"  {r['kind']:7s} phi={r['phi']:<4} {r['shape']:18s} seed {r['seed']} {r['engine']}: "
+              f"L = {r['L']:5.1f}, {r['extra']} more moduli{m}", file=out)
+    if needed:
+        print(f"smallest margin {min(needed):.1f}: SPREAD_FREE must stay below it "
+              f"(now {ozaki.SPREAD_FREE})", file=out)
+    return rows
