@@ -915,6 +915,25 @@ def test_overflow_in_dropped_entries_of_dask_operands():
     assert got[0, 0] == np.inf and got[2, 2] == np.inf
 
 
+@given(re=_wide_huge(), im=_wide_huge(), engine=st.sampled_from(ENGINES))
+def test_property_complex_results_at_risk_of_overflow_are_exact(re, im, engine):
+    (Ar, Br), (Ai, Bi) = re, im
+    if Ar.shape != Ai.shape or Br.shape != Bi.shape:
+        Ai, Bi = Ar[::-1, ::-1].copy(), Br[::-1, ::-1].copy()
+    A, B = Ar + 1j * Ai, Br - 1j * Bi
+    R = _exactly_rounded(A, B)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ozaki.AccuracyWarning)
+        C = ozaki.zgemm(A, B, engine=engine)
+    for got, want in ((C.real, R.real), (C.imag, R.imag)):
+        assert np.array_equal(np.isinf(got), np.isinf(want)), (C, R)
+    # the complex bound: k max|part of a_i| max|part of b_j|, twice (two products a part)
+    ea = np.frexp(np.maximum(np.abs(A.real), np.abs(A.imag)).max(axis=1))[1]
+    eb = np.frexp(np.maximum(np.abs(B.real), np.abs(B.imag)).max(axis=0))[1]
+    risky = ea[:, None] + eb[None, :] + (A.shape[1] - 1).bit_length() + 1 >= 1024
+    assert np.array_equal(C[risky], R[risky]), (C, R)
+
+
 def test_warnings_name_the_callers_line():
     # With Python's default filter (once per location) a second call that drops entries
     # warns again: every call's warning names the line that called, not contextlib's.
