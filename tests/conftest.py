@@ -172,6 +172,41 @@ def assert_exact(C, A, B, p: int, oracle=ref_matmul) -> None:
     )
 
 
+
+def matmul_limit_rows() -> list[tuple[str, tuple[int, int], int, int]]:
+    """``(engine, (u, v), largest p with lambda >= 1, largest p whose every GEMM spans 2048)``
+    per row of the two limit tables in docs/guide/matmul.rst (test_plan and test_guides
+    check them against the planner)."""
+    import pathlib
+    import re
+
+    guide = pathlib.Path(__file__).parent.parent / "docs" / "guide" / "matmul.rst"
+    rows, engine = [], None
+    for line in guide.read_text().splitlines():
+        head = re.match(r"\*\*(fp64|fp32) engine\*\*", line)
+        if head:
+            engine = head.group(1)
+        row = re.match(r"\((\d),(\d)\)\s+\d+\s+(\d+)\s+\S+\s+(\d+)\s+\S+\s*$", line)
+        if row and engine:
+            rows.append((engine, (int(row.group(1)), int(row.group(2))), int(row.group(3)), int(row.group(4))))
+    return rows
+
+
+class StepRecorder:
+    """A stand-in for a progress bar that records its updates (``steps``)."""
+
+    def __init__(self):
+        self.steps = []
+
+    def update(self, n=1):
+        self.steps.append(n)
+
+    def set_description(self, text):
+        pass
+
+    def close(self):
+        pass
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20240601)

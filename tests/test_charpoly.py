@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modlin import linalg
+from conftest import StepRecorder
 from modlin.linalg import _charpoly
 from test_linalg import fmat, native, rand
 
@@ -638,21 +639,12 @@ def test_progress_follows_the_modelled_work(monkeypatch, rng, p, path):
     import modlin
     from modlin import _progress
 
-    steps = []
-
-    class Recorder:
-        def update(self, n=1):
-            steps.append(n)
-
-        def set_description(self, text):
-            pass
-
-        def close(self):
-            pass
+    recorder = StepRecorder()
+    steps = recorder.steps
 
     if path == "block":
         monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 4)
-    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: Recorder())
+    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: recorder)
     monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
     A, _ = progress_matrices(p, rng)
     for call in (linalg.charpoly, linalg.minpoly):

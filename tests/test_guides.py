@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import pathlib
 import random
-import re
 import sys
 import threading
 import types
@@ -21,6 +20,7 @@ import numpy as np
 import pytest
 
 import modlin
+from conftest import matmul_limit_rows
 from modlin import linalg
 
 GUIDE = pathlib.Path(__file__).parent.parent / "docs" / "guide"
@@ -43,18 +43,7 @@ def _relative(pl) -> float:
 # ------------------------------------------------------ matmul.rst: the limit tables
 
 def _table_rows():
-    """``(engine, (u, v), largest p admitted, largest p whose every GEMM spans 2048)`` per
-    row of the two limit tables of matmul.rst (read here, not through test_plan, so that
-    these checks follow the page's own statement of what the columns mean)."""
-    rows, engine = [], None
-    for line in (GUIDE / "matmul.rst").read_text().splitlines():
-        head = re.match(r"\*\*(fp64|fp32) engine\*\*", line)
-        if head:
-            engine = head.group(1)
-        row = re.match(r"\((\d),(\d)\)\s+\d+\s+(\d+)\s+\S+\s+(\d+)\s+\S+\s*$", line)
-        if row and engine:
-            rows.append((engine, (int(row.group(1)), int(row.group(2))), int(row.group(3)), int(row.group(4))))
-    return rows
+    return matmul_limit_rows()
 
 
 def _shortest_block(p: int, engine: str, words) -> int:

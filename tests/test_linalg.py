@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modlin import linalg
+from conftest import StepRecorder
 from modlin.linalg import _arith, _elimination, _pluq, _triangular
 
 #: p = 2, 3; 31-, 50-bit primes (narrow int64 kernels); 2**61 - 1 and the largest prime
@@ -729,19 +730,10 @@ def test_progress_follows_the_modelled_work(recursion, monkeypatch, rng, p, name
     import modlin
     from modlin import _progress
 
-    steps = []
+    recorder = StepRecorder()
+    steps = recorder.steps
 
-    class Recorder:
-        def update(self, n=1):
-            steps.append(n)
-
-        def set_description(self, text):
-            pass
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: Recorder())
+    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: recorder)
     monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
     with modlin.limits(progress=True):
         progress_calls(p, rng)[name]()

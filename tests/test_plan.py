@@ -25,7 +25,7 @@ from modlin._modular import balanced_words
 from modlin._plan import Plan, candidates, pass_scale
 from modlin._planner import FRESH_BYTE, call_cost
 
-from conftest import assert_exact
+from conftest import assert_exact, matmul_limit_rows
 
 REGIME_PRIMES = [3, 251, 65521, 2**20 - 3, 2**24 - 3, 2**26 - 5, 2**31 - 1, 2**35 - 31, 2**40 - 87,
                  2**50 - 27, 2**52 - 47]
@@ -715,23 +715,10 @@ def test_check_refuses_int8_plans_whose_words_do_not_fit():
 
 # ---------------------------------------------------------------- the guide's limit tables
 
-GUIDE = __import__("pathlib").Path(__file__).parent.parent / "docs" / "guide" / "matmul.rst"
 
 
 def _guide_rows():
-    """``(engine, (u, v), largest p with lambda >= 1, largest p with lambda >= 2048)`` per row
-    of the two limit tables in docs/guide/matmul.rst."""
-    import re
-
-    rows, engine = [], None
-    for line in GUIDE.read_text().splitlines():
-        head = re.match(r"\*\*(fp64|fp32) engine\*\*", line)
-        if head:
-            engine = head.group(1)
-        row = re.match(r"\((\d),(\d)\)\s+\d+\s+(\d+)\s+\S+\s+(\d+)\s+\S+\s*$", line)
-        if row and engine:
-            rows.append((engine, (int(row.group(1)), int(row.group(2))), int(row.group(3)), int(row.group(4))))
-    return rows
+    return matmul_limit_rows()
 
 
 def _admits(p: int, engine: str, words, lam: int) -> bool:
