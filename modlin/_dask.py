@@ -461,8 +461,7 @@ def gaussian_matmul(A, B, m, algorithm: str, *, gaussian) -> tuple[da.Array, da.
     gaussian.matmul(*metas, m, algorithm=algorithm)  # the in-memory front door on empty chunks
     alg = gaussian._choose(algorithm, gaussian._check_m(m))
     pair = functools.partial(_gauss_pair, na=len(pa), m=m, algorithm=alg, eager=gaussian.matmul)
-    # results modulo m > 2**63 are Python ints, as in memory
-    meta = namespace(_meta(pa[0])).empty(0, dtype=np.int64 if m <= 2**63 else object)
+    meta = namespace(_meta(pa[0])).empty(0, dtype=gaussian._dtype(m))  # Python ints above 2**63, as in memory
     C = blocked_product(pa, pb, pair, functools.partial(add_mod, p=m), meta=meta if field is None else field(meta),
                         finish=field, lead=(2,), name="modlin-gaussian-matmul")
     return C[0], C[1]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._backend import is_cupy
+from ._threads import blas_at_most, blas_count, gemm_threads
 
 __all__ = ["Engine", "ENGINES", "DEVICES", "get_engine", "engines_on", "relative_cost"]
 
@@ -79,8 +80,6 @@ class Engine:
             return _cuda.gemm_i8(a, b, out)
         if is_cupy(a):
             return np.matmul(a, b, out=out)
-        from ._threads import blas_at_most, blas_count, gemm_threads
-
         # BLAS on the threads of modlin.limits, no more than other processes leave free; a
         # cap only where it lowers BLAS' count (entering one costs a few us a GEMM)
         threads = gemm_threads()

@@ -548,7 +548,10 @@ def line_spread(x, axis: int):
     from ._backend import is_cupy
 
     if not isinstance(x, np.ndarray) or is_cupy(x):  # CuPy or dask: array expressions
-        xp = namespace(x) if is_cupy(x) else __import__("dask.array", fromlist=["array"])
+        if is_cupy(x):
+            xp = namespace(x)
+        else:
+            import dask.array as xp
         ps = [x.real, x.imag] if x.dtype.kind == "c" else [x]
         tops, totals, counts = [], [], []
         for q in ps:

@@ -597,7 +597,7 @@ def _moduli(kind: str, engine: str, moduli, algorithm: str, gpu: bool, k: int, a
     mods = _resolve(kind, engine, moduli, algorithm, gpu=gpu, k=k)
     if moduli is not None:
         return lambda: mods
-    return lambda: _resolve(kind, engine, None, algorithm, gpu=gpu, k=k, spread=spread_bits(a, b))
+    return lambda: _resolve(kind, engine, None, algorithm, gpu=gpu, k=k, spread=_default_spread(None, a, b))
 
 
 def _on_gpu(x) -> bool:

@@ -36,6 +36,9 @@ BUSY_CASES = {
 
 _PRIMES = {31: 2**31 - 1, 61: 2**61 - 1}
 
+#: The child imports nothing of modlin but its public functions, so that the same table times
+#: an older checkout (``PYTHONPATH`` in the children's environment): the "before" figures of
+#: a change. ``benchmarks/busy_core.py`` sets the same cases up for asv.
 _CHILD = """
 import json, sys, time
 import numpy as np
