@@ -129,3 +129,35 @@ class RankK:
 
     def time_zherk(self, n):
         ozaki.zherk(self.z)
+
+
+class SpreadAndOverflow:
+    """The passes the default moduli and the overflow check add: ``spread_bits`` (one pass over
+    each operand) and a product some of whose entries may overflow through truncated ones
+    (GEMMul8's phi = 2 inputs scaled by 2**500, 256 x 64 @ 64 x 256: about 200 entries of 17
+    rows and 98 columns take the exact path of ``overflow_fixes``)."""
+
+    params = [[1024, 2048]]
+    param_names = ["n"]
+    timeout = 600
+
+    def setup(self, n):
+        rng = np.random.default_rng(0)
+        self.a = (rng.random((n, n)) - 0.5) * np.exp(2 * rng.standard_normal((n, n)))
+        self.b = (rng.random((n, n)) - 0.5) * np.exp(2 * rng.standard_normal((n, n)))
+        k = 64  # the exact path runs on Python ints: a thin inner dimension keeps it to seconds
+        self.wa, self.wb = self.a[:256, :k] * 2.0**500, self.b[:k, :256] * 2.0**500
+        ozaki.spread_bits(self.a[:8], self.b[:, :8])
+
+    def time_spread_bits(self, n):
+        ozaki.spread_bits(self.a, self.b)
+
+    def peakmem_spread_bits(self, n):
+        ozaki.spread_bits(self.a, self.b)
+
+    def time_overflow_exact_path(self, n):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ozaki.dgemm(self.wa, self.wb)
