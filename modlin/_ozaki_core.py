@@ -46,7 +46,7 @@ from ._tiles import run, scratch
 from .gaussian import sqrt_minus_one
 
 __all__ = ["CPU", "Kernels", "Moduli", "Panel", "Scales", "add_residues", "finish", "gemm_residues", "halves",
-           "scales", "syrk_residues", "workspace", "exact_overflow", "overflow_fixes"]
+           "scales", "syrk_residues", "workspace", "exact_overflow", "overflow_fixes", "may_overflow"]
 
 
 @dataclass(frozen=True)
@@ -443,6 +443,20 @@ def _exact_block(a, b) -> np.ndarray:
     return out
 
 
+def _grow(k: int, complex_: bool) -> int:
+    """Bits by which ``|sum a b|`` may exceed ``max|a| max|b|``: ``k`` terms, twice that for
+    complex parts."""
+    return max(k - 1, 0).bit_length() + complex_
+
+
+def may_overflow(sc: Scales, k: int, complex_: bool) -> bool:
+    """Whether any result of a product with the scales ``sc`` may reach the overflow threshold
+    (:func:`overflow_fixes` then looks tile by tile): read once per product, so that the
+    tiles of a CuPy product need no host round trip when none can."""
+    top = int(sc.ea.max()) + int(sc.eb.max()) if len(sc.ea) and len(sc.eb) else 0
+    return bool(k) and top + _grow(k, complex_) >= OVERFLOW_EXP
+
+
 def overflow_fixes(a_rows, b_cols, sc_rows: tuple, sc_cols: tuple, complex_: bool):
     """The entries of ``a_rows @ b_cols`` (a row panel and a column panel, full ``k``) whose
     bound ``k max|a_i| max|b_j|`` may reach the overflow threshold while row ``i`` or column
@@ -462,7 +476,7 @@ def overflow_fixes(a_rows, b_cols, sc_rows: tuple, sc_cols: tuple, complex_: boo
     (sa, bad_r, ea), (sb, bad_c, eb) = (tuple(_host(v) for v in sc) for sc in (sc_rows, sc_cols))
     k = a_rows.shape[1]
     # |sum a b| <= k max|a| max|b| (twice that for complex parts): below 2**OVERFLOW_EXP it is finite
-    grow = max(k - 1, 0).bit_length() + complex_
+    grow = _grow(k, complex_)
     if not k or int(ea.max(initial=0)) + int(eb.max(initial=0)) + grow < OVERFLOW_EXP:
         return None
     risky = (ea[:, None] + eb[None, :] + grow >= OVERFLOW_EXP) & ~bad_r[:, None] & ~bad_c[None, :]

@@ -371,6 +371,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     n = b.shape[1]
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
     sc = core.scales(a, b, mods, mode, tiling)
+    risk = core.may_overflow(sc, k, a.dtype.kind == "c")  # once, not per tile (a host read on CuPy)
     lost = [0, 0]
     held = {}  # the quantised row panel of A, reused across the column panels
 
@@ -387,8 +388,9 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
         tile = out[rows, cols]
         core.finish(res, mods, sc.sa[rows], sc.sb[cols], tile, kernels.crt)
         core.native_lines(tile, a[rows], b[:, cols], sc.bad_a[rows], sc.bad_b[cols])
-        core.exact_overflow(tile, a[rows], b[:, cols], (sc.sa[rows], sc.bad_a[rows], sc.ea[rows]),
-                            (sc.sb[cols], sc.bad_b[cols], sc.eb[cols]))
+        if risk:
+            core.exact_overflow(tile, a[rows], b[:, cols], (sc.sa[rows], sc.bad_a[rows], sc.ea[rows]),
+                                (sc.sb[cols], sc.bad_b[cols], sc.eb[cols]))
         epilogue(tile, rows, cols)
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
@@ -407,6 +409,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     n, k = a.shape
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, xp)
     sc = core.scales(a, None, mods, mode, tiling)
+    risk = core.may_overflow(sc, k, a.dtype.kind == "c")
     lost = [0]
 
     def panel(rows, inner, count):
@@ -430,8 +433,9 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
             tile = out[r, c]
             core.finish(rc, mods, sc.sa[r], sc.sa[c], tile, kernels.crt)
             _native_rank_k(tile, a[r], a[c], sc.bad_a[r], sc.bad_a[c])
-            core.exact_overflow(tile, a[r], a[c].conj().T, (sc.sa[r], sc.bad_a[r], sc.ea[r]),
-                                (sc.sa[c], sc.bad_a[c], sc.ea[c]))
+            if risk:
+                core.exact_overflow(tile, a[r], a[c].conj().T, (sc.sa[r], sc.bad_a[r], sc.ea[r]),
+                                    (sc.sa[c], sc.bad_a[c], sc.ea[c]))
             epilogue(tile, r, c)
 
     with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:
