@@ -400,19 +400,21 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
                 t_all = _timeit(lambda: modlin.matmul(X, Y, p), repeats)
                 row = f"| {n} | {bits}-bit | {pl.summary} | {t_all / t_d:.2f} | {pl.relative_cost():.2f} |"
                 if isinstance(pl, modlin.RNSPlan) and n <= _cuda.KMAX:
-                    half = (p - 1) // 2
-                    a = (X % p) - p * ((X % p) > half)
-                    b = (Y % p) - p * ((Y % p) > half)
-                    mods = pl.moduli
-                    t_res = _timeit(lambda: (_rns_gpu.residues(a, mods), _rns_gpu.residues(b, mods)), repeats)
-                    ra, rb = _rns_gpu.residues(a, mods), _rns_gpu.residues(b, mods)
-                    t_g = _timeit(lambda: _cuda.gemm_i8(ra, rb), repeats)
-                    t_nn = _timeit(lambda: _cuda.gemm_i8(ra, rb, layout="nn"), repeats)
-                    same = bool((_cuda.gemm_i8(ra, rb) == _cuda.gemm_i8(ra, rb, layout="nn")).all())
-                    t_pm = _timeit(lambda: _cuda.products_mod_u8(ra, rb, mods), repeats)
-                    prod = _cuda.products_mod_u8(ra, rb, mods)
-                    t_crt = _timeit(lambda: _rns_gpu.reconstruct_modp(prod, pl.basis, p), repeats)
-                    ra = rb = prod = a = b = None
+                    # the pipeline of _rns_gpu.multiply stage by stage: residues of both operands,
+                    # the GEMMs alone (one per modulus into one int32 buffer), GEMMs with their
+                    # reductions (the difference: the reductions), the CRT into the result
+                    mods, N = pl.moduli, len(pl.moduli)
+                    table = _cuda.small_table(mods)
+                    t_res = _timeit(lambda: (_rns_gpu.residues(X, p, table, N, False),
+                                             _rns_gpu.residues(Y, p, table, N, True)), repeats)
+                    ra, rb = _rns_gpu.residues(X, p, table, N, False), _rns_gpu.residues(Y, p, table, N, True)
+                    buf = cp.empty((n, rb.shape[1]), dtype=cp.int32)
+                    t_g = _timeit(lambda: [_cuda.gemm_i8_tn(ra[i], rb[i], buf) for i in range(N)], repeats)
+                    prod = cp.empty((N, n, n), dtype=cp.uint8)
+                    t_pm = _timeit(lambda: _cuda.products_tn(ra, rb, table, n, prod, buf), repeats)
+                    out = cp.empty((n, n), dtype=cp.int64)
+                    t_crt = _timeit(lambda: _rns_gpu.reconstruct_modp(prod, mods, p, out), repeats)
+                    ra = rb = prod = buf = out = None
                     factor = _rnsplan.GPU_PASS_FACTOR
                     try:
                         _rnsplan.GPU_PASS_FACTOR = 0.0
@@ -421,8 +423,7 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
                         _rnsplan.GPU_PASS_FACTOR = factor
                     pass_model = (pl.cost() - gemm_model) / factor  # the passes at factor 1
                     measured = (t_res + (t_pm - t_g) + t_crt) / t_d * n**3
-                    row += (f" {t_res / t_d:.3f} | {t_g / t_d:.3f} (NN layout {t_nn / t_d:.3f}, "
-                            f"{'same' if same else 'DIFFERENT'} sums) | {(t_pm - t_g) / t_d:.3f} | {t_crt / t_d:.3f} "
+                    row += (f" {t_res / t_d:.3f} | {t_g / t_d:.3f} | {(t_pm - t_g) / t_d:.3f} | {t_crt / t_d:.3f} "
                             f"| {measured / pass_model:.4f} | {t_g / t_d / len(mods):.4f} |")
                 else:
                     scale = _plan.device_pass_scale
@@ -466,9 +467,10 @@ def stages(lines: list[str], sizes, repeats: int) -> None:
     from modlin import _cuda, _ozaki_core, _ozaki_gpu, ozaki
 
     spied = [(_ozaki_core, "scales", "(a) scales and exponents"),
-             (_ozaki_gpu, "_residues", "(b) int8 residues"), (_ozaki_gpu, "_twom", "(b) 2M images' residues"),
-             (_cuda, "gemm_i8", "(b) int8 GEMMs (TN, B transposed)"),
-             (_cuda, "products_mod", "(b) GEMMs and their reduction, split k"),
+             (_ozaki_gpu, "_panel_residues", "(b) quantisation and int8 residues (2M images)"),
+             (_cuda, "gemm_i8_tn", "(b) int8 GEMMs"),
+             (_cuda, "products_tn", "(b) real moduli: GEMMs and their reductions"),
+             (_ozaki_gpu, "_twom_products", "(b) 2M moduli: GEMMs and their combination"),
              (_ozaki_core, "finish", "(c) CRT and rounding"), (_ozaki_core, "native_lines", "(c) native lines")]
     rng = np.random.default_rng(4)
     lines += ["| n | product | whole s | " + " | ".join(label for *_, label in spied) + " | (b) all of stage b |",

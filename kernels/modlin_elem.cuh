@@ -20,25 +20,131 @@
 
 #define MODLIN_HD __host__ __device__ inline
 
-// Garner digits live in a per-thread array; Ozaki bases have at most 64 moduli.
+// Per-modulus constants live in shared memory: at most 64 moduli (Ozaki's bases), and
+// M of at most 16 32-bit limbs (M < 2**512), the CRT kernels' template range.
 #define MODLIN_MAX_MODULI 64
-// 32-bit limbs of a CRT value: L <= 16 limbs hold M, and _round_limbs reads up to
-// two limbs past the top one, as the numba kernel's L + 2 zeroed limbs allow.
-#define MODLIN_MAX_LIMBS 18
+#define MODLIN_MAX_LIMBS 16
 
 // Powers of two, each the exact double, in decimal: hexadecimal floating literals
 // need C++17 and the NVRTC dialect is the caller's choice.
 #define MODLIN_TWO_32 4294967296.0
 #define MODLIN_TWO_M20 9.5367431640625e-07
 #define MODLIN_TWO_M32 2.3283064365386963e-10
-#define MODLIN_TWO_M100 7.888609052210118e-31
 #define MODLIN_TWO_M1074 4.9406564584124654e-324
 
 namespace modlin {
 
+// ------------------------------------------------------------------ integer primitives
+//
+// No 64-bit division or remainder anywhere on the device: PTX has no instruction for
+// them, and nvcc calls a software routine of about 70 instructions (rem.s64 on an int32
+// GEMM output cost reduce_i32_u8 0.53 ms per modulus at n = 8192 on an H200, against a
+// 0.08 ms traffic floor). Every reduction is a Barrett reduction by a precomputed
+// reciprocal: high halves of products (mul.hi), multiplications and one conditional
+// subtraction. tests/test_kernels.py checks the PTX for div/rem on 64 bits.
+
+MODLIN_HD unsigned mulhi32(unsigned a, unsigned b) {
+#ifdef __CUDA_ARCH__
+    return __umulhi(a, b);
+#else
+    return (unsigned)(((unsigned long long)a * b) >> 32);
+#endif
+}
+
+MODLIN_HD unsigned long long mulhi64(unsigned long long a, unsigned long long b) {
+#ifdef __CUDA_ARCH__
+    return __umul64hi(a, b);
+#else
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+#endif
+}
+
+// A modulus 2 <= m <= 2**16 and the constants of its reductions, one row of eight
+// uint32 in the tables modlin/_cuda.py makes (small_table):
+//   mu = floor(2**32 / m); c32 = 2**32 mod m; c31 = -2**31 mod m; c63 = -2**63 mod m;
+//   half = (m - 1) / 2 (residues above it are negative when balanced); root: a square
+//   root of -1 mod m (2M's moduli) or 0; y: the CRT weight ((M / m)**-1 mod m).
+struct Small {
+    unsigned m, mu, c32, c31, c63, half, root, y;
+};
+
+MODLIN_HD Small load_small(const unsigned* t, int i) {
+    const unsigned* r = t + 8 * i;
+    Small s;
+    s.m = r[0];
+    s.mu = r[1];
+    s.c32 = r[2];
+    s.c31 = r[3];
+    s.c63 = r[4];
+    s.half = r[5];
+    s.root = r[6];
+    s.y = r[7];
+    return s;
+}
+
+// x mod m for any uint32 x. With mu = floor(2**32 / m) = 2**32 / m - d (0 <= d < 1),
+// q = floor(x mu / 2**32) > x / m - x / 2**32 - 1 > x / m - 1... precisely q is
+// floor(x / m) or one less, so x - q m lies in [0, 2m): one subtraction.
+MODLIN_HD unsigned mod_u32(unsigned x, const Small& s) {
+    unsigned r = x - mulhi32(x, s.mu) * s.m;
+    return r >= s.m ? r - s.m : r;
+}
+
+// a + b mod m for a, b in [0, m).
+MODLIN_HD unsigned add_mod(unsigned a, unsigned b, const Small& s) {
+    unsigned r = a + b;
+    return r >= s.m ? r - s.m : r;
+}
+
+// a - b mod m for a, b in [0, m).
+MODLIN_HD unsigned sub_mod(unsigned a, unsigned b, const Small& s) {
+    return a >= b ? a - b : a + (s.m - b);
+}
+
+// X mod m in [0, m) for any int32 X: X + 2**31 is a uint32 (the sign bit flipped),
+// and c31 = -2**31 mod m takes the offset back.
+MODLIN_HD unsigned mod_i32(int X, const Small& s) {
+    return add_mod(mod_u32((unsigned)X ^ 0x80000000u, s), s.c31, s);
+}
+
+// x mod m in [0, m) for any int64 x: x + 2**63 = hi 2**32 + lo as two uint32, folded
+// by c32 = 2**32 mod m ((m-1)**2 + (m-1) < 2**32 for m <= 2**16), and c63 = -2**63 mod m.
+MODLIN_HD unsigned mod_i64(long long x, const Small& s) {
+    unsigned long long u = (unsigned long long)x ^ 0x8000000000000000ULL;
+    unsigned hi = mod_u32((unsigned)(u >> 32), s), lo = mod_u32((unsigned)u, s);
+    return add_mod(mod_u32(hi * s.c32 + lo, s), s.c63, s);
+}
+
+// v mod m in [0, m) for an integer-valued double |v| < 2**85: v = hi 2**32 + lo exactly
+// with hi = floor(v 2**-32), |hi| < 2**53 (an int64), and 0 <= lo < 2**32 (a uint32):
+// the split of _quantize._folded, reduced in integers instead of float64 fmod.
+MODLIN_HD unsigned mod_f64(double v, const Small& s) {
+    double hi = floor(v * MODLIN_TWO_M32);
+    double lo = v - hi * MODLIN_TWO_32;
+    unsigned h = mod_i64((long long)hi, s);
+    return mod_u32(mod_u32(h * s.c32, s) + mod_u32((unsigned)lo, s), s);
+}
+
+// The balanced int8 residue r - m (r > half) of a residue r in [0, m <= 256).
+MODLIN_HD signed char balance_i8(unsigned r, const Small& s) {
+    return (signed char)((int)r - (int)s.m * (int)(r > s.half));
+}
+
+// A modulus 2 <= p < 2**63 with mu = floor(2**64 / p) and c63 = -2**63 mod p (as
+// modlin/_cuda.py's wide_constants gives them): x mod p for any int64 x. q = mulhi(u, mu)
+// is floor(u / p) or one less (mu > 2**64 / p - 1, u < 2**64), so u - q p < 2p < 2**64.
+MODLIN_HD unsigned long long mod_wide(long long x, unsigned long long p, unsigned long long mu,
+                                      unsigned long long c63) {
+    unsigned long long u = (unsigned long long)x ^ 0x8000000000000000ULL;
+    unsigned long long r = u - mulhi64(u, mu) * p;
+    if (r >= p) r -= p;
+    r += c63;  // both below p < 2**63: no wraparound
+    return r >= p ? r - p : r;
+}
+
 // ------------------------------------------------------------------ word split
 
-// _split_into: the u balanced base-2**s words of r, for r in [-(p/2), p).
+// _split_into: the u balanced base-2**s words of r, for r in [0, p).
 // `>>` on a negative long long is an arithmetic shift with nvcc, NVRTC and gcc
 // (and in C++20), i.e. floor division as numba's; the left shift of a negative
 // word is written as a product because shifting a negative value left is
@@ -53,21 +159,6 @@ MODLIN_HD void split_into(long long r, long long p, int s, int u, T* words, long
         r -= d * (1LL << shift);
     }
     words[0] = (T)r;
-}
-
-// x mod p in [0, p) for any long long x and 2 <= p < 2**63. C's % truncates
-// (its remainder takes x's sign), Python's floors: one conditional add maps the
-// first onto the second, with no overflow since |x % p| < p.
-MODLIN_HD long long mod_nonneg(long long x, long long p) {
-    long long r = x % p;
-    return r < 0 ? r + p : r;
-}
-
-// The balanced residue in [-(p/2), (p-1)/2] (for even p one short of symmetric,
-// as _lift_kernel and _split_into take it, so that p = 256 fits int8).
-MODLIN_HD long long balanced_residue(long long x, long long p) {
-    long long r = mod_nonneg(x, p);
-    return r - p * (long long)(r > (p - 1) / 2);
 }
 
 // ------------------------------------------------------------------ multiword reductions
@@ -97,230 +188,258 @@ MODLIN_HD long long finalize_elem(double y, double q, double hi, double lo, long
     return (long long)y;
 }
 
-// ------------------------------------------------------------------ float residues
+// ------------------------------------------------------------------ Ozaki: quantisation
 
-// _rns._fmod: x mod m in [0, m) for an integer-valued |x| <= 2**53, minv = fl(1/m).
-// x - q m is an explicit fma (fused even under --fmad=false), as _rns._fmod's: q m
-// alone can pass 2**53 and round for x near -2**53. The corrections are products by
-// 0.0 or 1.0 like numba's m * (r < 0), so that a -0.0 becomes +0.0 the same way.
-#ifdef MODLIN_CHECK_NO_FMA
-// tests/test_kernels.py's build: fmod_pos's fma unfused, so that the PTX shows whether
-// anything else fuses (it must not: contraction is off)
-MODLIN_HD double modlin_fma(double a, double b, double c) { return a * b + c; }
-#else
-MODLIN_HD double modlin_fma(double a, double b, double c) { return fma(a, b, c); }
-#endif
-
-MODLIN_HD double fmod_pos(double x, double m, double minv) {
-    double r = modlin_fma(-floor(x * minv), m, x);
-    r += m * (double)(r < 0);
-    r -= m * (double)(r >= m);
-    return r;
+// rint(x 2**s) of an entry of a line with shift s, as _quantize._load computes it: by the
+// two factors 2**(s//2) and 2**(s - s//2) (each exact: |s| <= 1157, while 2**s alone
+// may overflow or be subnormal), 0 on a line holding Inf or NaN. The factors are made
+// here from the shift (ldexp of 1 is exact) rather than read from arrays the host would
+// have to make first.
+MODLIN_HD double quantize(double x, long long s, bool bad) {
+    if (bad) return 0.0;
+    long long h = s >> 1;  // an arithmetic shift: floor(s / 2), as Python's s // 2
+    return rint(x * ldexp(1.0, (int)h) * ldexp(1.0, (int)(s - h)));
 }
 
-// The constants _residues_kernel and _twom_kernel derive from a modulus m.
-struct ResConst {
-    double m, minv, c32, half;
-};
-
-MODLIN_HD ResConst res_const(int m) {
-    ResConst k;
-    k.m = (double)m;
-    k.minv = 1.0 / k.m;
-    k.c32 = (double)(4294967296LL % (long long)m);
-    k.half = floor((k.m - 1.0) / 2.0);
-    return k;
+// The value the residue kernels read at (r, c) of a panel of R rows whose part has
+// `len` columns (zero past them: the odd half of real SYRK's halves), entry x[r ldx +
+// off + c step], quantised with the shift of its row (by_cols = 0) or column; counts
+// into *lost a nonzero entry of a good line that rounds to zero (_lost_kernel's count).
+MODLIN_HD double panel_value(const double* x, long long ldx, long long R, long long len, long long off,
+                             long long step, const long long* shift, const unsigned char* bad, int by_cols,
+                             long long r, long long c, unsigned long long* lost) {
+    if (r >= R || c >= len) return 0.0;
+    long long l = by_cols ? c : r;
+    double v = x[r * ldx + off + c * step];
+    double q = quantize(v, shift[l], bad[l] != 0);
+    if (q == 0.0 && v != 0.0 && !bad[l]) *lost += 1ULL;
+    return q;
 }
 
-// _res split in two: v = hi * 2**32 + lo exactly (|v| < 2**85, so |hi| < 2**53),
-// a split that does not depend on the modulus, done once per entry.
-struct Split32 {
-    double hi, lo;
-};
-
-MODLIN_HD Split32 split32(double v) {
-    Split32 h;
-    h.hi = floor(v * MODLIN_TWO_M32);
-    h.lo = v - h.hi * MODLIN_TWO_32;
-    return h;
+// Balanced int8 residues of an integer-valued double |q| < 2**85 modulo each of N
+// moduli, out[i plane + pos].
+MODLIN_HD void store_residues(double q, const unsigned* table, int N, signed char* out, long long plane,
+                              long long pos) {
+    for (int i = 0; i < N; ++i) {
+        Small s = load_small(table, i);
+        out[i * plane + pos] = balance_i8(mod_f64(q, s), s);
+    }
 }
 
-MODLIN_HD double res_of(Split32 h, const ResConst& k) {
-    return fmod_pos(fmod_pos(h.hi, k.m, k.minv) * k.c32 + h.lo, k.m, k.minv);
+// 2M's images qr + s qi and qr - s qi (balanced int8) modulo each modulus, s its root.
+MODLIN_HD void store_twom(double qr, double qi, const unsigned* table, int N, signed char* plus,
+                          signed char* minus, long long plane, long long pos) {
+    for (int i = 0; i < N; ++i) {
+        Small s = load_small(table, i);
+        unsigned r = mod_f64(qr, s);
+        unsigned t = mod_u32(mod_f64(qi, s) * s.root, s);
+        plus[i * plane + pos] = balance_i8(add_mod(r, t, s), s);
+        minus[i * plane + pos] = balance_i8(sub_mod(r, t, s), s);
+    }
 }
 
-// r - m * (r > half) of a residue r in [0, m <= 256): a value of [-128, 127].
-MODLIN_HD signed char balance_i8(double r, const ResConst& k) {
-    return (signed char)(int)(r - k.m * (double)(r > k.half));
+// ------------------------------------------------------------------ integers mod p
+
+// The balanced residue in [-(p/2), (p-1)/2] of any int64 x modulo p < 2**63 (for even p
+// one short of symmetric, as _lift_kernel takes it), 0 outside the R x C matrix.
+MODLIN_HD long long int_value(const long long* x, long long ldx, long long R, long long C, unsigned long long p,
+                              unsigned long long mu, unsigned long long c63, long long r, long long c) {
+    if (r >= R || c >= C) return 0;
+    unsigned long long v = mod_wide(x[r * ldx + c], p, mu, c63);
+    return (long long)v - (long long)p * (long long)(v > (p - 1) / 2);
 }
 
-// _twom_kernel on one entry and one modulus with s = sqrt(-1) mod m.
-MODLIN_HD void twom_elem(Split32 re, Split32 im, const ResConst& k, double s,
-                         signed char* plus, signed char* minus) {
-    double r = res_of(re, k);
-    double t = fmod_pos(res_of(im, k) * s, k.m, k.minv);
-    double a = fmod_pos(r + t, k.m, k.minv);
-    *plus = balance_i8(a, k);
-    double b = fmod_pos(r - t, k.m, k.minv);
-    *minus = balance_i8(b, k);
+MODLIN_HD void store_int_residues(long long v, const unsigned* table, int N, signed char* out, long long plane,
+                                  long long pos) {
+    for (int i = 0; i < N; ++i) {
+        Small s = load_small(table, i);
+        out[i * plane + pos] = balance_i8(mod_i64(v, s), s);
+    }
 }
 
 // ------------------------------------------------------------------ int8 engine post-processing
 
-// (X + Y)/2 and (X - Y)/(2s) mod m of the int32 products of 2M's images, in [0, m),
-// for m <= 256 and inverses given by any representatives in int: X and Y are
-// reduced first, so each product is below 2**9 * 2**31 in magnitude.
-MODLIN_HD void twom_combine_elem(int X, int Y, int m, int inv2, int inv2s,
-                                 unsigned char* re, unsigned char* im) {
-    long long mm = m;
-    long long x = mod_nonneg(X, mm), y = mod_nonneg(Y, mm);
-    *re = (unsigned char)mod_nonneg((x + y) * inv2, mm);
-    *im = (unsigned char)mod_nonneg((x - y) * inv2s, mm);
+// An int32 GEMM output (any value) into [0, m); with acc, added to what res holds
+// (the sum over k-panels too long for one int32 sum).
+MODLIN_HD void reduce_entry(int X, const Small& s, bool acc, unsigned char* res) {
+    unsigned r = mod_i32(X, s);
+    *res = (unsigned char)(acc ? add_mod(*res, r, s) : r);
 }
 
-// ------------------------------------------------------------------ CRT: Garner
+// 2M's post-processing of the two int32 products: re = (X + Y) inv2, im = (X - Y) inv2s
+// mod m (inv2 = 2**-1, inv2s = (2s)**-1 mod m); with acc, added to re and im.
+MODLIN_HD void combine_entry(int X, int Y, const Small& s, unsigned inv2, unsigned inv2s, bool acc,
+                             unsigned char* re, unsigned char* im) {
+    unsigned x = mod_i32(X, s), y = mod_i32(Y, s);
+    unsigned a = mod_u32(add_mod(x, y, s) * inv2, s), b = mod_u32(sub_mod(x, y, s) * inv2s, s);
+    *re = (unsigned char)(acc ? add_mod(*re, a, s) : a);
+    *im = (unsigned char)(acc ? add_mod(*im, b, s) : b);
+}
 
-// _garner_kernel / the Garner part of _to_double_kernel for one entry: residues
-// res[i * E + e] -> mixed-radix digits x[0..N) (as float64, with _garner_step's
-// exact operations). minv[i] = 1.0 / moduli[i] as double.
-MODLIN_HD void garner_digits(const unsigned char* res, long long E, long long e, int N,
-                             const double* mf, const double* minv, const long long* inv,
-                             double* x) {
-    for (int i = 0; i < N; ++i) x[i] = (double)res[i * E + e];
-    for (int i = 1; i < N; ++i) {
-        double m = mf[i], mi = minv[i];
-        double t = x[i];
-        for (int j = 0; j < i; ++j) {
-            t = fmod_pos(fmod_pos(t - x[j], m, mi) * (double)inv[i * N + j], m, mi);
+// ------------------------------------------------------------------ CRT in O(N), exact
+//
+// C = sum_i d_i (M / m_i) - q M with d_i = r_i y_i mod m_i and q = floor(sum_i d_i / m_i):
+// the textbook CRT, accumulated exactly in 32-bit limbs. N L multiply-adds of 32 x 32 ->
+// 64 bits (Garner takes N(N-1)/2 modular steps), with the limbs in registers: L, the
+// limbs of M, is a template parameter (the kernels switch on it), so every limb index is
+// a constant after unrolling. q comes from a float64 sum of N terms d_i / m_i in [0, 1),
+// within N**2 2**-53 of the true value: floor gives q or q +- 1, which one correction
+// step repairs exactly, so no rounding ever depends on a float estimate.
+//
+// Layout of `limbs` (uint32, L per row): rows 0..N-1 the M / m_i, row N M, row N+1 (M-1)/2.
+
+template <int L>
+MODLIN_HD bool limbs_ge(const unsigned* a, const unsigned* b) {
+    bool ge = true, decided = false;
+#pragma unroll
+    for (int j = L - 1; j >= 0; --j) {
+        if (!decided && a[j] != b[j]) {
+            ge = a[j] > b[j];
+            decided = true;
         }
-        x[i] = t;
     }
+    return ge;
 }
 
-// _negative: whether the mixed-radix number exceeds (M-1)/2, whose digits are half.
-// _to_double_kernel's running sign (sgn += (sgn == 0) * ...) decides the same way:
-// by the first digit from the top that differs from half's.
-MODLIN_HD bool mr_negative(const double* x, const double* half, int N) {
-    for (int i = N - 1; i >= 0; --i) {
-        if (x[i] != half[i]) return x[i] > half[i];
+// a += sign M (sign +-1), returning the carry (+1) or borrow (-1) out of the top limb.
+template <int L>
+MODLIN_HD long long limbs_add(unsigned* a, const unsigned* m, long long sign) {
+    long long carry = 0;
+#pragma unroll
+    for (int j = 0; j < L; ++j) {
+        long long v = (long long)a[j] + sign * (long long)m[j] + carry;
+        a[j] = (unsigned)v;
+        carry = v >> 32;  // arithmetic: floor(v / 2**32)
     }
-    return false;
+    return carry;
 }
 
-// ------------------------------------------------------------------ CRT: exact doubles
+// The residues res[i plane + pos] (in [0, m_i)) -> C in [0, M) as L limbs c; returns
+// whether C > (M - 1) / 2, i.e. whether the balanced value C - M is the one meant.
+template <int L>
+MODLIN_HD bool crt_limbs(const unsigned char* res, long long plane, long long pos, int N, const unsigned* table,
+                         const unsigned* limbs, const double* minv, unsigned* c) {
+    unsigned long long acc[L];
+#pragma unroll
+    for (int j = 0; j < L; ++j) acc[j] = 0;
+    double f = 0.0;
+    for (int i = 0; i < N; ++i) {
+        Small s = load_small(table, i);
+        unsigned d = mod_u32((unsigned)res[i * plane + pos] * s.y, s);
+        f += (double)d * minv[i];
+        const unsigned* w = limbs + i * L;
+#pragma unroll
+        for (int j = 0; j < L; ++j) acc[j] += (unsigned long long)d * w[j];  // < 64 * 2**48
+    }
+    long long q = (long long)floor(f);
+    const unsigned* M = limbs + N * L;
+    long long carry = 0;
+#pragma unroll
+    for (int j = 0; j < L; ++j) {
+        long long v = (long long)acc[j] - q * (long long)M[j] + carry;
+        c[j] = (unsigned)v;
+        carry = v >> 32;
+    }
+    // carry is what lies above the L limbs: C in [-M, 2M) before the correction
+    if (carry < 0) {
+        limbs_add<L>(c, M, 1);
+    } else if (carry > 0 || limbs_ge<L>(c, M)) {
+        limbs_add<L>(c, M, -1);
+    }
+    return !limbs_ge<L>(limbs + (N + 1) * L, c);  // (M - 1) / 2 < C
+}
 
 // Bits of 0 < x < 2**32 (exact in float64: frexp's exponent), as _bit_length.
-MODLIN_HD int bit_length32(unsigned long long x) {
+MODLIN_HD int bit_length32(unsigned x) {
     int ex;
     frexp((double)x, &ex);
     return ex;
 }
 
-// _round_limbs: value(limb[:nl]) * 2**-S rounded to nearest, ties to even, at the
-// precision of the result (53 bits, fewer when subnormal). limb holds zeros up
-// to index nl + 1 at least.
-MODLIN_HD double round_limbs(const unsigned long long* limb, int nl, long long S) {
-    int j = nl - 1;
-    while (j >= 0 && limb[j] == 0) --j;
+// value(c) 2**-S rounded to nearest, ties to even, at the precision of the result (53
+// bits, fewer when subnormal; Inf past the largest double): _round_limbs with the top
+// 64 bits gathered by constant indices (the limbs stay in registers).
+template <int L>
+MODLIN_HD double round_limbs(const unsigned* c, long long S) {
+    int j = -1;
+#pragma unroll
+    for (int t = 0; t < L; ++t) {
+        if (c[t] != 0) j = t;
+    }
     if (j < 0) return 0.0;
-    long long nb = 32LL * j + bit_length32(limb[j]);
+    unsigned long long w2 = 0, w1 = 0, w0 = 0;
+    bool sticky = false;
+#pragma unroll
+    for (int t = 0; t < L; ++t) {
+        if (t == j) w2 = c[t];
+        if (t == j - 1) w1 = c[t];
+        if (t == j - 2) w0 = c[t];
+        if (t < j - 2) sticky = sticky || c[t] != 0;
+    }
+    int bl = bit_length32((unsigned)w2);  // 1..32
+    long long nb = 32LL * j + bl;
+    // the top 64 bits of the value (its bits below them, when any, in sticky)
+    unsigned long long top = (w2 << (64 - bl)) | (w1 << (32 - bl)) | (w0 >> bl);
+    sticky = sticky || (w0 & ((1ULL << bl) - 1ULL)) != 0;
     long long E = nb - 1 - S;
     long long keep = E >= -1022 ? 53 : E + 1075;
     if (keep < 0) return 0.0;
-    bool sticky = false;
-    unsigned long long top;
-    if (nb <= 64) {
-        top = j >= 1 ? (limb[0] | (limb[1] << 32)) : limb[0];
-        top <<= (unsigned)(64 - nb);
-    } else {
-        long long lo = nb - 64;
-        long long w = lo / 32;  // lo > 0: C's truncation is numba's floor here
-        unsigned off = (unsigned)(lo % 32);
-        top = (limb[w] >> off) | (limb[w + 1] << (32 - off));
-        if (off) {
-            top |= limb[w + 2] << (64 - off);
-            sticky = (limb[w] & ((1ULL << off) - 1ULL)) != 0;
-        }
-        for (long long i = 0; i < w; ++i) sticky = sticky || limb[i] != 0;
-    }
     if (keep == 0) {
         unsigned long long rest = top & 0x7FFFFFFFFFFFFFFFULL;
         return (rest != 0 || sticky) ? MODLIN_TWO_M1074 : 0.0;
     }
     unsigned drop = (unsigned)(64 - keep);
-    unsigned long long q = top >> drop;
+    unsigned long long qv = top >> drop;
     unsigned long long rem = top & ((1ULL << drop) - 1ULL);
     unsigned long long halfway = 1ULL << (drop - 1);
-    if (rem > halfway || (rem == halfway && (sticky || (q & 1ULL)))) q += 1ULL;
-    return ldexp((double)q, (int)(nb - keep - S));
+    if (rem > halfway || (rem == halfway && (sticky || (qv & 1ULL)))) qv += 1ULL;
+    return ldexp((double)qv, (int)(nb - keep - S));
 }
 
-// _exact_entry: the digits' value (or, when neg, M minus it) in 32-bit limbs by
-// Horner, then rounded once.
-MODLIN_HD double exact_entry(const double* x, int N, bool neg, const long long* moduli,
-                             int L, long long S) {
-    unsigned long long limb[MODLIN_MAX_LIMBS];
-    int nz = L + 2 < MODLIN_MAX_LIMBS ? L + 2 : MODLIN_MAX_LIMBS;
-    for (int t = 0; t < nz; ++t) limb[t] = 0;
-    int nl = 1;
-    for (int i = N - 1; i >= 0; --i) {
-        unsigned long long m = (unsigned long long)moduli[i];
-        unsigned long long carry = (unsigned long long)x[i];
-        if (neg) carry = m - 1ULL - carry + (unsigned long long)(i == 0);
-        for (int t = 0; t < nl; ++t) {
-            unsigned long long v = limb[t] * m + carry;
-            limb[t] = v & 0xFFFFFFFFULL;
-            carry = v >> 32;
-        }
-        if (carry) {
-            limb[nl] = carry;
-            ++nl;
+// The correctly rounded double of the balanced integer C' whose residues are res[i plane +
+// pos], times 2**-S (a negative value's magnitude M - C rounded, then negated: -0.0
+// where it rounds to zero, as _to_double_kernel gives).
+template <int L>
+MODLIN_HD double crt_double(const unsigned char* res, long long plane, long long pos, int N, const unsigned* table,
+                            const unsigned* limbs, const double* minv, long long S) {
+    unsigned c[L];
+    bool neg = crt_limbs<L>(res, plane, pos, N, table, limbs, minv, c);
+    if (neg) {  // c <- M - c
+        const unsigned* M = limbs + N * L;
+        long long borrow = 0;
+#pragma unroll
+        for (int j = 0; j < L; ++j) {
+            long long v = (long long)M[j] - (long long)c[j] + borrow;
+            c[j] = (unsigned)v;
+            borrow = v >> 32;
         }
     }
-    return round_limbs(limb, nl, S);
+    double v = round_limbs<L>(c, S);
+    return neg ? -v : v;
 }
 
-// _to_double_kernel for one entry with digits x: the sign, the magnitude by a
-// double-double Horner (Dekker's split, TwoSum, FastTwoSum, in numba's order),
-// the rounding-safety test, and the exact fallback for unsure or subnormal results.
-MODLIN_HD double crt_double_entry(const double* x, int N, const long long* moduli,
-                                  const double* mf, const double* half, int L, long long S) {
-    bool ng = mr_negative(x, half, N);
-    double g = (double)ng;
-    double top = x[N - 1];
-    double hi = g * (mf[N - 1] - 1.0 - 2.0 * top) + top + (double)(ng && N == 1);
-    double lo = 0.0;
-    for (int i = N - 2; i >= 0; --i) {
-        double m = mf[i];
-        double one = (double)(i == 0);
-        double d = g * (m - 1.0 - 2.0 * x[i] + one) + x[i];
-        double xh = hi;
-        double t = 134217729.0 * xh;
-        double x1 = t - (t - xh);
-        double p1 = x1 * m;
-        double p2 = (xh - x1) * m;
-        double s = p1 + p2;
-        double bb = s - p1;
-        double err = (p1 - (s - bb)) + (p2 - bb);
-        double q = err + lo * m + d;
-        double h2 = s + q;
-        lo = q - (h2 - s);
-        hi = h2;
+// L, the limbs of M, as a constant K in BODY: one instantiation of the CRT per case
+// (the kernels and the host harness switch alike).
+#define MODLIN_SWITCH_L(L, BODY)            \
+    switch (L) {                            \
+        case 1: { constexpr int K = 1; BODY; } break;   \
+        case 2: { constexpr int K = 2; BODY; } break;   \
+        case 3: { constexpr int K = 3; BODY; } break;   \
+        case 4: { constexpr int K = 4; BODY; } break;   \
+        case 5: { constexpr int K = 5; BODY; } break;   \
+        case 6: { constexpr int K = 6; BODY; } break;   \
+        case 7: { constexpr int K = 7; BODY; } break;   \
+        case 8: { constexpr int K = 8; BODY; } break;   \
+        case 9: { constexpr int K = 9; BODY; } break;   \
+        case 10: { constexpr int K = 10; BODY; } break; \
+        case 11: { constexpr int K = 11; BODY; } break; \
+        case 12: { constexpr int K = 12; BODY; } break; \
+        case 13: { constexpr int K = 13; BODY; } break; \
+        case 14: { constexpr int K = 14; BODY; } break; \
+        case 15: { constexpr int K = 15; BODY; } break; \
+        case 16: { constexpr int K = 16; BODY; } break; \
+        default: break;                     \
     }
-    double rel = (double)(N + 2) * MODLIN_TWO_M100;
-    double dd = 2.0 * rel * hi;
-    bool unsure = (hi + (lo + dd) != hi) || (hi + (lo - dd) != hi);
-    double v = ldexp(hi, (int)(-S));
-    // `<=`: a value just below 2**-1022 is rounded to 53 bits and then again by ldexp to
-    // the subnormal grid, and that second rounding can go up to exactly 2**-1022;
-    // such entries (and all subnormal ones) are rebuilt exactly and rounded once
-    if (unsure || (v <= 2.2250738585072014e-308 && hi != 0.0)) {
-        v = exact_entry(x, N, ng, moduli, L, S);
-    }
-    return ng ? -v : v;
-}
-
-// ------------------------------------------------------------------ CRT: mod p
 
 // _mulmod_small: s * m mod p for s < p <= 2**63, m < 2**26 (wrapping products).
 MODLIN_HD unsigned long long mulmod_small(unsigned long long s, unsigned long long m,
@@ -332,48 +451,38 @@ MODLIN_HD unsigned long long mulmod_small(unsigned long long s, unsigned long lo
     return r;
 }
 
-// _to_modp_kernel for one entry with digits x: Horner mod p from the top digit,
-// then value - M mod p for a negative value.
-MODLIN_HD unsigned long long crt_modp_entry(const double* x, int N, const long long* moduli,
-                                            const double* half, unsigned long long p,
-                                            unsigned long long m_mod_p, double invp) {
+// The same integer modulo p < 2**63, in [0, p): C mod p by Horner over 16-bit halves of
+// the limbs (mulmod_small by 2**16; for p <= 2**16, where a half may exceed p, all in
+// 32 bits by the Barrett constants sp of p), minus M mod p (mp) for a negative value.
+template <int L>
+MODLIN_HD unsigned long long crt_modp(const unsigned char* res, long long plane, long long pos, int N,
+                                      const unsigned* table, const unsigned* limbs, const double* minv,
+                                      unsigned long long p, double invp, const Small& sp, unsigned long long mp) {
+    unsigned c[L];
+    bool neg = crt_limbs<L>(res, plane, pos, N, table, limbs, minv, c);
     unsigned long long s = 0;
-    for (int i = N - 1; i >= 0; --i) {
-        unsigned long long m = (unsigned long long)moduli[i];
-        unsigned long long d = (unsigned long long)x[i];
-        if (m > p) d %= p;
-        unsigned long long t = mulmod_small(s, m, p, invp) + d;
-        s = t - p * (unsigned long long)(t >= p);
+#pragma unroll
+    for (int j = L - 1; j >= 0; --j) {
+        unsigned halves[2] = {c[j] >> 16, c[j] & 0xFFFFu};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (p <= 65536ULL) {
+                s = mod_u32(((unsigned)s << 16) | halves[h], sp);
+            } else {
+                unsigned long long t = mulmod_small(s, 65536ULL, p, invp) + halves[h];
+                s = t >= p ? t - p : t;
+            }
+        }
     }
-    if (mr_negative(x, half, N)) s = s >= m_mod_p ? s - m_mod_p : s + (p - m_mod_p);
+    if (neg) s = s >= mp ? s - mp : s + (p - mp);
     return s;
 }
 
+// ------------------------------------------------------------------ multiword kernels, one entry
 
-// ------------------------------------------------------------------ one entry of each kernel
-//
-// The kernels and the host harness both run these, one call per entry e (the
-// kernels from a grid-stride loop, the harness from a plain loop), so that the
-// CPU check covers everything a kernel does but the loop and the barrier.
-
-// Per-modulus constants into shared memory (start = threadIdx.x, step = blockDim.x)
-// or a host array (0, 1).
-MODLIN_HD void load_res_consts(const int* moduli, int N, ResConst* kc, int start, int step) {
-    for (int i = start; i < N; i += step) kc[i] = res_const(moduli[i]);
-}
-
-MODLIN_HD void load_crt_consts(const long long* moduli, const double* half, int N, double* mf,
-                               double* minv, double* hf, int start, int step) {
-    for (int i = start; i < N; i += step) {
-        mf[i] = (double)moduli[i];
-        minv[i] = 1.0 / mf[i];
-        hf[i] = half[i];
-    }
-}
-
-MODLIN_HD void balanced_words_at(const long long* x, long long n, long long p, int s, int u,
-                                 double* words, long long e) {
-    split_into<double>(mod_nonneg(x[e], p), p, s, u, words + e, n);
+MODLIN_HD void balanced_words_at(const long long* x, long long n, long long p, unsigned long long mu,
+                                 unsigned long long c63, int s, int u, double* words, long long e) {
+    split_into<double>((long long)mod_wide(x[e], (unsigned long long)p, mu, c63), p, s, u, words + e, n);
 }
 
 MODLIN_HD void mw_step_at(double* x, const double* t, double q1, double hi1, double lo1,
@@ -391,57 +500,6 @@ MODLIN_HD void mw_finalize_at(const double* x, const double* t, double q1, doubl
     double y = step_elem(x[e], q1, hi1, lo1, scale, q2, hi2, lo2);
     if (t != nullptr) y += red_elem(t[e], qt, hit, lot);
     out[e] = finalize_elem(y, q, hi, lo, p);
-}
-
-// The split of x[e] at 2**32 does not depend on the modulus: done once for all N.
-MODLIN_HD void ozaki_residues_at(const double* x, long long n, const ResConst* kc, int N,
-                                 signed char* out, long long e) {
-    Split32 h = split32(x[e]);
-    for (int i = 0; i < N; ++i) out[i * n + e] = balance_i8(res_of(h, kc[i]), kc[i]);
-}
-
-MODLIN_HD void ozaki_twom_at(const double* xr, const double* xi, long long n, const ResConst* kc,
-                             const int* roots, int N, signed char* plus, signed char* minus,
-                             long long e) {
-    Split32 hr = split32(xr[e]);
-    Split32 hi = split32(xi[e]);
-    for (int i = 0; i < N; ++i) {
-        twom_elem(hr, hi, kc[i], (double)roots[i], plus + i * n + e, minus + i * n + e);
-    }
-}
-
-MODLIN_HD void int_residues_at(const long long* x, long long n, const int* moduli, int N,
-                               signed char* out, long long e) {
-    long long v = x[e];
-    for (int i = 0; i < N; ++i) out[i * n + e] = (signed char)balanced_residue(v, moduli[i]);
-}
-
-MODLIN_HD void reduce_i32_at(const int* X, int m, unsigned char* out, long long e) {
-    out[e] = (unsigned char)mod_nonneg(X[e], m);
-}
-
-MODLIN_HD void twom_combine_at(const int* X, const int* Y, int m, int inv2, int inv2s,
-                               unsigned char* re, unsigned char* im, long long e) {
-    twom_combine_elem(X[e], Y[e], m, inv2, inv2s, re + e, im + e);
-}
-
-// x: scratch for the N digits (MODLIN_MAX_MODULI doubles).
-MODLIN_HD void crt_to_double_at(const unsigned char* res, int N, long long E, long long ncols,
-                                const long long* moduli, const long long* inv, const double* mf,
-                                const double* minv, const double* hf, int L, const long long* sa,
-                                const long long* sb, double* out, double* x, long long e) {
-    garner_digits(res, E, e, N, mf, minv, inv, x);
-    long long S = sa[e / ncols] + sb[e % ncols];
-    out[e] = crt_double_entry(x, N, moduli, mf, hf, L, S);
-}
-
-// The result is below p <= 2**63: it fits the long long output.
-MODLIN_HD void crt_to_modp_at(const unsigned char* res, int N, long long E, const long long* moduli,
-                              const long long* inv, const double* mf, const double* minv,
-                              const double* hf, unsigned long long p, unsigned long long m_mod_p,
-                              double invp, long long* out, double* x, long long e) {
-    garner_digits(res, E, e, N, mf, minv, inv, x);
-    out[e] = (long long)crt_modp_entry(x, N, moduli, hf, p, m_mod_p, invp);
 }
 
 }  // namespace modlin

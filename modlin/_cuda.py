@@ -14,11 +14,13 @@ operation by operation (they are checked against them on the CPU by
 from __future__ import annotations
 
 import importlib.resources
+import math
 from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["kernel", "launch", "gemm_i8", "products_mod", "products_mod_u8", "check_basis", "KMAX"]
+__all__ = ["kernel", "launch", "gemm_i8", "gemm_i8_tn", "products_mod", "check_basis", "small_table",
+           "wide_constants", "crt_constants", "pad4", "KMAX", "KCHUNK"]
 
 #: cuBLAS data-type codes (``cudaDataType``): CuPy exports CUDA_R_8I but not CUDA_R_32I.
 CUDA_R_8I = 3
@@ -27,11 +29,15 @@ CUBLAS_COMPUTE_32I = 72
 CUBLAS_GEMM_DEFAULT = -1
 THREADS = 256
 #: Limits of the kernels' fixed-size arrays (MODLIN_MAX_MODULI, MODLIN_MAX_LIMBS in
-#: kernels/modlin_elem.cuh): moduli per launch and 32-bit limbs of M.
+#: kernels/modlin_elem.cuh): moduli per launch and 32-bit limbs of M (the CRT kernels'
+#: template range).
 MAX_MODULI = 64
 MAX_LIMBS = 16
 #: Longest dot product of balanced int8 residues (|r| <= 128) whose int32 sum is exact.
 KMAX = (2**31 - 1) // (128 * 128)
+#: The k of one int8 GEMM where k is split: KMAX cut to a multiple of 4, so that every
+#: piece starts on a 4-byte boundary of the residues' rows (cuBLAS' int8 alignment).
+KCHUNK = KMAX - KMAX % 4
 
 
 def _cupy():
@@ -54,19 +60,88 @@ def kernel(name: str):
     return _module(cp.cuda.Device().id).get_function(name)
 
 
-def launch(name: str, n: int, *args) -> None:
-    """Run kernel ``name`` over ``n`` entries (grid-stride loops: any grid covers them)."""
+def launch(name: str, n: int, *args, shape: tuple[int, int] | None = None, tiled: bool = False) -> None:
+    """Run kernel ``name`` over ``n`` entries (grid-stride loops: any grid covers them).
+
+    ``shape = (R, C)``: a 2-D kernel over an ``R x C`` matrix (``MODLIN_GRID_2D``: rows
+    along the grid's y, columns along x by blocks of :data:`THREADS`); with ``tiled``, 32 x 32
+    tiles by blocks of 32 x 8 threads (``MODLIN_TILED``)."""
     if n == 0:
         return
-    blocks = min((n + THREADS - 1) // THREADS, 65535 * 8)
-    kernel(name)((blocks,), (THREADS,), args)
+    if shape is None:
+        blocks = min((n + THREADS - 1) // THREADS, 65535 * 8)
+        kernel(name)((blocks,), (THREADS,), args)
+        return
+    R, C = shape
+    if tiled:
+        kernel(name)((min(-(-C // 32), 65535), min(-(-R // 32), 65535)), (32, 8), args)
+    else:
+        kernel(name)((min(-(-C // THREADS), 65535), min(R, 65535)), (THREADS,), args)
 
 
-def check_basis(moduli, M: int) -> None:
+def pad4(n: int) -> int:
+    """``n`` rounded up to a multiple of 4: cuBLAS' int8 GEMMs want leading dimensions
+    (and so the residues' rows) that are."""
+    return -(-n // 4) * 4
+
+
+@lru_cache(maxsize=256)
+def _small_rows(moduli: tuple[int, ...], roots: tuple[int, ...] | None, weights: tuple[int, ...] | None) -> np.ndarray:
+    rows = []
+    for i, m in enumerate(moduli):
+        if not 2 <= m <= 2**16:
+            raise ValueError(f"the GPU kernels take moduli in [2, 2**16], got {m}")
+        rows.append([m, 2**32 // m, 2**32 % m, -(2**31) % m, -(2**63) % m, (m - 1) // 2,
+                     0 if roots is None else roots[i], 0 if weights is None else weights[i]])
+    out = np.array(rows, dtype=np.uint32).reshape(len(moduli), 8)
+    out.flags.writeable = False
+    return out
+
+
+def small_table(moduli, roots=None, weights=None):
+    """The kernels' table of moduli (``struct Small`` in ``kernels/modlin_elem.cuh``), on the
+    device: per modulus ``m <= 2**16`` eight uint32, ``m``, ``floor(2**32 / m)`` (Barrett),
+    ``2**32 mod m``, ``-2**31 mod m``, ``-2**63 mod m``, ``(m - 1) // 2``, a square root of
+    -1 (``roots``, 2M's moduli) and the CRT weight (``weights``), or 0."""
+    def ints(v):
+        return None if v is None else tuple(int(x) for x in v)
+
+    return _cupy().asarray(_small_rows(ints(moduli), ints(roots), ints(weights)))
+
+
+def wide_constants(p: int) -> tuple[np.uint64, np.uint64]:
+    """Barrett constants of ``2 <= p < 2**63`` for ``mod_wide``: ``floor(2**64 / p)`` and ``-2**63 mod p``."""
+    return np.uint64(2**64 // p), np.uint64(-(2**63) % p)
+
+
+@lru_cache(maxsize=64)
+def _crt_rows(moduli: tuple[int, ...]):
+    M = math.prod(moduli)
+    L = max(1, -(-M.bit_length() // 32))
+    if len(moduli) > MAX_MODULI or L > MAX_LIMBS:
+        raise ValueError(f"the GPU kernels take at most {MAX_MODULI} moduli and M below 2**{32 * MAX_LIMBS}; "
+                         f"got {len(moduli)} moduli, M of {M.bit_length()} bits")
+    weights = [pow(M // m, -1, m) for m in moduli]
+    values = [M // m for m in moduli] + [M, (M - 1) // 2]
+    limbs = np.array([[(v >> (32 * j)) & 0xFFFFFFFF for j in range(L)] for v in values], dtype=np.uint32)
+    minv = np.array([1.0 / m for m in moduli])
+    return weights, limbs, minv, L
+
+
+def crt_constants(moduli):
+    """The constants of the O(N) CRT kernels for pairwise-coprime ``moduli`` (each at most
+    ``2**16``), on the device: the table of :func:`small_table` with the CRT weights
+    ``(M / m_i)**-1 mod m_i``, the 32-bit limbs (``L`` per row) of each ``M / m_i``, of
+    ``M`` and of ``(M - 1) / 2``, and the doubles ``1 / m_i``; and ``L``."""
+    cp = _cupy()
+    moduli = tuple(int(m) for m in moduli)
+    weights, limbs, minv, L = _crt_rows(moduli)
+    return small_table(moduli, weights=weights), cp.asarray(limbs), cp.asarray(minv), L
+
+
+def check_basis(moduli) -> None:
     """Refuse what the kernels' fixed-size arrays cannot hold."""
-    if len(moduli) > MAX_MODULI or M.bit_length() // 32 + 1 > MAX_LIMBS:
-        raise ValueError(f"the GPU kernels take at most {MAX_MODULI} moduli and M below "
-                         f"2**{32 * MAX_LIMBS - 1}; got {len(moduli)} moduli, M of {M.bit_length()} bits")
+    _crt_rows(tuple(int(m) for m in moduli))
 
 
 def gemm_i8(a, b, out=None, *, layout: str = "tn"):
@@ -132,6 +207,47 @@ def gemm_i8(a, b, out=None, *, layout: str = "tn"):
     return out
 
 
+def gemm_i8_tn(a, bt, out) -> None:
+    """``out[...] = a @ bt.T`` exactly: ``a`` (``m x k``) and ``bt`` (``n x k``) int8 CuPy
+    matrices with contiguous rows (row strides, ``k`` and their data addresses multiples of 4:
+    residues laid out by the residue kernels, or column slices of them at multiples of 4),
+    ``out`` an ``m x n`` int32 matrix with contiguous rows (``n`` and its row stride
+    multiples of 4), every sum within :data:`KMAX` terms. cuBLAS' "TN" int8 GEMM (tensor
+    cores), with no copy of either operand."""
+    cp = _cupy()
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = a.shape
+    n = bt.shape[0]
+    if not (k % 4 == 0 and n % 4 == 0 and a.strides[0] % 4 == 0 and bt.strides[0] % 4 == 0
+            and out.strides[0] % 16 == 0 and k <= KMAX):
+        raise ValueError(f"gemm_i8_tn takes k and n multiples of 4 and k <= KMAX; got {a.shape}, {bt.shape}")
+    one = np.array(1, dtype=np.int32)
+    zero = np.array(0, dtype=np.int32)
+    cublas.gemmEx(cp.cuda.device.get_cublas_handle(), cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k,
+                  one.ctypes.data, bt.data.ptr, CUDA_R_8I, bt.strides[0], a.data.ptr, CUDA_R_8I, a.strides[0],
+                  zero.ctypes.data, out.data.ptr, CUDA_R_32I, out.strides[0] // 4, CUBLAS_COMPUTE_32I,
+                  CUBLAS_GEMM_DEFAULT)
+
+
+def products_tn(ra, rbt, table, k: int, res, buffer=None) -> None:
+    """``res[i] = ra[i] @ rbt[i].T mod m_i`` (uint8, ``(N, m, n)``) of int8 residues laid out
+    for :func:`gemm_i8_tn` (``(N, m, kp)`` and ``(N, np_, kp)``, ``k`` of their ``kp``
+    columns used), modulus by modulus: one GEMM into the reused int32 ``buffer`` (``m x
+    np_``) and one reduction kernel per :data:`KCHUNK` of ``k``, which writes (or adds to)
+    ``res[i]``: no int32 array per modulus, no pass of its own to reduce them."""
+    cp = _cupy()
+    N, m, n = res.shape
+    np_ = rbt.shape[1]
+    X = cp.empty((m, np_), dtype=cp.int32) if buffer is None else buffer
+    for i in range(N):
+        for k0 in range(0, max(k, 1), KCHUNK):
+            k1 = min(pad4(k), k0 + KCHUNK)
+            gemm_i8_tn(ra[i][:, k0:k1], rbt[i][:, k0:k1], X)
+            launch("reduce_i32_u8", m * n, X, np.int64(np_), np.int64(m), np.int64(n), table, np.int32(i),
+                   np.int32(k0 > 0), res[i], shape=(m, n))
+
+
 def products_mod(a, b, moduli):
     """``a @ b mod q`` per modulus, int32 in ``[0, q)``: int8 GEMMs split where ``k > KMAX``."""
     cp = _cupy()
@@ -143,16 +259,3 @@ def products_mod(a, b, moduli):
         part %= q  # CuPy follows NumPy: a positive divisor gives a remainder in [0, q)
         acc = part if acc is None else (acc + part) % q
     return acc
-
-
-def products_mod_u8(a, b, moduli):
-    """:func:`products_mod` as uint8 residues (moduli <= 256): one GEMM and one fused
-    reduction per modulus where ``k`` needs no split."""
-    cp = _cupy()
-    if a.shape[-1] > KMAX:
-        return products_mod(a, b, moduli).astype(cp.uint8)
-    X = gemm_i8(a, b)
-    out = cp.empty(X.shape, dtype=cp.uint8)
-    for i, q in enumerate(moduli):
-        launch("reduce_i32_u8", X[i].size, X[i], np.int64(X[i].size), np.int32(q), out[i])
-    return out

@@ -346,12 +346,15 @@ def chunk_residues(a, b, p: int, plan: RNSPlan) -> np.ndarray:
     return out
 
 
-def _gpu_residues(x, p: int, name: str):
-    """A CuPy integer array reduced into ``[0, p)`` as int64, on the device."""
+def _gpu_operand(x, p: int, name: str):
+    """A CuPy integer array as int64 congruent to it modulo ``p`` (the GPU kernels reduce
+    any int64 as they read it: an int64 operand is used as it is, with no pass)."""
     if x.dtype.kind not in "biu":
         raise TypeError(f"{name}: on the GPU, matmul takes integer or boolean CuPy arrays, not {x.dtype}; "
                         "convert integral floats with .astype(cupy.int64) after checking them")
-    return _device_residues(x, p)
+    if x.dtype == np.uint64:  # values from 2**63 up: reduced first, into int64 range
+        return _device_residues(x, p)
+    return x.astype(np.int64, copy=False)
 
 
 def _device_residues(x, p: int):
@@ -373,7 +376,7 @@ def _gpu_matmul(A, B, p, out, plan):
     p = _check_modulus(p)
     if p >= 2**63:
         raise ValueError(f"on the GPU, p must be below 2**63 (int64 results); got a {p.bit_length()}-bit p")
-    a, b = _gpu_residues(A, p, "A"), _gpu_residues(B, p, "B")
+    a, b = _gpu_operand(A, p, "A"), _gpu_operand(B, p, "B")
     (m, k, n), full, shape = _matmul_shapes(a.shape, b.shape)
     if plan is None:
         plan = make_plan(p, m, k, n, device="cuda")
@@ -384,7 +387,6 @@ def _gpu_matmul(A, B, p, out, plan):
     if result.size:
         # the same tile loop as on the host, within the device's free memory
         tiling = plan.tiling((m, k, n), batch=math.prod(full[:-2]), budget=budget(xp))
-        half = (p - 1) // 2
 
         def product(rows, inner, cols):
             x, y, tile = a[..., rows, inner], b[..., inner, cols], result[..., rows, cols]
@@ -392,7 +394,10 @@ def _gpu_matmul(A, B, p, out, plan):
                 part = tile if inner.start == 0 and tile.flags.c_contiguous else xp.empty(tile.shape, np.int64)
                 _multiword.multiply(plan, xp.ascontiguousarray(x), xp.ascontiguousarray(y), part)
                 return part
-            return _rns_gpu.multiply(plan, x - p * (x > half), y - p * (y > half))
+            # the first k-panel's product is written into the tile itself
+            part = tile if inner.start == 0 else xp.empty(tile.shape, np.int64)
+            _rns_gpu.multiply(plan, x, y, part)
+            return part
 
         def add(acc, part):
             add_into(acc, part, p)

@@ -799,8 +799,8 @@ def _gpu_words(x, p: int, s: int, u: int, dtype):
     if np.dtype(dtype) != np.float64:
         raise ValueError(f"GPU words are float64 or int8, not {np.dtype(dtype)}")
     words = cp.empty((u, flat.size), dtype=cp.float64)
-    _cuda.launch("balanced_words_f64", flat.size, flat, np.int64(flat.size), np.int64(p), np.int32(s),
-                 np.int32(u), words)
+    _cuda.launch("balanced_words_f64", flat.size, flat, np.int64(flat.size), np.int64(p), *_cuda.wide_constants(p),
+                 np.int32(s), np.int32(u), words)
     return words.reshape((u,) + x.shape)
 
 

@@ -358,12 +358,17 @@ def finish(res: list[np.ndarray], mods: Moduli, sa: np.ndarray, sb: np.ndarray, 
     ``sb`` of its columns, ``out`` a float64 or complex128 tile (``crt``: the CRT of
     :mod:`modlin._ozaki_gpu` on CuPy arrays). Lines holding Inf or NaN are left to
     :func:`native_lines`."""
-    if len(res) == 1:
-        out[...] = crt(res[0], mods.basis, sa, sb)
-    else:
-        out.real = crt(res[0], mods.basis, sa, sb)
-        out.imag = crt(res[1], mods.basis, sa, sb)
+    for part, r in enumerate(res):
+        crt(r, mods.basis, sa, sb, out, part)
     return out
+
+
+def _to_double_into(res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray, out: np.ndarray,
+                    part: int = 0) -> None:
+    """:func:`modlin._crtfloat.to_double` written into ``out`` (part ``part`` of a complex tile):
+    the ``crt`` of :func:`finish` on NumPy arrays."""
+    target = out if out.dtype.kind != "c" else (out.real if part == 0 else out.imag)
+    target[...] = to_double(res, basis, sa, sb)
 
 
 def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r: np.ndarray,
@@ -473,7 +478,7 @@ def overflow_fixes(a_rows, b_cols, sc_rows: tuple, sc_cols: tuple, complex_: boo
     :class:`Scales` (NumPy or CuPy vectors); the panels may be NumPy, CuPy or dask
     arrays, read only on the rows and columns at risk. Typical inputs have none, and
     then this costs two maxima of short vectors."""
-    (sa, bad_r, ea), (sb, bad_c, eb) = (tuple(_host(v) for v in sc) for sc in (sc_rows, sc_cols))
+    (sa, bad_r, ea), (sb, bad_c, eb) = (tuple(host(v) for v in sc) for sc in (sc_rows, sc_cols))
     k = a_rows.shape[1]
     # |sum a b| <= k max|a| max|b| (twice that for complex parts): below 2**OVERFLOW_EXP it is finite
     grow = _grow(k, complex_)
@@ -483,7 +488,7 @@ def overflow_fixes(a_rows, b_cols, sc_rows: tuple, sc_cols: tuple, complex_: boo
     rows, cols = np.nonzero(risky.any(axis=1))[0], np.nonzero(risky.any(axis=0))[0]
     if not len(rows):
         return None
-    a, b = _host(a_rows[_index(a_rows, rows)]), _host(b_cols[:, _index(b_cols, cols)])
+    a, b = host(a_rows[_index(a_rows, rows)]), host(b_cols[:, _index(b_cols, cols)])
     fix = risky[rows][:, cols] & (_truncated(a, sa[rows], 1)[:, None] | _truncated(b, sb[cols], 0)[None, :])
     keep_r, keep_c = fix.any(axis=1), fix.any(axis=0)
     if not keep_r.any():
@@ -496,7 +501,7 @@ def _index(x, i: np.ndarray):
     return namespace(x).asarray(i) if is_cupy(x) else i
 
 
-def _host(x) -> np.ndarray:
+def host(x) -> np.ndarray:
     """``x`` as a NumPy array, from NumPy, CuPy or dask."""
     if is_cupy(x):
         return x.get()
@@ -547,7 +552,8 @@ def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int, parts: 
 @dataclass(frozen=True)
 class Kernels:
     """Stages (b) and (c) on one kind of array: :func:`gemm_residues`, :func:`syrk_residues`
-    and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt``), and ``memory``,
+    and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt(res, basis, sa, sb,
+    out, part)``, writing part ``part`` of the tile ``out``), and ``memory``,
     the bytes the residue kernels allocate for a tile beside the residues they return
     (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
     :func:`workspace`), and ``scale_pass``, the live float64 arrays of a piece's size
@@ -595,4 +601,4 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
 
 
 #: The NumPy kernels of stages (b) and (c).
-CPU = Kernels(gemm_residues, syrk_residues, add_residues, to_double, _kernel_memory)
+CPU = Kernels(gemm_residues, syrk_residues, add_residues, _to_double_into, _kernel_memory)

@@ -1,12 +1,14 @@
-"""Ozaki-II's residue products and CRT on CuPy arrays: int8 tensor-core GEMMs, fused kernels.
+"""Ozaki-II's stages (b) and (c) on CuPy arrays: fused kernels around int8 tensor-core GEMMs.
 
-The CPU path (:mod:`modlin.ozaki`) walks the moduli one at a time; here all
-moduli go together: one kernel writes the int8 residues of every modulus, one
-strided-batched ``gemmEx`` multiplies them (int32 sums), one kernel per
-modulus reduces (or combines 2M's two products), and one kernel rebuilds and
-rounds every entry. Only the int8 engine runs here: it is what the GPU is for.
-These are the GPU's :class:`modlin._ozaki_core.Kernels` (:data:`KERNELS`): the tile
-loop, the scales and the quantisation are the CPU's.
+Per operand panel, one kernel reads each entry once, quantises it with its line's shift
+(stage (a)'s result) and writes its balanced int8 residues (2M's two images for complex
+operands) for every modulus, ``B``'s transposed so that every GEMM is cuBLAS' "TN" int8
+GEMM with no copy. Per modulus, one GEMM into a reused int32 buffer and one kernel that
+reduces it (2M: combines the two products) into the tile's residues, with 32-bit Barrett
+arithmetic. Then one O(N) CRT kernel per part writes the correctly rounded doubles into
+the output tile itself (a complex tile's parts in place). These are the GPU's
+:class:`modlin._ozaki_core.Kernels` (:data:`KERNELS`): the tile loop and stage (a) are the
+CPU's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cuda
-from ._ozaki_core import SCALE_PASS, Kernels, halves
+from ._ozaki_core import SCALE_PASS, Kernels
 
 __all__ = ["KERNELS", "add_residues", "gemm_residues", "syrk_residues", "to_double"]
 
@@ -28,30 +30,92 @@ def _moduli(mods, alg: str) -> tuple[list[int], list[int]]:
     return idx, [mods.moduli[i] for i in idx]
 
 
-def _residues(x, moduli):
-    """Balanced int8 residues ``(N, *x.shape)`` of the integer-valued float64 ``x``."""
+def _roots(qs) -> list[int]:
+    from .gaussian import sqrt_minus_one
+
+    return [sqrt_minus_one(q) for q in qs]
+
+
+def _source(p):
+    """How the residue kernels read a :class:`~modlin._quantize.Panel`: ``(x, ldx, rows,
+    parts, step)``, ``parts`` the ``(offset, length)`` of each part in a row of doubles (the
+    real and imaginary parts of a complex panel, real SYRK's two halves), and the integer
+    matrix's column count."""
     cp = _cp()
-    x = cp.ascontiguousarray(x)
-    out = cp.empty((len(moduli),) + x.shape, dtype=cp.int8)
-    _cuda.launch("ozaki_residues_i8", x.size, x, np.int64(x.size), cp.asarray(moduli, dtype=cp.int32),
-                 np.int32(len(moduli)), out)
+    x = p.x
+    if x.shape[1] > 1 and x.strides[1] != x.itemsize:
+        x = cp.ascontiguousarray(x)  # columns must be contiguous (the front doors copy other layouts)
+    R, C = x.shape
+    ldx = x.strides[0] // 8 if R > 1 else 0
+    if x.dtype.kind == "c":
+        return x, ldx, R, [(0, C), (1, C)], 2, C
+    if p._halves:
+        h = (C + 1) // 2
+        return x, ldx, R, [(0, h), (h, C - h)], 1, h
+    return x, ldx, R, [(0, C)], 1, C
+
+
+def _counter(p):
+    """The panel's device counter of lost entries (:meth:`~modlin._quantize.Panel.lost`), taken
+    by the first kernel that reads the panel, or the null pointer when it is not counted."""
+    c = p.take_counter()
+    return np.uint64(0) if c is None else c
+
+
+def _panel_residues(p, table, N: int, rows: int, width: int, transpose: bool, twom: bool, part: int = 0,
+                    counter=None):
+    """The int8 residues of a panel's integers for the ``N`` moduli of ``table``: shape
+    ``(N, rows, width)`` (a row panel ``t x k``: ``rows = t``, ``width = pad4(k)``; a column
+    panel ``k x n`` transposed: ``rows = pad4(n)``, ``width = pad4(k)``), pads zero; 2M's two
+    images (``twom``) or the residues of part ``part``. The nonzero entries read that round
+    to zero are added to ``counter`` (default: the panel's own, :func:`_counter`; the parts
+    of 3M/4M share one)."""
+    cp = _cp()
+    counter = _counter(p) if counter is None else counter
+    x, ldx, R, parts, step, cols = _source(p)
+    by_cols = np.int32(p.axis == 0)
+    shift = cp.ascontiguousarray(p.shift, dtype=cp.int64)
+    bad = cp.ascontiguousarray(p.bad, dtype=cp.bool_).view(cp.uint8)
+    Rp, Cp = (width, rows) if transpose else (rows, width)  # the source positions, pads included
+    geometry = (np.int64(rows * width), np.int64(width), np.int64(Rp), np.int64(Cp), np.int32(transpose))
+    if twom:
+        plus = cp.empty((N, rows, width), dtype=cp.int8)
+        minus = cp.empty_like(plus)
+        (o0, l0), (o1, l1) = parts
+        _cuda.launch("ozaki_twom_i8", Rp * Cp, x, np.int64(ldx), np.int64(R), np.int64(l0), np.int64(l1),
+                     np.int64(o0), np.int64(o1), np.int64(step), shift, bad, by_cols, table, np.int32(N), plus, minus,
+                     *geometry, counter, shape=(Rp, Cp), tiled=True)
+        return plus, minus
+    out = cp.empty((N, rows, width), dtype=cp.int8)
+    off, length = parts[part]
+    _cuda.launch("ozaki_residues_i8", Rp * Cp, x, np.int64(ldx), np.int64(R), np.int64(length), np.int64(off),
+                 np.int64(step), shift, bad, by_cols, table, np.int32(N), out, *geometry,
+                 counter, shape=(Rp, Cp), tiled=True)
     return out
 
 
-def _twom(xr, xi, moduli):
-    from .gaussian import sqrt_minus_one
+def _combine(X, Y, ldx: int, table, i: int, q: int, s: int, acc: bool, re, im) -> None:
+    m, n = re.shape
+    _cuda.launch("twom_combine_i32_u8", m * n, X, Y, np.int64(ldx), np.int64(m), np.int64(n), table, np.int32(i),
+                 np.uint32((q + 1) // 2), np.uint32(pow(2 * s, -1, q)), np.int32(acc), re, im, shape=(m, n))
 
+
+def _twom_products(pa, ma, pb, mb, k: int, table, qs, roots, re, im) -> None:
+    """2M's residues from the images (laid out for :func:`modlin._cuda.gemm_i8_tn`): per
+    modulus and k-chunk, ``X = pa pb^T`` and ``Y = ma mb^T`` into two reused int32 buffers,
+    combined into ``re[i]``, ``im[i]`` (added to them after the first chunk)."""
     cp = _cp()
-    xr, xi = cp.ascontiguousarray(xr), cp.ascontiguousarray(xi)
-    plus = cp.empty((len(moduli),) + xr.shape, dtype=cp.int8)
-    minus = cp.empty_like(plus)
-    roots = cp.asarray([sqrt_minus_one(q) for q in moduli], dtype=cp.int32)
-    _cuda.launch("ozaki_twom_i8", xr.size, xr, xi, np.int64(xr.size), cp.asarray(moduli, dtype=cp.int32),
-                 roots, np.int32(len(moduli)), plus, minus)
-    return plus, minus
+    m, np_ = pa.shape[1], pb.shape[1]
+    X, Y = cp.empty((m, np_), dtype=cp.int32), cp.empty((m, np_), dtype=cp.int32)
+    for i, (q, s) in enumerate(zip(qs, roots)):
+        for k0 in range(0, max(k, 1), _cuda.KCHUNK):
+            k1 = min(_cuda.pad4(k), k0 + _cuda.KCHUNK)
+            _cuda.gemm_i8_tn(pa[i][:, k0:k1], pb[i][:, k0:k1], X)
+            _cuda.gemm_i8_tn(ma[i][:, k0:k1], mb[i][:, k0:k1], Y)
+            _combine(X, Y, np_, table, i, q, s, k0 > 0, re[i], im[i])
 
 
-def _add_balanced(x, y, moduli):
+def _sum_balanced(x, y, moduli):
     """Balanced int8 ``x + y mod q`` of balanced int8 residues (3M's sums)."""
     cp = _cp()
     q = cp.asarray(moduli, dtype=cp.int16)[:, None, None]
@@ -61,102 +125,154 @@ def _add_balanced(x, y, moduli):
     return z.astype(cp.int8)
 
 
-def _combine_2m(X, Y, moduli, out_re, out_im):
-    from .gaussian import sqrt_minus_one
-
-    for i, q in enumerate(moduli):
-        s = sqrt_minus_one(q)
-        n = X[i].size
-        _cuda.launch("twom_combine_i32_u8", n, X[i], Y[i], np.int64(n), np.int32(q), np.int32((q + 1) // 2),
-                     np.int32(pow(2 * s, -1, q)), out_re[i], out_im[i])
+def _products(ra, rbt, table, k: int, shape):
+    out = _cp().empty(shape, dtype=_cp().uint8)
+    _cuda.products_tn(ra, rbt, table, k, out)
+    return out
 
 
 def gemm_residues(mods, ap, bp) -> list:
-    """Residues ``(N, m, n)`` (uint8) of the exact ``A'B'``, one array per part."""
+    """Residues ``(N, m, n)`` (uint8) of the exact ``A'B'``, one array per part, from a row
+    panel ``ap`` of ``A`` and a column panel ``bp`` of ``B`` (:class:`~modlin._quantize.Panel`)."""
     cp = _cp()
-    ap, bp = ap.quantized(), bp.quantized()
     N = len(mods.moduli)
-    m, n = ap[0].shape[0], bp[0].shape[1]
-    rc = [cp.empty((N, m, n), dtype=cp.uint8) for _ in ap]
+    (m, k), n = ap.shape, bp.shape[1]
+    kp, np_ = _cuda.pad4(k), _cuda.pad4(n)
+    rc = [cp.empty((N, m, n), dtype=cp.uint8) for _ in range(ap.parts)]
     idx, qs = _moduli(mods, "real")
     if qs:
-        rc[0][idx] = _cuda.products_mod_u8(_residues(ap[0], qs), _residues(bp[0], qs), qs)
+        table = _cuda.small_table(qs)
+        ra = _panel_residues(ap, table, len(qs), m, kp, False, False)
+        rbt = _panel_residues(bp, table, len(qs), np_, kp, True, False)
+        if _contiguous(idx):
+            _cuda.products_tn(ra, rbt, table, k, rc[0][idx[0]:idx[-1] + 1])
+        else:
+            _scatter(rc[0], idx, _products(ra, rbt, table, k, (len(qs), m, n)))
+        del ra, rbt
     idx, qs = _moduli(mods, "2m")
     if qs:
-        a_plus, a_minus = _twom(ap[0], ap[1], qs)
-        b_plus, b_minus = _twom(bp[0], bp[1], qs)
-        X = _cuda.products_mod(a_plus, b_plus, qs)
-        del a_plus, b_plus
-        Y = _cuda.products_mod(a_minus, b_minus, qs)
-        re, im = cp.empty((len(qs), m, n), dtype=cp.uint8), cp.empty((len(qs), m, n), dtype=cp.uint8)
-        _combine_2m(X, Y, qs, re, im)
-        rc[0][idx], rc[1][idx] = re, im
+        roots = _roots(qs)
+        table = _cuda.small_table(qs, roots)
+        pa, ma = _panel_residues(ap, table, len(qs), m, kp, False, True)
+        pb, mb = _panel_residues(bp, table, len(qs), np_, kp, True, True)
+        if _contiguous(idx):
+            sl = slice(idx[0], idx[-1] + 1)
+            _twom_products(pa, ma, pb, mb, k, table, qs, roots, rc[0][sl], rc[1][sl])
+        else:
+            re, im = cp.empty((len(qs), m, n), dtype=cp.uint8), cp.empty((len(qs), m, n), dtype=cp.uint8)
+            _twom_products(pa, ma, pb, mb, k, table, qs, roots, re, im)
+            _scatter(rc[0], idx, re)
+            _scatter(rc[1], idx, im)
+        del pa, ma, pb, mb
     for alg in ("3m", "4m"):
         idx, qs = _moduli(mods, alg)
         if not qs:
             continue
+        table = _cuda.small_table(qs)
         q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
-        ar, ai = _residues(ap[0], qs), _residues(ap[1], qs)
-        br, bi = _residues(bp[0], qs), _residues(bp[1], qs)
-        rr, ii = _cuda.products_mod(ar, br, qs), _cuda.products_mod(ai, bi, qs)
+        ca, cb = _counter(ap), _counter(bp)
+        ar, ai = (_panel_residues(ap, table, len(qs), m, kp, False, False, part, ca) for part in (0, 1))
+        br, bi = (_panel_residues(bp, table, len(qs), np_, kp, True, False, part, cb) for part in (0, 1))
+        shape = (len(qs), m, n)
+        rr, ii = _products(ar, br, table, k, shape), _products(ai, bi, table, k, shape)
         if alg == "3m":
-            t = _cuda.products_mod(_add_balanced(ar, ai, qs), _add_balanced(br, bi, qs), qs)
-            im = (t - rr - ii) % q
+            t = _products(_sum_balanced(ar, ai, qs), _sum_balanced(br, bi, qs), table, k, shape)
+            im = (t.astype(cp.int32) - rr - ii) % q
         else:
-            im = (_cuda.products_mod(ar, bi, qs) + _cuda.products_mod(ai, br, qs)) % q
-        rc[0][idx] = ((rr - ii) % q).astype(cp.uint8)
-        rc[1][idx] = im.astype(cp.uint8)
+            im = (_products(ar, bi, table, k, shape).astype(cp.int32) + _products(ai, br, table, k, shape)) % q
+        _scatter(rc[0], idx, ((rr.astype(cp.int32) - ii) % q).astype(cp.uint8))
+        _scatter(rc[1], idx, im.astype(cp.uint8))
     return rc
+
+
+def _contiguous(idx) -> bool:
+    return bool(idx) and list(idx) == list(range(idx[0], idx[-1] + 1))
+
+
+def _scatter(dst, idx, src) -> None:
+    if _contiguous(idx):
+        dst[idx[0]:idx[-1] + 1] = src
+    else:
+        dst[idx] = src
 
 
 def syrk_residues(mods, ap, bp=None):
     """Residues of the exact ``A'A'^T`` (real, halving k) or ``A'A'^H`` (complex):
-    :func:`modlin._ozaki_core.syrk_residues` with all moduli batched; with ``bp`` (the
-    row panel ``J``), those of the tiles ``C_IJ`` and ``C_JI``, as a pair."""
+    :func:`modlin._ozaki_core.syrk_residues` on the GPU's kernels; with ``bp`` (the row
+    panel ``J``), those of the tiles ``C_IJ`` and ``C_JI``, as a pair.
+
+    Both operands are row panels, whose residues are laid out as "TN" GEMMs take them.
+    2M (real SYRK's ``Z = A_1 + i A_2``, or ``A`` itself): ``X = Z_I^+ (Z_J^-)^T`` and
+    ``Y = Z_I^- (Z_J^+)^T`` give ``C_IJ`` as 2M's combination; ``C_JI`` is its transpose
+    (real part) and its negated transpose (imaginary part), and a diagonal tile has
+    ``Y = X^T``: so these are combined from uint8 residues, in array expressions."""
     cp = _cp()
     pair = bp is not None
-    ap = ap.quantized()
-    bp = bp.quantized() if pair else ap
+    bq = bp if pair else ap
     N = len(mods.moduli)
-    t, u = ap[0].shape[0], bp[0].shape[0]
-    real = len(ap) == 1
-    rc = [cp.empty((N, t, u), dtype=cp.uint8) for _ in ap]
-    rt = [cp.empty((N, u, t), dtype=cp.uint8) for _ in ap] if pair else None
-    tiles = ((rc, False), (rt, True))[: 1 + pair]
+    (t, k), u = ap.shape, bq.shape[0]
+    kp = _cuda.pad4(k)
+    real = ap.x.dtype.kind != "c"
+    rc = [cp.empty((N, t, u), dtype=cp.uint8) for _ in range(1 if real else 2)]
+    rt = [cp.empty((N, u, t), dtype=cp.uint8) for _ in rc] if pair else None
 
     def T(x):
         return cp.ascontiguousarray(x.transpose(0, 2, 1))
 
+    ta, tb = _cuda.pad4(t), _cuda.pad4(u)  # rows of the residues: a "TN" GEMM's n is padded
     idx, qs = _moduli(mods, "2m")
     if qs:
-        pa, ma = _twom(*(halves(ap[0]) if real else ap), qs)
-        pb, mb = _twom(*(halves(bp[0]) if real else bp), qs) if pair else (pa, ma)
-        X = _cuda.products_mod(pa, T(mb), qs)  # X_IJ
-        Xt = _cuda.products_mod(pb, T(ma), qs) if pair else X  # X_JI
-        for dst, x, y in ((rc, X, T(Xt)), (rt, Xt, T(X)))[: 1 + pair]:
-            re, im = cp.empty(x.shape, dtype=cp.uint8), cp.empty(x.shape, dtype=cp.uint8)
-            _combine_2m(x, y, qs, re, im)
-            dst[0][idx] = re
-            if not real:
-                dst[1][idx] = im
+        roots = _roots(qs)
+        table = _cuda.small_table(qs, roots)
+        pa, ma = _panel_residues(ap.halves() if real else ap, table, len(qs), ta, kp, False, True)
+        pb, mb = _panel_residues(bq.halves() if real else bq, table, len(qs), tb, kp, False, True) if pair \
+            else (pa, ma)
+        shape = (len(qs), t, u)
+        x = _products(pa[:, :t], mb, table, k, shape)
+        y = _products(ma[:, :t], pb, table, k, shape) if pair else x.transpose(0, 2, 1)
+        q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
+        inv2 = cp.asarray([(v + 1) // 2 for v in qs], dtype=cp.int32)[:, None, None]
+        inv2s = cp.asarray([pow(2 * s, -1, v) for v, s in zip(qs, roots)], dtype=cp.int32)[:, None, None]
+        xi, yi = x.astype(cp.int32), y.astype(cp.int32)
+        re = ((xi + yi) * inv2 % q).astype(cp.uint8)
+        _scatter(rc[0], idx, re)
+        if pair:
+            _scatter(rt[0], idx, T(re))
+        if not real:
+            im = (xi - yi) * inv2s % q
+            _scatter(rc[1], idx, im.astype(cp.uint8))
+            if pair:
+                _scatter(rt[1], idx, T(((q - im) % q).astype(cp.uint8)))
     idx, qs = _moduli(mods, "real")
     if qs:
-        r = _residues(ap[0], qs)
-        X = _cuda.products_mod_u8(r, T(_residues(bp[0], qs) if pair else r), qs)
-        for dst, flip in tiles:
-            dst[0][idx] = T(X) if flip else X
+        table = _cuda.small_table(qs)
+        ra = _panel_residues(ap, table, len(qs), ta, kp, False, False)
+        rb = _panel_residues(bq, table, len(qs), tb, kp, False, False) if pair else ra
+        x = _products(ra[:, :t], rb, table, k, (len(qs), t, u))
+        _scatter(rc[0], idx, x)
+        if pair:
+            _scatter(rt[0], idx, T(x))
     idx = [i for i, a in enumerate(mods.algorithms) if a in ("3m", "4m")]
     if idx:  # C_r = Ar Ar^T + Ai Ai^T, C_i = Ai Ar^T - (Ai Ar^T)^T
         qs = [mods.moduli[i] for i in idx]
+        table = _cuda.small_table(qs)
         q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
-        ar, ai = _residues(ap[0], qs), _residues(ap[1], qs)
-        br, bi = (_residues(bp[0], qs), _residues(bp[1], qs)) if pair else (ar, ai)
-        ir = _cuda.products_mod(ai, T(br), qs)
-        irt = _cuda.products_mod(bi, T(ar), qs) if pair else ir
-        re = ((_cuda.products_mod(ar, T(br), qs) + _cuda.products_mod(ai, T(bi), qs)) % q).astype(cp.uint8)
-        for dst, flip in tiles:
-            dst[0][idx] = T(re) if flip else re
-            dst[1][idx] = (((irt - T(ir)) if flip else (ir - T(irt))) % q).astype(cp.uint8)
+        ca = _counter(ap)
+        ar, ai = (_panel_residues(ap, table, len(qs), ta, kp, False, False, part, ca) for part in (0, 1))
+        cb = _counter(bq) if pair else None
+        br, bi = (_panel_residues(bq, table, len(qs), tb, kp, False, False, part, cb) for part in (0, 1)) if pair \
+            else (ar, ai)
+        ar, ai = ar[:, :t], ai[:, :t]
+        shape = (len(qs), t, u)
+        ir = _products(ai, br, table, k, shape).astype(cp.int32)
+        irt = _products(ar, bi, table, k, shape).astype(cp.int32)  # (Bi Ar^T)^T
+        re = ((_products(ar, br, table, k, shape).astype(cp.int32) + _products(ai, bi, table, k, shape))
+              % q).astype(cp.uint8)
+        _scatter(rc[0], idx, re)
+        _scatter(rc[1], idx, ((ir - irt) % q).astype(cp.uint8))
+        if pair:
+            _scatter(rt[0], idx, T(re))
+            _scatter(rt[1], idx, T(((irt - ir) % q).astype(cp.uint8)))
     return (rc, rt) if pair else rc
 
 
@@ -171,40 +287,39 @@ def add_residues(acc, part, mods):
     return acc
 
 
-#: Bytes per panel entry and per result entry, per modulus, that :func:`gemm_residues` and
-#: :func:`syrk_residues` hold at once for one group of moduli: int8 residues (2M: two
-#: images; 3M: the parts and their int16 sums) and the copies :func:`modlin._cuda.gemm_i8`
-#: pads k with; int32 products (2M: two, 3M/4M: three or four and their sums) and the
-#: uint8 residues made from them.
-_PANEL_BYTES = {"real": 2, "2m": 4, "3m": 10, "4m": 4}
-_RESULT_BYTES = {"real": 9, "2m": 14, "3m": 30, "4m": 30}
+#: Bytes per entry of the panels' padded residues (``mt x kp`` and ``np x kp``) per modulus
+#: of each algorithm (2M: two images; 3M: the parts and their sums), and bytes per result
+#: entry of the int32 buffers the GEMMs share across moduli (2M: two) and of what 3M/4M
+#: add per modulus (their uint8 products and int32 sums).
+_PANEL_BYTES = {"real": 1, "2m": 2, "3m": 6, "4m": 2}
+_BUFFER_BYTES = {"real": 4, "2m": 8, "3m": 4, "4m": 4}
+_RESULT_BYTES = {"real": 0, "2m": 0, "3m": 19, "4m": 19}
 
 
 def memory(mods, tile, pairs: int, parts: int) -> int:
     """The device memory the residue kernels allocate for one tile beside the residues they
-    return (``pairs`` tiles at once): the quantised panels (float64 per part, kept while
-    the tile is made), and the moduli of one algorithm batched: the largest group."""
+    return (``pairs`` tiles at once): the residues of both panels for the moduli of one
+    algorithm (the largest group), the int32 GEMM buffers, and 3M/4M's products. The
+    quantised panels are never stored: the residue kernels quantise as they read."""
     mt, kt, nt = tile
-    # gemm_i8 pads the columns of B (and the products) to a multiple of 4
-    ops, out = mt * kt + kt * (nt + 3), mt * (nt + 3)
-    return pairs * 8 * parts * (mt * kt + kt * nt) + pairs * max(mods.algorithms.count(a) * (_PANEL_BYTES[a] * ops + _RESULT_BYTES[a] * out)
-                       for a in set(mods.algorithms))
+    kp, np_ = _cuda.pad4(kt), _cuda.pad4(nt)
+    ops, out = mt * kp + kp * max(np_, _cuda.pad4(mt)), mt * np_
+    return pairs * max(mods.algorithms.count(a) * (_PANEL_BYTES[a] * ops + _RESULT_BYTES[a] * out)
+                       + _BUFFER_BYTES[a] * out for a in set(mods.algorithms))
 
 
-def to_double(res, basis, sa, sb):
-    """:func:`modlin._crtfloat.to_double` on the GPU: one thread per entry."""
+def to_double(res, basis, sa, sb, out, part: int = 0) -> None:
+    """:func:`modlin._crtfloat.to_double` on the GPU, written into ``out`` (a float64 tile,
+    or part ``part`` of a complex128 tile, in place): one O(N) CRT kernel."""
     cp = _cp()
     N, m, n = res.shape
-    _cuda.check_basis(basis.moduli, basis.M)
-    L = basis.M.bit_length() // 32 + 1
-    out = cp.empty((m, n), dtype=cp.float64)
-    E = m * n
-    _cuda.launch("crt_to_double_u8", E, cp.ascontiguousarray(res, dtype=cp.uint8), np.int32(N), np.int64(E),
-                 np.int64(n), cp.asarray(basis.moduli, dtype=cp.int64),
-                 cp.asarray(basis.garner_inverses, dtype=cp.int64),
-                 cp.asarray(basis.half_digits, dtype=cp.float64), np.int32(L),
-                 cp.asarray(sa, dtype=cp.int64), cp.asarray(sb, dtype=cp.int64), out)
-    return out
+    table, limbs, minv, L = _cuda.crt_constants(basis.moduli)
+    target = out if out.dtype.kind != "c" else (out.real if part == 0 else out.imag)
+    ld = target.strides[0] // 8 if m > 1 else 0
+    _cuda.launch("crt_to_double_u8", m * n, cp.ascontiguousarray(res, dtype=cp.uint8), np.int32(N), np.int64(m),
+                 np.int64(n), table, limbs, minv, np.int32(L), cp.ascontiguousarray(sa, dtype=cp.int64),
+                 cp.ascontiguousarray(sb, dtype=cp.int64), target, np.int64(ld), np.int64(target.strides[1] // 8),
+                 shape=(m, n))
 
 
 #: The CuPy kernels of stages (b) and (c).

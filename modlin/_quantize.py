@@ -33,7 +33,7 @@ from ._threads import each, each_row
 from ._tiles import scratch
 
 __all__ = ["T_BITS", "G_MAX", "part_bounds", "bound_bits", "exact_bits", "fast_exponents", "accurate_exponents",
-           "quantize", "line_maxima", "line_stats", "Panel", "residues", "twom_residues", "twom_combine"]
+           "line_maxima", "line_stats", "Panel", "residues", "twom_residues", "twom_combine"]
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
 #: float64 (and in int32 for ``k <= 2**19`` on an int8 engine).
@@ -175,15 +175,6 @@ def accurate_exponents(sq_a: np.ndarray, sq_b: np.ndarray, code: np.ndarray, lb:
     return g, h
 
 
-def quantize(x: np.ndarray, shift: np.ndarray, axis: int) -> tuple[np.ndarray, int]:
-    """``rint(x * 2**shift)`` along rows (``axis=1``) or columns (``axis=0``), and how
-    many nonzero entries it rounded to zero (what the scale could not keep)."""
-    xp = namespace(x)
-    q = xp.rint(xp.ldexp(x, xp.expand_dims(shift, axis)))
-    lost = int(xp.count_nonzero(q == 0)) - int(xp.count_nonzero(x == 0))
-    return q, lost
-
-
 # --------------------------------------------------------------------------- residues
 
 #: Entries per chunk of the residue kernels: their buffers stay in the L1 cache.
@@ -195,16 +186,15 @@ class Panel:
     (``axis=0``), float64 or complex128, with the shifts of its lines, standing for the
     integers ``rint(x * 2**shift)`` (lines holding Inf or NaN, ``bad``, as zeros).
 
-    On NumPy arrays the residue kernels (:func:`residues`, :func:`twom_residues`) quantise
-    each entry as they read it: the integers are never stored (they took as much memory
-    as the panel, and a pass of their own). :meth:`quantized` makes them (the CuPy
-    kernels' input) and :meth:`lost` counts the nonzero entries they round to zero.
+    The residue kernels (:func:`residues`, :func:`twom_residues`; on CuPy arrays those of
+    :mod:`modlin._ozaki_gpu`) quantise each entry as they read it: the integers are never
+    stored (they took as much memory as the panel, and a pass of their own). :meth:`lost`
+    counts the nonzero entries they round to zero.
     """
 
     def __init__(self, x, shift, bad, axis: int):
         self.x, self.shift, self.bad, self.axis = x, shift, bad, axis
-        self._quantized = None
-        self._lost = 0
+        self._count = [None]  # the device counter of lost entries (CuPy), shared with halves()
         self._halves = False
 
     @classmethod
@@ -231,30 +221,25 @@ class Panel:
             raise ValueError("halves are those of a real panel of rows")
         h = Panel(self.x, self.shift, self.bad, 1)
         h._halves = True
+        h._count = self._count
         return h
 
-    def quantized(self) -> list:
-        """The quantised parts ``rint(x * 2**shift)`` (arrays of :attr:`shape`, on ``x``'s device)."""
-        if self._quantized is None:
-            xp = namespace(self.x)
-            x = self.x if not self.bad.any() else xp.where(xp.expand_dims(self.bad, self.axis), 0, self.x)
-            made = [quantize(p, self.shift, self.axis) for p in ([x.real, x.imag] if x.dtype.kind == "c" else [x])]
-            qs = [q for q, _ in made]
-            self._lost = sum(n for _, n in made)
-            if self._halves:
-                k = x.shape[1]
-                h = (k + 1) // 2
-                second = xp.zeros_like(qs[0][:, :h])
-                second[:, : k - h] = qs[0][:, h:]
-                qs = [qs[0][:, :h], second]
-            self._quantized = qs
-        return self._quantized
+    def take_counter(self):
+        """The device counter :meth:`lost` made (the residue kernels add the panel's lost
+        entries to it), once: the next call gives ``None``, so that a panel read by several
+        kernels (moduli of two algorithms) is counted once."""
+        c, self._count[0] = self._count[0], None
+        return c
 
     def lost(self) -> int:
         """How many nonzero entries of the panel's finite lines round to zero."""
-        if namespace(self.x) is not np:  # CuPy: counted as the quantised parts are made
-            self.quantized()
-            return self._lost
+        if namespace(self.x) is not np:
+            # CuPy: the residue kernels count them as they quantise, into a device counter
+            # that this returns (read once, after the product: reading it here would wait
+            # for the device); the first kernel to read the panel takes it (take_counter)
+            if self._count[0] is None:
+                self._count[0] = namespace(self.x).zeros(1, dtype=np.uint64)
+            return self._count[0]
         q = Panel(self.x, self.shift, self.bad, self.axis) if self._halves else _panel(self)[0]  # x's entries
         flat, rs, fr, fc, layout = q._layout()
         rows, width = q.x.shape

@@ -16,7 +16,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._cuda import KMAX
 from ._engines import engines_on, get_engine
 from ._limits import current as current_limits, planning_threads
 from ._plan import (CALIBRATION_THREADS, PASS, Plan, _best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale,
@@ -239,21 +238,16 @@ class RNSPlan:
 
     @staticmethod
     def _gpu_memory(ea: int, eb: int, e: int, k: int, N: int) -> int:
-        """:meth:`_memory` of :func:`modlin._rns_gpu.multiply` on a tile. Held throughout:
-        both operands' balanced int64 lifts, the tile's int64 result and a k-panel's sum.
-        At the peak, in :func:`modlin._cuda.gemm_i8`: every modulus' int8 residues of both,
-        ``B``'s transposed copy, the copies padding ``k`` and ``n`` to multiples of 4 where
-        they are not, and the int32 products (a padded copy too where ``n`` is); past
-        :data:`~modlin._cuda.KMAX` the k-split sums (two more). Or earlier, while a lift
-        is made: its comparison and product. Measured on an H200 (benchmarks/gpu_report.py,
-        CuPy's pool from where the tile loop starts): 0.85 to 0.90 of this for whole
-        products at n = 4096 and 8192, 0.68 to 0.78 for tiles squeezed into 0.2-0.9 GiB."""
+        """:meth:`_memory` of :func:`modlin._rns_gpu.multiply` on a tile: every modulus' int8
+        residues of both operands (padded to the GEMM's multiples of 4), the residues of the
+        product (one uint8 per modulus and result entry) and the one int32 buffer the GEMMs
+        share; a k-panel's int64 sum beside the tile. The operands are read as they are (no
+        int64 lifts: the residue kernel reduces modulo ``p`` as it reads)."""
         n = eb // k if k else 0
-        pad_k, pad_n = k % 4 != 0, n % 4 != 0
-        held = 8 * (ea + eb) + 16 * e
-        residues = N * (ea + 2 * eb) + (N * (ea + eb) if pad_k else 0) + (N * eb if pad_n else 0)
-        products = 4 * N * e * (2 if pad_n else 1) + (8 * N * e if k > KMAX else 0)
-        return int(held + max(residues + products, 9 * max(ea, eb), N * (ea + eb) + N * e + 8 * e))
+        m = ea // k if k else 0
+        kp, np_ = -(-k // 4) * 4, -(-n // 4) * 4
+        residues = N * (m * kp + np_ * kp)
+        return int(8 * e + residues + N * e + 4 * m * np_)
 
     def schedule(self, ea: int, eb: int, e: int, k: int, rows: int, memory: int,
                  kept: bool = False) -> tuple[int, int | None]:

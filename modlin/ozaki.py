@@ -372,16 +372,18 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
     sc = core.scales(a, b, mods, mode, tiling)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")  # once, not per tile (a host read on CuPy)
-    lost = [0, 0]
+    lost = ([], [])  # the lost-entry counts of A's and B's panels (ints, or device counters)
     held = {}  # the quantised row panel of A, reused across the column panels
 
     def product(rows, inner, cols):
         if held.get("key") != (rows.start, inner.start):
             held["qa"] = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
             held["key"] = (rows.start, inner.start)
-            lost[0] += held["qa"].lost() if cols.start == 0 else 0
+            if cols.start == 0:
+                lost[0].append(held["qa"].lost())
         qb = core.Panel(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
-        lost[1] += qb.lost() if rows.start == 0 else 0
+        if rows.start == 0:
+            lost[1].append(qb.lost())
         return kernels.gemm_residues(mods, held["qa"], qb)
 
     def finish(rows, cols, res):
@@ -395,8 +397,9 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
         run(tiling, product, add=lambda acc, part: kernels.add_residues(acc, part, mods), finish=finish, bar=bar)
-    _warn_lost(lost[0], "A", 1)
-    _warn_lost(lost[1], "B", 0)
+    lost_a, lost_b = _totals(lost)
+    _warn_lost(lost_a, "A", 1)
+    _warn_lost(lost_b, "B", 0)
 
 
 @holding()
@@ -410,11 +413,12 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, xp)
     sc = core.scales(a, None, mods, mode, tiling)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")
-    lost = [0]
+    lost = []
 
     def panel(rows, inner, count):
         q = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
-        lost[0] += q.lost() if count else 0
+        if count:
+            lost.append(q.lost())
         return q
 
     def product(rows, inner, cols):
@@ -440,7 +444,17 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
 
     with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:
         run(tiling, product, add=add, finish=finish, bar=bar, pairs=True)
-    _warn_lost(lost[0], "A", 1)
+    _warn_lost(_totals((lost,))[0], "A", 1)
+
+
+def _totals(groups) -> list[int]:
+    """The sum of each group of lost-entry counts: ints (NumPy), or device counters (CuPy),
+    which are read in one transfer after the product, not one wait per tile."""
+    device = [v for g in groups for v in g if not isinstance(v, int)]
+    if not device:
+        return [sum(g) for g in groups]
+    values = iter(core.host(namespace(device[0]).concatenate(device)).tolist())
+    return [sum(v if isinstance(v, int) else next(values) for v in g) for g in groups]
 
 
 def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c) -> None:

@@ -233,18 +233,27 @@ def _nvcc(*args: str, timeout: float = 300) -> None:
     assert proc.returncode == 0, f"nvcc {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
 
 
-P, I32, I64, U64, F64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_double
+P, I32, U32, I64, U64, F64 = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_longlong, ctypes.c_ulonglong,
+                              ctypes.c_double)
 HARNESS_SIGNATURES = {
-    "balanced_words_f64": (P, I64, I64, I32, I32, P),
+    "balanced_words_f64": (P, I64, I64, U64, U64, I32, I32, P),
     "mw_step": (P, P, I64) + (F64,) * 10,
     "mw_finalize": (P, P, I64) + (F64,) * 13 + (I64, P),
-    "ozaki_residues_i8": (P, I64, P, I32, P),
-    "ozaki_twom_i8": (P, P, I64, P, P, I32, P, P),
-    "int_residues_i8": (P, I64, P, I32, P),
-    "reduce_i32_u8": (P, I64, I32, P),
-    "twom_combine_i32_u8": (P, P, I64, I32, I32, I32, P, P),
-    "crt_to_double_u8": (P, I32, I64, I64, P, P, P, I32, P, P, P),
-    "crt_to_modp_u8": (P, I32, I64, P, P, P, U64, U64, P),
+    # x, ldx, R, len, off, step, shift, bad, by_cols, table, N, out, plane, ldo, Rp, Cp, transpose, lost
+    "ozaki_residues_i8": (P, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, I64, I64, I64, I64, I32, P),
+    # x, ldx, R, len0, len1, off0, off1, step, shift, bad, by_cols, table, N, plus, minus, plane, ldo, Rp, Cp,
+    # transpose, lost
+    "ozaki_twom_i8": (P, I64, I64, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, P, I64, I64, I64, I64, I32, P),
+    # x, ldx, R, C, p, mu, c63, table, N, out, plane, ldo, Rp, Cp, transpose
+    "int_residues_i8": (P, I64, I64, I64, U64, U64, U64, P, I32, P, I64, I64, I64, I64, I32),
+    # X, ldx, R, C, table, i, acc, res
+    "reduce_i32_u8": (P, I64, I64, I64, P, I32, I32, P),
+    # X, Y, ldx, R, C, table, i, inv2, inv2s, acc, re, im
+    "twom_combine_i32_u8": (P, P, I64, I64, I64, P, I32, U32, U32, I32, P, P),
+    # res, N, R, C, table, limbs, minv, L, sa, sb, out, ldo, ostep
+    "crt_to_double_u8": (P, I32, I64, I64, P, P, P, I32, P, P, P, I64, I64),
+    # res, N, R, C, table, limbs, minv, L, p, sp, mp, out, ldo
+    "crt_to_modp_u8": (P, I32, I64, I64, P, P, P, I32, U64, P, U64, P, I64),
 }
 
 

@@ -60,7 +60,10 @@ def _arg(a, ctype):
     if ctype is ctypes.c_void_p:
         if isinstance(a, np.uint64) and a == 0:
             return None  # the NULL pointer of an absent operand
-        assert isinstance(a, np.ndarray) and a.flags.c_contiguous, "kernels take C-contiguous arrays"
+        # a view's address is that of its first entry (CuPy passes data.ptr): kernels given
+        # strided views take their strides as arguments
+        assert isinstance(a, np.ndarray) and (a.shape[-1:] in ((), (1,)) or a.strides[-1] in (a.itemsize, 2 * a.itemsize)), \
+            "kernels take arrays whose rows are contiguous (or a complex array's parts)"
         return a.ctypes.data
     assert isinstance(a, np.generic), f"scalar kernel arguments must be NumPy scalars (sized), got {a!r}"
     return a.item()
@@ -80,13 +83,22 @@ def _fake_gemm_i8(a, b, out=None, *, layout="tn"):
     return out
 
 
+def _fake_gemm_i8_tn(a, bt, out):
+    assert a.dtype == np.int8 and bt.dtype == np.int8 and out.dtype == np.int32
+    assert a.shape[1] == bt.shape[1] and a.shape[1] % 4 == 0 and bt.shape[0] % 4 == 0 and a.shape[1] <= _cuda.KMAX
+    assert a.strides[1] == 1 and bt.strides[1] == 1 and a.strides[0] % 4 == 0 and bt.strides[0] % 4 == 0
+    c = a.astype(np.int64) @ bt.T.astype(np.int64)
+    assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
+    out[...] = c
+
+
 @pytest.fixture
 def gpu(monkeypatch, harness):
     """Run modlin's CuPy paths on the host; yields ``to_gpu``."""
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     launched = []
 
-    def launch(name, n, *args):
+    def launch(name, n, *args, shape=None, tiled=False):
         launched.append(name)
         if n:
             assert len(args) == len(HARNESS_SIGNATURES[name]), name
@@ -94,6 +106,7 @@ def gpu(monkeypatch, harness):
 
     monkeypatch.setattr(_cuda, "launch", launch)
     monkeypatch.setattr(_cuda, "gemm_i8", _fake_gemm_i8)
+    monkeypatch.setattr(_cuda, "gemm_i8_tn", _fake_gemm_i8_tn)
 
     def to_gpu(x):
         return np.array(x).view(FakeCupyArray)

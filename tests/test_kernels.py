@@ -17,12 +17,13 @@ import importlib.util
 import math
 import pathlib
 import re
+import subprocess
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from modlin import _crtfloat, _modular, _quantize, _rns
+from modlin import _crtfloat, _cuda, _modular, _quantize, _rns
 from modlin._modular import Reduction
 from modlin._rns import Basis, int8_moduli
 from modlin.gaussian import sqrt_minus_one, twom_moduli
@@ -48,20 +49,38 @@ def test_kernels_compile(arch, tmp_path):
 
 
 def test_kernels_have_no_fused_multiply_add(tmp_path):
-    """The PTX holds no fma but fmod_pos's own: contraction is off and no math function
-    brings one in. Built with that one unfused (``MODLIN_CHECK_NO_FMA``), the PTX has none;
-    built as shipped, it has some (the explicit one is there)."""
+    """The PTX holds no fused multiply-add: contraction is off, no math function brings one
+    in, and the kernels' arithmetic is integer where it used to need fma (float64 fmod)."""
     out = tmp_path / "modlin_kernels.ptx"
-    _nvcc(*NVCC_FLAGS, "-arch=sm_90", "-DMODLIN_CHECK_NO_FMA", "-ptx", "-o", str(out), str(SOURCE))
-    _check_ptx(out.read_text())
     _nvcc(*NVCC_FLAGS, "-arch=sm_90", "-ptx", "-o", str(out), str(SOURCE))
-    assert re.search(r"\bfma\.rn\.f64\b", out.read_text()) is not None
+    _check_ptx(out.read_text())
 
 
 def _check_ptx(ptx: str) -> None:
-    """Every kernel of the harness is in the PTX, and no double-precision fused multiply-add."""
+    """Every kernel of the harness is in the PTX; no double-precision fused multiply-add; and
+    no integer division or remainder (a software routine of some 70 instructions on 64
+    bits: every reduction is a Barrett reduction by a precomputed reciprocal)."""
     assert set(re.findall(r"\.visible \.entry (\w+)\(", ptx)) == set(HARNESS_SIGNATURES)
     assert re.search(r"\b(fma|mad)\.rn\.f64\b", ptx) is None
+    found = re.findall(r"\b(?:div|rem)\.(?:s|u)(?:16|32|64)\b", ptx)
+    assert not found, f"integer division in the PTX: {sorted(set(found))}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kernels_keep_everything_in_registers(arch, tmp_path):
+    """ptxas -v: every kernel has a 0-byte stack frame and no spills (the CRT's limbs are
+    indexed by constants only, so they live in registers), for sm_80 and sm_90."""
+    out = tmp_path / f"modlin_kernels_{arch}.cubin"
+    proc = subprocess.run([NVCC, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(out), str(SOURCE)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    frames = {}
+    for chunk in proc.stderr.split("Compiling entry function '")[1:]:
+        name = chunk.split("'")[0]
+        frames[name] = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                                 chunk).groups()
+    assert set(frames) == set(HARNESS_SIGNATURES), proc.stderr
+    assert all(f == ("0", "0", "0") for f in frames.values()), proc.stderr
 
 
 def _find_nvrtc() -> pathlib.Path | None:
@@ -94,7 +113,7 @@ def test_kernels_compile_with_nvrtc(arch):
         assert lib.nvrtcCreateProgram(ctypes.byref(prog), SOURCE.read_bytes(), b"modlin_kernels.cu", 0, None,
                                       None) == 0
         try:
-            opts = [b"--fmad=false", b"-DMODLIN_CHECK_NO_FMA", f"-I{KERNELS}".encode(), f"-arch={arch}".encode(),
+            opts = [b"--fmad=false", f"-I{KERNELS}".encode(), f"-arch={arch}".encode(),
                     f"--std={std}".encode()]
             rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
             size = ctypes.c_size_t()
@@ -162,7 +181,7 @@ def test_balanced_words(harness, rng, p, s, u):
     x = _int64_data(rng, p, 3000)
     want = _modular.balanced_words(x, p, s, u, np.float64)
     got = np.full((u, x.size), np.nan)
-    harness.balanced_words_f64(_ptr(x), x.size, p, s, u, _ptr(got))
+    harness.balanced_words_f64(_ptr(x), x.size, p, *map(int, _cuda.wide_constants(p)), s, u, _ptr(got))
     _same_bits(got, want)
 
 
@@ -273,42 +292,153 @@ def _ozaki_data(rng, n: int) -> np.ndarray:
     return np.concatenate([edges, np.rint(x)])
 
 
+def _table(moduli, roots=None) -> np.ndarray:
+    return np.ascontiguousarray(_cuda._small_rows(tuple(moduli), None if roots is None else tuple(roots), None))
+
+
+def _residue_layout(rows: int, cols: int, transpose: bool):
+    """The residue kernels' output geometry for an ``rows x cols`` source: ``(shape of one
+    modulus' residues, Rp, Cp)`` with both dimensions padded to multiples of 4, transposed
+    as B's residues are."""
+    if transpose:
+        return (_cuda.pad4(cols), _cuda.pad4(rows)), _cuda.pad4(rows), _cuda.pad4(cols)
+    return (rows, _cuda.pad4(cols)), rows, _cuda.pad4(cols)
+
+
+def _expected_layout(planes: list[np.ndarray], shape, transpose: bool) -> np.ndarray:
+    """Residues of the source (``rows x cols`` per modulus) placed as the kernels lay them out."""
+    out = np.zeros((len(planes),) + shape, dtype=np.int8)
+    for i, w in enumerate(planes):
+        w = w.T if transpose else w
+        out[i, : w.shape[0], : w.shape[1]] = w
+    return out
+
+
+def _ozaki_panel(rng, rows: int, cols: int, axis: int, complex_: bool):
+    """A panel with lines of every scale (shifts that push entries up to 2**84 and below
+    rounding to zero), Inf and NaN in some lines, signed zeros and non-unit row strides."""
+    lines = rows if axis == 1 else cols
+    x = np.ldexp(rng.uniform(-1, 1, (rows, cols)), rng.integers(-1070, 1000, (rows, cols)))
+    x[rng.random((rows, cols)) < 0.1] = -0.0
+    if complex_:
+        x = x + 1j * np.ldexp(rng.uniform(-1, 1, (rows, cols)), rng.integers(-1070, 1000, (rows, cols)))
+    bad = np.zeros(lines, dtype=bool)
+    bad[:: 5] = True
+    for j in np.flatnonzero(bad)[::2]:
+        if axis == 1:
+            x[j, 0] = np.inf
+        else:
+            x[0, j] = np.nan
+    parts = [x.real, x.imag] if complex_ else [x]
+    mx = np.maximum.reduce([np.where(np.expand_dims(bad, axis), 0, np.abs(p)).max(axis=axis) for p in parts])
+    shift = rng.integers(_quantize.T_BITS, _quantize.G_MAX + 1, lines) - np.frexp(mx)[1]
+    wide = np.zeros((rows, cols + 3), dtype=x.dtype)  # rows with a stride past their length
+    wide[:, :cols] = x
+    return _quantize.Panel(wide[:, :cols], shift.astype(np.int64), bad, axis)
+
+
+def _panel_args(p):
+    x = p.x
+    ldx = x.strides[0] // 8
+    return x.ctypes.data_as(ctypes.c_void_p), ldx, np.ascontiguousarray(p.shift), \
+        np.ascontiguousarray(p.bad).view(np.uint8), int(p.axis == 0)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("name", list(MODULI_SETS))
-def test_ozaki_residues(harness, rng, name):
+def test_ozaki_residues(harness, rng, name, transpose):
+    """Quantisation and residues in one pass, against the numba kernels on the same panel (a
+    panel of rows, or of columns as B's, laid out transposed), and its lost entries."""
     moduli = MODULI_SETS[name]
-    x = _ozaki_data(rng, 4000)
-    want = np.stack([_quantize.residues(x, m, np.int8) for m in moduli])
-    got = np.zeros((len(moduli), x.size), dtype=np.int8)
-    harness.ozaki_residues_i8(_ptr(x), x.size, _ptr(np.array(moduli, dtype=np.int32)), len(moduli), _ptr(got))
+    rows, cols = 37, 45
+    p = _ozaki_panel(rng, rows, cols, 0 if transpose else 1, False)
+    x, ldx, shift, bad, by_cols = _panel_args(p)
+    shape, Rp, Cp = _residue_layout(rows, cols, transpose)
+    got = np.full((len(moduli),) + shape, 99, dtype=np.int8)
+    lost = np.array([5], dtype=np.uint64)
+    harness.ozaki_residues_i8(x, ldx, rows, cols, 0, 1, _ptr(shift), _ptr(bad), by_cols, _ptr(_table(moduli)),
+                              len(moduli), _ptr(got), got[0].size, shape[1], Rp, Cp, int(transpose), _ptr(lost))
+    want = _expected_layout([_quantize.residues(p, m, np.int8) for m in moduli], shape, transpose)
     _same_bits(got, want)
+    assert int(lost[0]) == 5 + p.lost() and p.lost() > 0
 
 
-def test_ozaki_twom(harness, rng):
+@pytest.mark.parametrize("name", list(MODULI_SETS))
+def test_ozaki_residues_of_integers(harness, rng, name):
+    """The integer arithmetic of the residues at the edges of its splits (2**32, 2**53, 2**85),
+    against Python's integers: a panel of shift 0 is the integers themselves."""
+    moduli = MODULI_SETS[name]
+    x = _ozaki_data(rng, 4000).reshape(1, -1)
+    shift, bad = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.uint8)
+    got = np.zeros((len(moduli), 1, _cuda.pad4(x.size)), dtype=np.int8)
+    harness.ozaki_residues_i8(_ptr(x), x.size, 1, x.size, 0, 1, _ptr(shift), _ptr(bad), 0, _ptr(_table(moduli)),
+                              len(moduli), _ptr(got), got[0].size, got.shape[2], 1, got.shape[2], 0, None)
+
+    def balanced(v, m):
+        r = v % m
+        return r - m if r > (m - 1) // 2 else r
+
+    want = [[balanced(int(v), m) for v in x[0]] for m in moduli]
+    assert got[:, 0, : x.size].tolist() == want
+    _same_bits(got[:, 0, : x.size], np.stack([_quantize.residues(x[0], m, np.int8) for m in moduli]))
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("halves", [False, True])
+def test_ozaki_twom(harness, rng, transpose, halves):
+    """2M's images of a complex panel (parts interleaved) or of real SYRK's halves (the
+    second half one column short when the width is odd), against the numba kernels."""
     moduli = twom_moduli()
     roots = [sqrt_minus_one(m) for m in moduli]
-    xr = _ozaki_data(rng, 4000)
-    xi = np.concatenate([rng.permutation(xr[:25]), _ozaki_data(rng, 4000)[25:]])
-    z = np.empty(xr.size, dtype=np.complex128)
-    z.real, z.imag = xr, xi
-    want = [_quantize.twom_residues(z, m, s, np.int8) for m, s in zip(moduli, roots)]
-    plus = np.zeros((len(moduli), xr.size), dtype=np.int8)
-    minus = np.zeros_like(plus)
-    harness.ozaki_twom_i8(_ptr(xr), _ptr(xi), xr.size, _ptr(np.array(moduli, dtype=np.int32)),
-                          _ptr(np.array(roots, dtype=np.int32)), len(moduli), _ptr(plus), _ptr(minus))
-    _same_bits(plus, np.stack([w[0] for w in want]))
-    _same_bits(minus, np.stack([w[1] for w in want]))
+    rows, cols = 33, 41
+    if halves:
+        if transpose:
+            pytest.skip("halves are those of a panel of rows")
+        full = _ozaki_panel(rng, rows, 2 * cols - 1, 1, False)
+        p = full.halves()
+        x, ldx, shift, bad, by_cols = _panel_args(full)
+        parts = ((0, cols), (cols, cols - 1), 1)
+    else:
+        p = _ozaki_panel(rng, rows, cols, 0 if transpose else 1, True)
+        x, ldx, shift, bad, by_cols = _panel_args(p)
+        parts = ((0, cols), (1, cols), 2)
+    (o0, l0), (o1, l1), step = parts
+    shape, Rp, Cp = _residue_layout(rows, cols, transpose)
+    plus = np.full((len(moduli),) + shape, 99, dtype=np.int8)
+    minus = np.full_like(plus, 99)
+    lost = np.zeros(1, dtype=np.uint64)
+    harness.ozaki_twom_i8(x, ldx, rows, l0, l1, o0, o1, step, _ptr(shift), _ptr(bad), by_cols,
+                          _ptr(_table(moduli, roots)), len(moduli), _ptr(plus), _ptr(minus), plus[0].size, shape[1],
+                          Rp, Cp, int(transpose), _ptr(lost))
+    want = [_quantize.twom_residues(p, m, s, np.int8) for m, s in zip(moduli, roots)]
+    _same_bits(plus, _expected_layout([w[0] for w in want], shape, transpose))
+    _same_bits(minus, _expected_layout([w[1] for w in want], shape, transpose))
+    assert int(lost[0]) == p.lost()
 
 
 # ------------------------------------------------------------------ int8 engine pre- and post-processing
 
-@pytest.mark.parametrize("name", list(MODULI_SETS))
-def test_int_residues(harness, rng, name):
-    moduli = MODULI_SETS[name]
-    x = np.concatenate([_int64_data(rng, m, 300) for m in moduli[:4]])
-    got = np.zeros((len(moduli), x.size), dtype=np.int8)
-    harness.int_residues_i8(_ptr(x), x.size, _ptr(np.array(moduli, dtype=np.int32)), len(moduli), _ptr(got))
-    _same_bits(got, np.stack([_modular.balanced_lift_int64(x, m).astype(np.int8) for m in moduli]))
-    _same_bits(got, _rns.residues(x, Basis(moduli), np.int8))  # an independent route: 16-bit limbs
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("p", [2, 3, 251, 65521, 2**31 - 1, 2**52 - 47, 2**61 - 1, 2**63 - 25])
+def test_int_residues(harness, rng, p, transpose):
+    """Residues of int64 entries of any value: reduced modulo p, balanced, then modulo each
+    int8 modulus (balanced) in one pass, against Python's integers."""
+    moduli = int8_moduli()
+    x = _int64_data(rng, p, 1100)[: 31 * 37].reshape(31, 37)
+    x = np.concatenate([x, x[:, :3]], axis=1)[:, :37]  # rows with a stride past their length
+    rows, cols = x.shape
+    shape, Rp, Cp = _residue_layout(rows, cols, transpose)
+    got = np.full((len(moduli),) + shape, 99, dtype=np.int8)
+    mu, c63 = map(int, _cuda.wide_constants(p))
+    harness.int_residues_i8(_ptr(np.ascontiguousarray(x)), cols, rows, cols, p, mu, c63, _ptr(_table(moduli)),
+                            len(moduli), _ptr(got), got[0].size, shape[1], Rp, Cp, int(transpose))
+
+    def balanced(v, m):
+        r = v % m
+        return r - m if r > (m - 1) // 2 else r
+
+    planes = [np.array([[balanced(balanced(int(v), p), m) for v in row] for row in x], dtype=np.int8) for m in moduli]
+    _same_bits(got, _expected_layout(planes, shape, transpose))
 
 
 def _int32_data(rng, m: int, n: int) -> np.ndarray:
@@ -318,24 +448,40 @@ def _int32_data(rng, m: int, n: int) -> np.ndarray:
                            rng.integers(I32_MIN, I32_MAX, n, endpoint=True, dtype=np.int32)])
 
 
-@pytest.mark.parametrize("m", [2, 3, 128, 241, 251, 255, 256])
+REDUCE_MODULI = [2, 3, 128, 241, 251, 255, 256]
+
+
+@pytest.mark.parametrize("m", REDUCE_MODULI)
 def test_reduce_i32(harness, rng, m):
-    X = _int32_data(rng, m, 5000)
-    got = np.zeros(X.size, dtype=np.uint8)
-    harness.reduce_i32_u8(_ptr(X), X.size, m, _ptr(got))
-    _same_bits(got, np.mod(X.astype(np.int64), m).astype(np.uint8))
+    """An int32 GEMM output (row stride past its width) into [0, m), then added to what is there."""
+    X = _int32_data(rng, m, 50 * 64 - 14).reshape(50, 64)
+    R, C = 50, 61
+    table = _table([251, m] if m != 251 else [241, m])
+    got = np.zeros((R, C), dtype=np.uint8)
+    harness.reduce_i32_u8(_ptr(X), 64, R, C, _ptr(table), 1, 0, _ptr(got))
+    want = np.mod(X[:, :C].astype(np.int64), m)
+    _same_bits(got, want.astype(np.uint8))
+    harness.reduce_i32_u8(_ptr(X[::-1].copy()), 64, R, C, _ptr(table), 1, 1, _ptr(got))
+    _same_bits(got, ((want + np.mod(X[::-1, :C].astype(np.int64), m)) % m).astype(np.uint8))
 
 
 @pytest.mark.parametrize("m", twom_moduli())
 def test_twom_combine(harness, rng, m):
     s = sqrt_minus_one(m)
-    X = _int32_data(rng, m, 3000)
-    Y = np.concatenate([X[:14][::-1], _int32_data(rng, m, 3000)[14:]])
-    re_want, im_want = _modular.twom_combine(np.mod(X.astype(np.int64), m), np.mod(Y.astype(np.int64), m), s, m)
-    re, im = np.zeros(X.size, dtype=np.uint8), np.zeros(X.size, dtype=np.uint8)
-    harness.twom_combine_i32_u8(_ptr(X), _ptr(Y), X.size, m, (m + 1) // 2, pow(2 * s, -1, m), _ptr(re), _ptr(im))
+    X = _int32_data(rng, m, 40 * 48 - 14).reshape(40, 48)
+    Y = np.concatenate([X.reshape(-1)[:14][::-1], _int32_data(rng, m, 40 * 48 - 14)[14:]]).reshape(40, 48)
+    R, C = 40, 45
+    re_want, im_want = _modular.twom_combine(np.mod(X[:, :C].astype(np.int64), m),
+                                             np.mod(Y[:, :C].astype(np.int64), m), s, m)
+    re, im = np.zeros((R, C), dtype=np.uint8), np.zeros((R, C), dtype=np.uint8)
+    table = _table([m], [s])
+    args = (_ptr(X), _ptr(Y), 48, R, C, _ptr(table), 0, (m + 1) // 2, pow(2 * s, -1, m))
+    harness.twom_combine_i32_u8(*args, 0, _ptr(re), _ptr(im))
     _same_bits(re, re_want.astype(np.uint8))
     _same_bits(im, im_want.astype(np.uint8))
+    harness.twom_combine_i32_u8(*args, 1, _ptr(re), _ptr(im))  # accumulating: twice the values
+    _same_bits(re, (2 * re_want % m).astype(np.uint8))
+    _same_bits(im, (2 * im_want % m).astype(np.uint8))
 
 
 # ------------------------------------------------------------------ CRT
@@ -350,8 +496,10 @@ CRT_BASES = {
 
 
 def _crt_args(basis: Basis):
-    moduli = np.array(basis.moduli, dtype=np.int64)
-    return moduli, np.ascontiguousarray(basis.garner_inverses), basis.half_digits.astype(np.float64)
+    """The CRT kernels' constants (host arrays): the table with the CRT weights, the limbs, 1/m_i, L."""
+    weights, limbs, minv, L = _cuda._crt_rows(tuple(basis.moduli))
+    table = _cuda._small_rows(tuple(basis.moduli), None, tuple(weights))
+    return np.ascontiguousarray(table), np.ascontiguousarray(limbs), np.ascontiguousarray(minv), L
 
 
 def _residues_of(values: list[int], basis: Basis) -> np.ndarray:
@@ -368,13 +516,17 @@ def _signed(values: list[int], rng) -> list[int]:
 
 
 def _crt_double(harness, res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
-    moduli, inv, half = _crt_args(basis)
+    """The kernel on residues ``res`` (``(N, R*C)``), written into a wider matrix (row stride
+    ``2C + 3``, every other column: the layout of a complex tile's part) and read back."""
+    table, limbs, minv, L = _crt_args(basis)
     N, E = res.shape
-    L = basis.M.bit_length() // 32 + 1
-    out = np.full(E, np.nan)
-    harness.crt_to_double_u8(_ptr(res), N, E, sb.size, _ptr(moduli), _ptr(inv), _ptr(half), L, _ptr(sa), _ptr(sb),
-                             _ptr(out))
-    return out
+    R, C = sa.size, sb.size
+    assert R * C == E
+    out = np.full((R, 2 * C + 3), np.nan)
+    harness.crt_to_double_u8(_ptr(res), N, R, C, _ptr(table), _ptr(limbs), _ptr(minv), L, _ptr(sa), _ptr(sb),
+                             out[:, 1:].ctypes.data_as(ctypes.c_void_p), out.shape[1], 2)
+    assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 2::2]).all()  # nothing written beside the part
+    return np.ascontiguousarray(out[:, 1:2 * C:2]).reshape(-1)
 
 
 def _exactly_rounded(v: int, S: int) -> float:
@@ -456,7 +608,7 @@ def test_crt_to_double_rounds_once_at_the_smallest_normal(harness):
 
 
 def _crt_modp_cases():
-    return [(name, p) for name in CRT_BASES for p in (2, 3, 101, 251, 2**31 - 1, 2**52 - 47, 2**61 - 1,
+    return [(name, p) for name in CRT_BASES for p in (2, 3, 101, 251, 65521, 65537, 2**31 - 1, 2**52 - 47, 2**61 - 1,
                                                       2**62 + 135, 2**63 - 25, 2**63)]
 
 
@@ -470,9 +622,11 @@ def test_crt_to_modp(harness, rng, name, p):
                        for _ in range(300)], rng)
     res = np.concatenate([_residues_of(values, basis),
                           np.stack([rng.integers(0, m, 2000) for m in basis.moduli]).astype(np.uint8)], axis=1)
-    moduli, inv, half = _crt_args(basis)
+    table, limbs, minv, L = _crt_args(basis)
+    sp = np.ascontiguousarray(_cuda._small_rows((p if p <= 2**16 else 2,), None, None))
     N, E = res.shape
     got = np.zeros(E, dtype=np.int64)
-    harness.crt_to_modp_u8(_ptr(res), N, E, _ptr(moduli), _ptr(inv), _ptr(half), p, basis.M % p, _ptr(got))
+    harness.crt_to_modp_u8(_ptr(res), N, E, 1, _ptr(table), _ptr(limbs), _ptr(minv), L, p, _ptr(sp), basis.M % p,
+                           _ptr(got), 1)
     _same_bits(got, _rns.reconstruct(res, basis, p=p))
     _same_bits(got[: len(values)], np.array([v % p for v in values], dtype=np.uint64).view(np.int64))

@@ -1510,7 +1510,6 @@ def test_panel_kernels_quantise_as_they_read(rng, complex_, layout, axis):
     lost = sum(1 for p, w in zip(parts, want) for i in range(r) for j in range(c)
                if w[i][j] == 0 and p[i, j] != 0 and not bad[i if axis == 1 else j])
     assert lost > 0 and panel.lost() == lost
-    assert [q.tolist() for q in panel.quantized()] == [[[float(v) for v in row] for row in w] for w in want]
 
     def balanced(v, m):
         v %= m
