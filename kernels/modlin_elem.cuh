@@ -16,6 +16,7 @@
 
 #ifndef __CUDACC_RTC__
 #include <cmath>
+#include <cstring>
 #endif
 
 #define MODLIN_HD __host__ __device__ inline
@@ -31,6 +32,7 @@
 #define MODLIN_TWO_M20 9.5367431640625e-07
 #define MODLIN_TWO_M32 2.3283064365386963e-10
 #define MODLIN_TWO_M1074 4.9406564584124654e-324
+#define MODLIN_DBL_MAX 1.7976931348623157e308
 
 namespace modlin {
 
@@ -186,6 +188,106 @@ MODLIN_HD long long finalize_elem(double y, double q, double hi, double lo, long
         y += fp;
     }
     return (long long)y;
+}
+
+// ------------------------------------------------------------------ Ozaki: stage (a), line statistics
+//
+// What _quantize._maxima_kernel and _stats_kernel compute per line (a row of A or a column
+// of B), split in per-entry steps: maxima and exact integer sums, so that the order in
+// which a kernel's threads combine them does not change a bit.
+
+// An entry of a line into its maximum finite |part| and its Inf/NaN flag.
+MODLIN_HD void stat_max(double v, double* mx, bool* bad) {
+    double a = fabs(v);
+    if (a <= MODLIN_DBL_MAX) {  // finite (NaN compares false)
+        *mx = a > *mx ? a : *mx;
+    } else {
+        *bad = true;
+    }
+}
+
+// Trailing zero bits of a nonzero uint64.
+MODLIN_HD int ctz64(unsigned long long x) {
+#ifdef __CUDA_ARCH__
+    return __ffsll((long long)x) - 1;
+#else
+    return __builtin_ctzll(x);
+#endif
+}
+
+// The exponent of the lowest set bit of a nonzero finite double (v is an odd multiple of
+// 2**lsb): from its bits, the value _stats_kernel takes from frexp.
+MODLIN_HD long long lsb_exponent(double v) {
+#ifdef __CUDA_ARCH__
+    unsigned long long b = (unsigned long long)__double_as_longlong(v);
+#else
+    unsigned long long b;
+    memcpy(&b, &v, 8);
+#endif
+    long long e = (long long)((b >> 52) & 2047ULL);
+    unsigned long long mant = b & 0xFFFFFFFFFFFFFULL;
+    if (e == 0) return -1074 + ctz64(mant);  // subnormal
+    return e - 1075 + ctz64(mant | 0x10000000000000ULL);
+}
+
+// One part v of an entry of a good line whose maximum has exponent ex: its share
+// max(ceil(|v| f1 f2), 1) of the entry's bound (f1 f2 = 2**(T_BITS - ex) as two exact
+// factors, as _layout makes them), and the bits need = ex - lsb(v) it takes to be exact.
+MODLIN_HD void stat_entry(double v, long long ex, double f1, double f2, double* bound, long long* need) {
+    if (v != 0.0) {
+        double c = ceil(fabs(v) * f1 * f2);
+        *bound += c > 1.0 ? c : 1.0;
+        long long n = ex - lsb_exponent(v);
+        *need = n > *need ? n : *need;
+    }
+}
+
+// The factors 2**(s//2), 2**(s - s//2) of s = T_BITS - ex.
+MODLIN_HD void stat_factors(long long ex, int tbits, double* f1, double* f2) {
+    long long s = tbits - ex;
+    long long h = s >> 1;
+    *f1 = ldexp(1.0, (int)h);
+    *f2 = ldexp(1.0, (int)(s - h));
+}
+
+// frexp's exponent of a finite double (0 for 0): max < 2**ex.
+MODLIN_HD long long exponent_of(double mx) {
+    int e;
+    frexp(mx, &e);
+    return e;
+}
+
+// _ceil_log2 of a non-negative integer-valued double: ceil(log2 x), 0 for x <= 1.
+MODLIN_HD long long ceil_log2(double x) {
+    double y = x - 1.0;
+    return exponent_of(y > 0.0 ? y : 0.0);
+}
+
+// _quantize.fast_exponents per line: the cap min(G_MAX, need), c = ceil(log2 ||bar||) =
+// (ceil_log2(sq) + 1) / 2, the split of lb + 2 T_BITS into (ha, hb) given the most each
+// side can use, and a line's bits min(cap, ha - c).
+MODLIN_HD long long fast_cap(long long need, int gmax) { return need < gmax ? need : gmax; }
+
+MODLIN_HD long long fast_c(double sq) { return (ceil_log2(sq) + 1) >> 1; }  // non-negative: >> 1 is // 2
+
+MODLIN_HD void fast_split(long long lb, int tbits, long long use_a, long long use_b, long long* ha, long long* hb) {
+    long long total = lb + 2LL * tbits;
+    long long a = total >> 1;  // total > 0
+    long long b = total - a;
+    if (use_a < a) {
+        a = use_a;
+        b = total - use_a;
+    } else if (use_b < b) {
+        a = total - use_b;
+        b = use_b;
+    }
+    *ha = a;
+    *hb = b;
+}
+
+MODLIN_HD long long fast_bits(long long need, double sq, long long half, int gmax) {
+    long long cap = fast_cap(need, gmax), v = half - fast_c(sq);
+    return cap < v ? cap : v;
 }
 
 // ------------------------------------------------------------------ Ozaki: quantisation

@@ -216,3 +216,211 @@ extern "C" __global__ void crt_to_modp_u8(const unsigned char* __restrict__ res,
         out[r * ldo + c] = (long long)modlin::crt_modp<K>(res, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp);
     })
 }
+
+// ------------------------------------------------------------------ Ozaki stage (a)
+
+// A block's reduction of one value per thread (blockDim.x * blockDim.y <= 1024 threads,
+// a power of two): OP combines two; the result is returned to every thread.
+#define MODLIN_BLOCK_REDUCE(T, buf, mine, OP)                                       \
+    ([&]() -> T {                                                                   \
+        int t_ = threadIdx.y * blockDim.x + threadIdx.x;                            \
+        int n_ = blockDim.x * blockDim.y;                                           \
+        buf[t_] = (mine);                                                           \
+        __syncthreads();                                                            \
+        for (int s_ = n_ / 2; s_ > 0; s_ >>= 1) {                                   \
+            if (t_ < s_) { T a_ = buf[t_], b_ = buf[t_ + s_]; buf[t_] = (OP); }     \
+            __syncthreads();                                                        \
+        }                                                                           \
+        T r_ = buf[0];                                                              \
+        __syncthreads();                                                            \
+        return r_;                                                                  \
+    }())
+
+// Stage (a)'s statistics of every row of an R x C panel of doubles (entries x[r ldx + off
+// + c step] for the parts' offsets 0 and off1), one block of 256 threads per row: whether
+// it holds Inf or NaN (bad), the exponent of its largest finite |part| (ex; 0 for zero and
+// bad rows), the bits that keep every entry exact (need), the squared norm of its entries'
+// integer bounds (sq), and the bounds themselves (bars, row stride ldb, when not NULL). The
+// second reading of the row comes from the cache that the first filled.
+extern "C" __global__ void line_stats_rows(const double* __restrict__ x, long long ldx, long long R, long long C,
+                                           long long off1, long long step, int nparts, int tbits,
+                                           unsigned char* __restrict__ bad, long long* __restrict__ ex,
+                                           long long* __restrict__ need, double* __restrict__ sq,
+                                           unsigned char* __restrict__ bars, long long ldb) {
+    __shared__ double fbuf[256];
+    __shared__ long long ibuf[256];
+    _Pragma("unroll 1") for (long long r = blockIdx.x; r < R; r += gridDim.x) {
+        const double* row = x + r * ldx;
+        double mx = 0.0;
+        bool b = false;
+        _Pragma("unroll 1") for (long long c = threadIdx.x; c < C; c += blockDim.x) {
+            modlin::stat_max(row[c * step], &mx, &b);
+            if (nparts == 2) modlin::stat_max(row[off1 + c * step], &mx, &b);
+        }
+        mx = MODLIN_BLOCK_REDUCE(double, fbuf, mx, a_ > b_ ? a_ : b_);
+        long long anyb = MODLIN_BLOCK_REDUCE(long long, ibuf, (long long)b, a_ | b_);
+        long long e = anyb ? 0 : modlin::exponent_of(mx);
+        long long nd = tbits;
+        double s = 0.0;
+        if (!anyb) {
+            double f1, f2;
+            modlin::stat_factors(e, tbits, &f1, &f2);
+            _Pragma("unroll 1") for (long long c = threadIdx.x; c < C; c += blockDim.x) {
+                double bound = 0.0;
+                modlin::stat_entry(row[c * step], e, f1, f2, &bound, &nd);
+                if (nparts == 2) modlin::stat_entry(row[off1 + c * step], e, f1, f2, &bound, &nd);
+                s += bound * bound;
+                if (bars != nullptr) bars[r * ldb + c] = (unsigned char)bound;
+            }
+        } else if (bars != nullptr) {
+            _Pragma("unroll 1") for (long long c = threadIdx.x; c < C; c += blockDim.x) bars[r * ldb + c] = 0;
+        }
+        nd = MODLIN_BLOCK_REDUCE(long long, ibuf, nd, a_ > b_ ? a_ : b_);
+        s = MODLIN_BLOCK_REDUCE(double, fbuf, s, a_ + b_);  // integers below 2**53: exact in any order
+        if (threadIdx.x == 0) {
+            bad[r] = (unsigned char)anyb;
+            ex[r] = e;
+            need[r] = nd;
+            sq[r] = s;
+        }
+    }
+}
+
+// The same for every column of the panel, by blocks of 32 x 8 threads over strips of 32
+// columns: a warp reads 32 neighbouring entries of a row.
+extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long long ldx, long long R, long long C,
+                                           long long off1, long long step, int nparts, int tbits,
+                                           unsigned char* __restrict__ bad, long long* __restrict__ ex,
+                                           long long* __restrict__ need, double* __restrict__ sq,
+                                           unsigned char* __restrict__ bars, long long ldb) {
+    __shared__ double fbuf[8][32];
+    __shared__ long long ibuf[8][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    _Pragma("unroll 1") for (long long c0 = (long long)blockIdx.x * 32; c0 < C; c0 += (long long)gridDim.x * 32) {
+        long long c = c0 + tx;
+        bool live = c < C;
+        double mx = 0.0;
+        bool b = false;
+        if (live) {
+            _Pragma("unroll 1") for (long long r = ty; r < R; r += 8) {
+                modlin::stat_max(x[r * ldx + c * step], &mx, &b);
+                if (nparts == 2) modlin::stat_max(x[r * ldx + off1 + c * step], &mx, &b);
+            }
+        }
+        fbuf[ty][tx] = mx;
+        ibuf[ty][tx] = (long long)b;
+        __syncthreads();
+        double m_all = 0.0;
+        long long b_all = 0;
+        for (int i = 0; i < 8; ++i) {
+            m_all = fbuf[i][tx] > m_all ? fbuf[i][tx] : m_all;
+            b_all |= ibuf[i][tx];
+        }
+        __syncthreads();
+        long long e = b_all ? 0 : modlin::exponent_of(m_all);
+        long long nd = tbits;
+        double s = 0.0;
+        if (live) {
+            if (!b_all) {
+                double f1, f2;
+                modlin::stat_factors(e, tbits, &f1, &f2);
+                _Pragma("unroll 1") for (long long r = ty; r < R; r += 8) {
+                    double bound = 0.0;
+                    modlin::stat_entry(x[r * ldx + c * step], e, f1, f2, &bound, &nd);
+                    if (nparts == 2) modlin::stat_entry(x[r * ldx + off1 + c * step], e, f1, f2, &bound, &nd);
+                    s += bound * bound;
+                    if (bars != nullptr) bars[r * ldb + c] = (unsigned char)bound;
+                }
+            } else if (bars != nullptr) {
+                _Pragma("unroll 1") for (long long r = ty; r < R; r += 8) bars[r * ldb + c] = 0;
+            }
+        }
+        fbuf[ty][tx] = s;
+        ibuf[ty][tx] = nd;
+        __syncthreads();
+        if (ty == 0 && live) {
+            double s_all = 0.0;
+            long long n_all = tbits;
+            for (int i = 0; i < 8; ++i) {
+                s_all += fbuf[i][tx];
+                n_all = ibuf[i][tx] > n_all ? ibuf[i][tx] : n_all;
+            }
+            bad[c] = (unsigned char)b_all;
+            ex[c] = e;
+            need[c] = n_all;
+            sq[c] = s_all;
+        }
+        __syncthreads();
+    }
+}
+
+// _quantize.fast_exponents and the shifts of stage (a), on one block of 1024 threads:
+// from the rows' (ex_a, need_a, sq_a) and the columns' statistics, the bits g_i, h_j each
+// line keeps (the even split of lb + 2 T_BITS, or the rest left to a side that is exact
+// with fewer), the shifts sa = g - ex_a and sb = h - ex_b; symmetric (B = A^T): both
+// sides take min(g, h). summary[0..5]: min g, min h (before that min, as _check_bits
+// reads them), whether any row and any column holds Inf or NaN, the largest ex_a and
+// ex_b: everything the host needs from stage (a), in one transfer.
+extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const long long* __restrict__ need_a,
+                                       const double* __restrict__ sq_a, const unsigned char* __restrict__ bad_a,
+                                       long long m, const long long* __restrict__ ex_b,
+                                       const long long* __restrict__ need_b, const double* __restrict__ sq_b,
+                                       const unsigned char* __restrict__ bad_b, long long n, int symmetric,
+                                       long long lb, int tbits, int gmax, long long* __restrict__ sa,
+                                       long long* __restrict__ sb, long long* __restrict__ summary) {
+    __shared__ long long buf[1024];
+    long long use_a = 0, use_b = 0;
+    _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
+        long long v = modlin::fast_cap(need_a[i], gmax) + modlin::fast_c(sq_a[i]);
+        use_a = v > use_a ? v : use_a;
+    }
+    _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+        long long v = modlin::fast_cap(need_b[j], gmax) + modlin::fast_c(sq_b[j]);
+        use_b = v > use_b ? v : use_b;
+    }
+    use_a = MODLIN_BLOCK_REDUCE(long long, buf, use_a, a_ > b_ ? a_ : b_);
+    use_b = MODLIN_BLOCK_REDUCE(long long, buf, use_b, a_ > b_ ? a_ : b_);
+    long long ha, hb;
+    modlin::fast_split(lb, tbits, use_a, use_b, &ha, &hb);
+    const long long big = 1LL << 62;
+    long long min_g = big, min_h = big, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0;
+    _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
+        long long g = modlin::fast_bits(need_a[i], sq_a[i], ha, gmax);
+        min_g = g < min_g ? g : min_g;
+        if (symmetric) {
+            long long h = modlin::fast_bits(need_b[i], sq_b[i], hb, gmax);
+            min_h = h < min_h ? h : min_h;
+            g = h < g ? h : g;
+            sb[i] = g - ex_b[i];
+        }
+        sa[i] = g - ex_a[i];
+        max_ea = ex_a[i] > max_ea ? ex_a[i] : max_ea;
+        any_a |= bad_a[i];
+    }
+    if (!symmetric) {
+        _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+            long long h = modlin::fast_bits(need_b[j], sq_b[j], hb, gmax);
+            min_h = h < min_h ? h : min_h;
+            sb[j] = h - ex_b[j];
+            max_eb = ex_b[j] > max_eb ? ex_b[j] : max_eb;
+            any_b |= bad_b[j];
+        }
+    } else {
+        max_eb = max_ea;
+        any_b = any_a;
+    }
+    min_g = MODLIN_BLOCK_REDUCE(long long, buf, min_g, a_ < b_ ? a_ : b_);
+    min_h = MODLIN_BLOCK_REDUCE(long long, buf, min_h, a_ < b_ ? a_ : b_);
+    any_a = MODLIN_BLOCK_REDUCE(long long, buf, any_a, a_ | b_);
+    any_b = MODLIN_BLOCK_REDUCE(long long, buf, any_b, a_ | b_);
+    max_ea = MODLIN_BLOCK_REDUCE(long long, buf, max_ea, a_ > b_ ? a_ : b_);
+    max_eb = MODLIN_BLOCK_REDUCE(long long, buf, max_eb, a_ > b_ ? a_ : b_);
+    if (threadIdx.x == 0) {
+        summary[0] = min_g;
+        summary[1] = min_h;
+        summary[2] = any_a;
+        summary[3] = any_b;
+        summary[4] = max_ea;
+        summary[5] = max_eb;
+    }
+}

@@ -60,13 +60,18 @@ def kernel(name: str):
     return _module(cp.cuda.Device().id).get_function(name)
 
 
-def launch(name: str, n: int, *args, shape: tuple[int, int] | None = None, tiled: bool = False) -> None:
+def launch(name: str, n: int, *args, shape: tuple[int, int] | None = None, tiled: bool = False,
+           grid: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
     """Run kernel ``name`` over ``n`` entries (grid-stride loops: any grid covers them).
 
     ``shape = (R, C)``: a 2-D kernel over an ``R x C`` matrix (``MODLIN_GRID_2D``: rows
     along the grid's y, columns along x by blocks of :data:`THREADS`); with ``tiled``, 32 x 32
-    tiles by blocks of 32 x 8 threads (``MODLIN_TILED``)."""
+    tiles by blocks of 32 x 8 threads (``MODLIN_TILED``). ``grid = (blocks, threads)``: the
+    kernel's own geometry (stage (a)'s: a block per line, or one block)."""
     if n == 0:
+        return
+    if grid is not None:
+        kernel(name)(grid[0], grid[1], args)
         return
     if shape is None:
         blocks = min((n + THREADS - 1) // THREADS, 65535 * 8)

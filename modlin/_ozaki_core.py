@@ -110,6 +110,14 @@ class Scales:
     bad_b: np.ndarray
     ea: np.ndarray
     eb: np.ndarray
+    #: What the host knows without reading the device, when stage (a) sent it in its one
+    #: transfer: whether any row of ``A``, any column of ``B`` holds Inf or NaN, and the
+    #: largest ``ea`` and ``eb`` (None: read the arrays when needed).
+    summary: tuple[bool, bool, int, int] | None = None
+
+    def any_bad(self) -> tuple[bool, bool] | None:
+        """Whether any row of ``A`` and any column of ``B`` hold Inf or NaN, if known on the host."""
+        return None if self.summary is None else self.summary[:2]
 
 
 def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarray | None):
@@ -170,7 +178,7 @@ def _bound_gemm(abar, bbar):
     return get_engine("fp64").gemm(abar.astype(np.float64), bbar.astype(np.float64))
 
 
-def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=None) -> Scales:
+def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=None, kernels=None) -> Scales:
     """Stage (a): the shifts of every row of ``a`` (``m x k``) and column of ``b`` (``k x n``),
     from the whole operands (both float64 or both complex128, 2-D).
 
@@ -180,21 +188,25 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
     in (``mt x kt`` of ``a``, ``kt x nt`` of ``b``), and "accurate" mode's bound product
     ``abar @ bbar`` is computed over its tiles, keeping one uint8 per entry of each
     operand and of the result (:func:`workspace` counts them); the shifts do not depend
-    on the pieces.
+    on the pieces. ``kernels`` (:class:`Kernels`) may bring their own line statistics
+    and "fast" exponents (the GPU's: one kernel each).
     """
     xp = namespace(a)
+    stats = _line_stats if kernels is None or kernels.line_stats is None else kernels.line_stats
     m, k = a.shape
     n = m if b is None else b.shape[1]
     mt, kt, nt = tiling.tile if tiling is not None else (max(m, 1), max(k, 1), max(n, 1))
     accurate = mode == "accurate"
     abars = xp.empty((m, k), dtype=np.uint8) if accurate else None
-    bad_a, ex_a, need_a, sq_a = _line_stats(a, 1, mt, kt, abars)
+    bad_a, ex_a, need_a, sq_a = stats(a, 1, mt, kt, abars)
     if b is None:
         bad_b, ex_b, need_b, sq_b, bbars = bad_a, ex_a, need_a, sq_a, None if abars is None else abars.T
     else:
         bbars = xp.empty((k, n), dtype=np.uint8) if accurate else None
-        bad_b, ex_b, need_b, sq_b = _line_stats(b, 0, nt, kt, bbars)
+        bad_b, ex_b, need_b, sq_b = stats(b, 0, nt, kt, bbars)
     top = lb(mods.basis)
+    if not accurate and kernels is not None and kernels.fast_scales is not None:
+        return kernels.fast_scales((bad_a, ex_a, need_a, sq_a), (bad_b, ex_b, need_b, sq_b), top, b is None)
     if not accurate:
         g, h = _quantize.fast_exponents(sq_a, sq_b, top, need_a, need_b)
     else:
@@ -372,14 +384,18 @@ def _to_double_into(res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarra
 
 
 def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r: np.ndarray,
-                 bad_c: np.ndarray) -> None:
+                 bad_c: np.ndarray, any_bad: tuple[bool, bool] | None = None) -> None:
     """Where Inf or NaN enter, IEEE semantics: ``out`` (a tile of the product of the row panel
     ``a_rows`` and column panel ``b_cols``, full ``k``) takes the native GEMM's values on
     its rows ``bad_r`` and columns ``bad_c``. Those entries are all Inf or NaN, whatever
-    the order of the sums, so they do not depend on the tiles."""
-    if bad_r.any():
+    the order of the sums, so they do not depend on the tiles. ``any_bad``
+    (:meth:`Scales.any_bad`), when known, spares reading the flags where no line of the
+    whole product holds Inf or NaN (on CuPy, a wait for the device per tile); where some
+    do, the rows and columns to recompute are a size only the host can act on."""
+    rows_bad, cols_bad = (True, True) if any_bad is None else any_bad
+    if rows_bad and bad_r.any():
         out[bad_r, :] = a_rows[bad_r] @ b_cols
-    if bad_c.any():
+    if cols_bad and bad_c.any():
         out[:, bad_c] = a_rows @ b_cols[:, bad_c]
 
 
@@ -458,7 +474,12 @@ def may_overflow(sc: Scales, k: int, complex_: bool) -> bool:
     """Whether any result of a product with the scales ``sc`` may reach the overflow threshold
     (:func:`overflow_fixes` then looks tile by tile): read once per product, so that the
     tiles of a CuPy product need no host round trip when none can."""
-    top = int(sc.ea.max()) + int(sc.eb.max()) if len(sc.ea) and len(sc.eb) else 0
+    if not (len(sc.ea) and len(sc.eb)):
+        top = 0
+    elif sc.summary is not None:
+        top = sc.summary[2] + sc.summary[3]
+    else:
+        top = int(sc.ea.max()) + int(sc.eb.max())
     return bool(k) and top + _grow(k, complex_) >= OVERFLOW_EXP
 
 
@@ -565,6 +586,11 @@ class Kernels:
     crt: Callable
     memory: Callable[[Moduli, tuple[int, int, int], int, int], int]
     scale_pass: int = 0
+    #: Stage (a) on the device, where it has its own kernels: ``line_stats(x, axis, lines,
+    #: inner, bars)`` as :func:`_line_stats`, and ``fast_scales(stats_a, stats_b, lb,
+    #: symmetric)`` giving "fast" mode's :class:`Scales` (with its summary) from them.
+    line_stats: Callable | None = None
+    fast_scales: Callable | None = None
 
 
 def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: tuple[int, int, int],

@@ -80,12 +80,18 @@ def bound_bits(w: np.ndarray) -> np.ndarray:
     return xp.where(w > 0, _ceil_log2(w), 255).astype(np.uint8)
 
 
-def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
-    if g.size and int(g.min()) < T_BITS:
+def check_bits(least: int, what: str) -> None:
+    """Refuse scales that keep fewer than T_BITS bits of some line (``least`` bits)."""
+    if least < T_BITS:
         raise ValueError(
             f"the moduli are too few for this product: the scales of {what} would keep fewer than "
             f"{T_BITS} bits; use more moduli"
         )
+
+
+def _check_bits(g: np.ndarray, what: str) -> np.ndarray:
+    if g.size:
+        check_bits(int(g.min()), what)
     return g
 
 

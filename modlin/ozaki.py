@@ -370,7 +370,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     m, k = a.shape
     n = b.shape[1]
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
-    sc = core.scales(a, b, mods, mode, tiling)
+    sc = core.scales(a, b, mods, mode, tiling, kernels)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")  # once, not per tile (a host read on CuPy)
     lost = ([], [])  # the lost-entry counts of A's and B's panels (ints, or device counters)
     held = {}  # the quantised row panel of A, reused across the column panels
@@ -389,7 +389,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     def finish(rows, cols, res):
         tile = out[rows, cols]
         core.finish(res, mods, sc.sa[rows], sc.sb[cols], tile, kernels.crt)
-        core.native_lines(tile, a[rows], b[:, cols], sc.bad_a[rows], sc.bad_b[cols])
+        core.native_lines(tile, a[rows], b[:, cols], sc.bad_a[rows], sc.bad_b[cols], sc.any_bad())
         if risk:
             core.exact_overflow(tile, a[rows], b[:, cols], (sc.sa[rows], sc.bad_a[rows], sc.ea[rows]),
                                 (sc.sb[cols], sc.bad_b[cols], sc.eb[cols]))
@@ -411,7 +411,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     kernels = _kernels(xp)
     n, k = a.shape
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, xp)
-    sc = core.scales(a, None, mods, mode, tiling)
+    sc = core.scales(a, None, mods, mode, tiling, kernels)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")
     lost = []
 
@@ -436,7 +436,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
                 continue
             tile = out[r, c]
             core.finish(rc, mods, sc.sa[r], sc.sa[c], tile, kernels.crt)
-            _native_rank_k(tile, a[r], a[c], sc.bad_a[r], sc.bad_a[c])
+            _native_rank_k(tile, a[r], a[c], sc.bad_a[r], sc.bad_a[c], sc.any_bad())
             if risk:
                 core.exact_overflow(tile, a[r], a[c].conj().T, (sc.sa[r], sc.bad_a[r], sc.ea[r]),
                                     (sc.sa[c], sc.bad_a[c], sc.ea[c]))
@@ -457,10 +457,12 @@ def _totals(groups) -> list[int]:
     return [sum(v if isinstance(v, int) else next(values) for v in g) for g in groups]
 
 
-def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c) -> None:
+def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c, any_bad=None) -> None:
     """:func:`modlin._ozaki_core.native_lines` of ``a a^H``: the native rows, then the
     columns as the conjugate transpose of the native rows of ``a_cols`` (so the result
     stays Hermitian there too)."""
+    if any_bad is not None and not any_bad[0]:
+        return
     if bad_r.any():
         tile[bad_r, :] = a_rows[bad_r] @ a_cols.conj().T
     if bad_c.any():

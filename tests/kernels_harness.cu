@@ -102,4 +102,97 @@ void crt_to_modp_u8(const unsigned char* res, int N, long long R, long long C, c
     })
 }
 
+// Stage (a): each line's statistics by a plain loop (the kernels combine threads' maxima and
+// exact integer sums, which any order gives alike).
+static void host_line_stats(const double* x, long long ldx, long long R, long long C, long long off1, long long step,
+                            int nparts, int tbits, unsigned char* bad, long long* ex, long long* need, double* sq,
+                            unsigned char* bars, long long ldb, int by_cols) {
+    long long lines = by_cols ? C : R, len = by_cols ? R : C;
+    for (long long l = 0; l < lines; ++l) {
+        double mx = 0.0;
+        bool b = false;
+        for (long long t = 0; t < len; ++t) {
+            long long r = by_cols ? t : l, c = by_cols ? l : t;
+            modlin::stat_max(x[r * ldx + c * step], &mx, &b);
+            if (nparts == 2) modlin::stat_max(x[r * ldx + off1 + c * step], &mx, &b);
+        }
+        long long e = b ? 0 : modlin::exponent_of(mx);
+        long long nd = tbits;
+        double s = 0.0;
+        double f1, f2;
+        modlin::stat_factors(e, tbits, &f1, &f2);
+        for (long long t = 0; t < len; ++t) {
+            long long r = by_cols ? t : l, c = by_cols ? l : t;
+            double bound = 0.0;
+            if (!b) {
+                modlin::stat_entry(x[r * ldx + c * step], e, f1, f2, &bound, &nd);
+                if (nparts == 2) modlin::stat_entry(x[r * ldx + off1 + c * step], e, f1, f2, &bound, &nd);
+                s += bound * bound;
+            }
+            if (bars) bars[r * ldb + c] = (unsigned char)bound;
+        }
+        bad[l] = (unsigned char)b;
+        ex[l] = e;
+        need[l] = nd;
+        sq[l] = s;
+    }
+}
+
+void line_stats_rows(const double* x, long long ldx, long long R, long long C, long long off1, long long step,
+                     int nparts, int tbits, unsigned char* bad, long long* ex, long long* need, double* sq,
+                     unsigned char* bars, long long ldb) {
+    host_line_stats(x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, 0);
+}
+
+void line_stats_cols(const double* x, long long ldx, long long R, long long C, long long off1, long long step,
+                     int nparts, int tbits, unsigned char* bad, long long* ex, long long* need, double* sq,
+                     unsigned char* bars, long long ldb) {
+    host_line_stats(x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, 1);
+}
+
+void fast_scales(const long long* ex_a, const long long* need_a, const double* sq_a, const unsigned char* bad_a,
+                 long long m, const long long* ex_b, const long long* need_b, const double* sq_b,
+                 const unsigned char* bad_b, long long n, int symmetric, long long lb, int tbits, int gmax,
+                 long long* sa, long long* sb, long long* summary) {
+    long long use_a = 0, use_b = 0;
+    for (long long i = 0; i < m; ++i) {
+        long long v = modlin::fast_cap(need_a[i], gmax) + modlin::fast_c(sq_a[i]);
+        use_a = v > use_a ? v : use_a;
+    }
+    for (long long j = 0; j < n; ++j) {
+        long long v = modlin::fast_cap(need_b[j], gmax) + modlin::fast_c(sq_b[j]);
+        use_b = v > use_b ? v : use_b;
+    }
+    long long ha, hb;
+    modlin::fast_split(lb, tbits, use_a, use_b, &ha, &hb);
+    long long min_g = 1LL << 62, min_h = 1LL << 62, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0;
+    for (long long i = 0; i < m; ++i) {
+        long long g = modlin::fast_bits(need_a[i], sq_a[i], ha, gmax);
+        min_g = g < min_g ? g : min_g;
+        if (symmetric) {
+            long long h = modlin::fast_bits(need_b[i], sq_b[i], hb, gmax);
+            min_h = h < min_h ? h : min_h;
+            g = h < g ? h : g;
+            sb[i] = g - ex_b[i];
+        }
+        sa[i] = g - ex_a[i];
+        max_ea = ex_a[i] > max_ea ? ex_a[i] : max_ea;
+        any_a |= bad_a[i];
+    }
+    if (!symmetric) {
+        for (long long j = 0; j < n; ++j) {
+            long long h = modlin::fast_bits(need_b[j], sq_b[j], hb, gmax);
+            min_h = h < min_h ? h : min_h;
+            sb[j] = h - ex_b[j];
+            max_eb = ex_b[j] > max_eb ? ex_b[j] : max_eb;
+            any_b |= bad_b[j];
+        }
+    } else {
+        max_eb = max_ea;
+        any_b = any_a;
+    }
+    long long out[6] = {min_g, min_h, any_a, any_b, max_ea, max_eb};
+    for (int t = 0; t < 6; ++t) summary[t] = out[t];
+}
+
 }  // extern "C"

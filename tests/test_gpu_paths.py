@@ -98,7 +98,7 @@ def gpu(monkeypatch, harness):
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     launched = []
 
-    def launch(name, n, *args, shape=None, tiled=False):
+    def launch(name, n, *args, shape=None, tiled=False, grid=None):
         launched.append(name)
         if n:
             assert len(args) == len(HARNESS_SIGNATURES[name]), name

@@ -630,3 +630,109 @@ def test_crt_to_modp(harness, rng, name, p):
                            _ptr(got), 1)
     _same_bits(got, _rns.reconstruct(res, basis, p=p))
     _same_bits(got[: len(values)], np.array([v % p for v in values], dtype=np.uint64).view(np.int64))
+
+
+# ------------------------------------------------------------------ Ozaki stage (a)
+
+def _stats_operand(rng, rows: int, cols: int, complex_: bool) -> np.ndarray:
+    """Entries of every binary exponent (subnormals to the largest doubles), signed zeros,
+    zero lines, lines holding Inf or NaN, in rows with a stride past their length."""
+    def part():
+        x = np.ldexp(rng.uniform(0.5, 1.0, (rows, cols)) * rng.choice([-1.0, 1.0], (rows, cols)),
+                     rng.integers(-1074, 1025, (rows, cols)))
+        x[rng.random((rows, cols)) < 0.15] = 0.0
+        x[rng.random((rows, cols)) < 0.05] = -0.0
+        x[rng.random((rows, cols)) < 0.05] = 5e-324
+        x[rng.random((rows, cols)) < 0.05] = float(np.finfo(np.float64).max)
+        return x
+    x = part() + 1j * part() if complex_ else part()
+    x[3, :] = 0.0
+    x[:, 4] = 0.0
+    x[11, :] = np.ldexp(rng.uniform(-1, 1, cols), -1060)  # a row and a column of tiny entries only
+    x[:, 12] = np.ldexp(rng.uniform(-1, 1, rows), -1060)
+    x[5, 6] = np.inf
+    x[7, 8] = np.nan
+    x[9, 2] = -np.inf
+    if complex_:
+        x[10, 1] = complex(1.0, np.nan)
+    wide = np.zeros((rows, cols + 5), dtype=x.dtype)
+    wide[:, :cols] = x
+    return wide[:, :cols]
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("axis", [1, 0])
+def test_line_stats(harness, rng, axis, complex_):
+    """Maxima, Inf/NaN flags, exact bits, squared norms of the bounds and the bounds themselves,
+    bit for bit those of the CPU's one-pass kernels (_ozaki_core._line_stats)."""
+    from modlin import _ozaki_core
+
+    rows, cols = 41, 37
+    x = _stats_operand(rng, rows, cols, complex_)
+    bars_want = np.zeros((rows, cols), dtype=np.uint8)
+    bad_w, ex_w, need_w, sq_w = _ozaki_core._line_stats(x, axis, 10**6, 10**6, bars_want)
+    lines = rows if axis == 1 else cols
+    bad, ex, need = np.zeros(lines, dtype=np.uint8), np.zeros(lines, dtype=np.int64), np.zeros(lines, dtype=np.int64)
+    sq = np.zeros(lines)
+    bars = np.full((rows, cols + 2), 77, dtype=np.uint8)
+    fn = harness.line_stats_rows if axis == 1 else harness.line_stats_cols
+    fn(x.ctypes.data_as(ctypes.c_void_p), x.strides[0] // 8, rows, cols, 1, 2 if complex_ else 1,
+       2 if complex_ else 1, _quantize.T_BITS, _ptr(bad), _ptr(ex), _ptr(need), _ptr(sq), _ptr(bars), cols + 2)
+    assert bad.astype(bool).tolist() == bad_w.tolist() and bad.any()
+    _same_bits(ex, ex_w.astype(np.int64))
+    _same_bits(need, need_w.astype(np.int64))
+    _same_bits(sq, sq_w)
+    _same_bits(bars[:, :cols], bars_want)
+    assert (bars[:, cols:] == 77).all()
+    assert need.max() > 1000 and ex.min() < -1000  # the subnormals' exact bits, tiny lines' exponents
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("lb", [40, 120, 400])
+def test_fast_scales(harness, rng, lb, symmetric):
+    """"fast" mode's split, bits and shifts from line statistics, against
+    _quantize.fast_exponents; the summary the host reads in one transfer."""
+    m = 53
+    n = m if symmetric else 61
+
+    def stats(count):
+        ex = rng.integers(-1070, 1024, count).astype(np.int64)
+        need = rng.integers(_quantize.T_BITS, 1200, count).astype(np.int64)
+        sq = rng.integers(0, 2**40, count).astype(np.float64)
+        sq[:3] = [0.0, 1.0, 2.0]
+        bad = (rng.random(count) < 0.1).astype(np.uint8)
+        return ex, need, sq, bad
+
+    ex_a, need_a, sq_a, bad_a = stats(m)
+    ex_b, need_b, sq_b, bad_b = (ex_a, need_a, sq_a, bad_a) if symmetric else stats(n)
+    sa, sb, summary = np.zeros(m, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(6, dtype=np.int64)
+    harness.fast_scales(_ptr(ex_a), _ptr(need_a), _ptr(sq_a), _ptr(bad_a), m, _ptr(ex_b), _ptr(need_b), _ptr(sq_b),
+                        _ptr(bad_b), n, int(symmetric), lb, _quantize.T_BITS, _quantize.G_MAX, _ptr(sa), _ptr(sb),
+                        _ptr(summary))
+    g, h = _quantize.fast_exponents(sq_a, sq_b, lb, need_a, need_b) if _fast_ok(sq_a, sq_b, lb, need_a, need_b) \
+        else _raw_fast(sq_a, sq_b, lb, need_a, need_b)
+    assert summary.tolist() == [int(g.min()), int(h.min()), int(bad_a.any()), int(bad_b.any()), int(ex_a.max()),
+                                int(ex_b.max())]
+    if symmetric:
+        g = h = np.minimum(g, h)
+    _same_bits(sa, g - ex_a)
+    _same_bits(sb, h - ex_b)
+
+
+def _fast_ok(*args) -> bool:
+    """Whether fast_exponents accepts these statistics (enough bits for every line)."""
+    try:
+        _quantize.fast_exponents(*args)
+        return True
+    except ValueError:
+        return False
+
+
+def _raw_fast(sq_a, sq_b, lb, need_a, need_b):
+    """fast_exponents without its check (the kernel reports the least bits; the host refuses)."""
+    saved = _quantize._check_bits
+    try:
+        _quantize._check_bits = lambda g, what: g
+        return _quantize.fast_exponents(sq_a, sq_b, lb, need_a, need_b)
+    finally:
+        _quantize._check_bits = saved
