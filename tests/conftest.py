@@ -248,14 +248,24 @@ HARNESS_SIGNATURES = {
 }
 
 
-@pytest.fixture(scope="session")
-def harness(tmp_path_factory):
+def build_harness(directory) -> ctypes.CDLL:
+    """The kernels' host twins (``tests/kernels_harness.cu``) built by nvcc into
+    ``directory/libharness.so`` and loaded, each function's ``argtypes`` set from
+    :data:`HARNESS_SIGNATURES`. A plain function (no pytest): ``benchmarks/gpu_ledger.py``
+    builds it too."""
     if NVCC is None:
-        pytest.skip("nvcc is not on PATH: the kernels' host harness cannot be built")
-    out = tmp_path_factory.mktemp("kernels") / "libharness.so"
+        raise RuntimeError("nvcc is not on PATH: the kernels' host harness cannot be built")
+    out = pathlib.Path(directory) / "libharness.so"
     _nvcc("-x", "cu", "-shared", *HOST_FLAGS, *NVCC_FLAGS, "-o", str(out), str(ROOT / "tests" / "kernels_harness.cu"))
     lib = ctypes.CDLL(str(out))
     for name, args in HARNESS_SIGNATURES.items():
         getattr(lib, name).argtypes = args
         getattr(lib, name).restype = None
     return lib
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory):
+    if NVCC is None:
+        pytest.skip("nvcc is not on PATH: the kernels' host harness cannot be built")
+    return build_harness(tmp_path_factory.mktemp("kernels"))
