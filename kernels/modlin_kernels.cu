@@ -187,9 +187,10 @@ extern "C" __global__ void twom_combine_i32_u8(const int* __restrict__ X, const 
     __syncthreads();
 
 // Correctly rounded doubles C'_rc 2**-(sa[r] + sb[c]) of the integers whose residues are
-// res[i R C + r C + c], written at out[r ldo + c ostep] (ostep 2 and out offset by one
-// double: a complex tile's real or imaginary parts, in place).
-extern "C" __global__ void crt_to_double_u8(const unsigned char* __restrict__ res, int N, long long R, long long C,
+// res[i R C + r C + c], written at out[r ldo + c ostep]; with res_im (not NULL) a complex
+// tile's imaginary part too, at out[r ldo + c ostep + 1] (its parts interleaved, in place).
+extern "C" __global__ void crt_to_double_u8(const unsigned char* __restrict__ res,
+                                            const unsigned char* __restrict__ res_im, int N, long long R, long long C,
                                             const unsigned* __restrict__ table, const unsigned* __restrict__ limbs,
                                             const double* __restrict__ minv, int L, const long long* __restrict__ sa,
                                             const long long* __restrict__ sb, double* __restrict__ out, long long ldo,
@@ -197,7 +198,11 @@ extern "C" __global__ void crt_to_double_u8(const unsigned char* __restrict__ re
     MODLIN_CRT_SHARED(table, limbs, minv, N, L)
     long long plane = R * C;
     MODLIN_SWITCH_L(L, MODLIN_GRID_2D(r, c, R, C) {
-        out[r * ldo + c * ostep] = modlin::crt_double<K>(res, plane, r * C + c, N, tab, lim, inv, sa[r] + sb[c]);
+        long long S = sa[r] + sb[c];
+        out[r * ldo + c * ostep] = modlin::crt_double<K>(res, plane, r * C + c, N, tab, lim, inv, S);
+        if (res_im != nullptr) {
+            out[r * ldo + c * ostep + 1] = modlin::crt_double<K>(res_im, plane, r * C + c, N, tab, lim, inv, S);
+        }
     })
 }
 

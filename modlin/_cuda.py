@@ -150,7 +150,7 @@ def check_basis(moduli) -> None:
 
 
 def gemm_i8(a, b, out=None, *, layout: str = "tn"):
-    """``a @ b`` of int8 CuPy matrices (stacks of equal shape allowed), int32 sums, exactly.
+    """``a @ b`` of int8 CuPy matrices (stacks broadcast as by ``numpy.matmul``), int32 sums, exactly.
 
     cuBLAS is column-major: a row-major ``C = A B`` is the column-major
     ``C^T = B^T A^T``. cuBLAS runs int8 GEMMs on the tensor cores only in the "TN"
@@ -168,9 +168,14 @@ def gemm_i8(a, b, out=None, *, layout: str = "tn"):
 
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    batch = a.shape[:-2]
+    try:  # numpy.matmul's stacks (Engine.gemm's contract): one matrix beside a stack is broadcast
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"gemm_i8: stacks {a.shape} and {b.shape} do not broadcast") from None
+    if a.shape[:-2] != batch:  # copied below, where the GEMM needs contiguous operands
+        a = cp.broadcast_to(a, batch + a.shape[-2:])
     if b.shape[:-2] != batch:
-        raise ValueError(f"gemm_i8: stacks {a.shape} and {b.shape} differ")
+        b = cp.broadcast_to(b, batch + b.shape[-2:])
     if out is None:
         out = cp.empty(batch + (m, n), dtype=cp.int32)
     if out.size == 0:

@@ -387,16 +387,18 @@ def _gpu_matmul(A, B, p, out, plan):
     if result.size:
         # the same tile loop as on the host, within the device's free memory
         tiling = plan.tiling((m, k, n), batch=math.prod(full[:-2]), budget=budget(xp))
+        direct = {}  # the tiles whose first k-panel's product was written into the result itself
 
         def product(rows, inner, cols):
             x, y, tile = a[..., rows, inner], b[..., inner, cols], result[..., rows, cols]
+            into = inner.start == 0 and (tile.flags.c_contiguous or not isinstance(plan, Plan))
+            part = tile if into else xp.empty(tile.shape, np.int64)
+            if into:
+                direct[(rows.start, cols.start)] = part
             if isinstance(plan, Plan):
-                part = tile if inner.start == 0 and tile.flags.c_contiguous else xp.empty(tile.shape, np.int64)
                 _multiword.multiply(plan, xp.ascontiguousarray(x), xp.ascontiguousarray(y), part)
-                return part
-            # the first k-panel's product is written into the tile itself
-            part = tile if inner.start == 0 else xp.empty(tile.shape, np.int64)
-            _rns_gpu.multiply(plan, x, y, part)
+            else:
+                _rns_gpu.multiply(plan, x, y, part)
             return part
 
         def add(acc, part):
@@ -404,9 +406,10 @@ def _gpu_matmul(A, B, p, out, plan):
             return acc
 
         def finish(rows, cols, acc):
-            tile = result[..., rows, cols]
-            if acc is not tile:
-                tile[...] = acc
+            # where the first k-panel's product went into the tile itself (and the others
+            # were added to it there), nothing is left to copy
+            if acc is not direct.get((rows.start, cols.start)):
+                result[..., rows, cols] = acc
 
         run(tiling, product, add=add, finish=finish)
     result = result.reshape(shape)

@@ -370,17 +370,18 @@ def finish(res: list[np.ndarray], mods: Moduli, sa: np.ndarray, sb: np.ndarray, 
     ``sb`` of its columns, ``out`` a float64 or complex128 tile (``crt``: the CRT of
     :mod:`modlin._ozaki_gpu` on CuPy arrays). Lines holding Inf or NaN are left to
     :func:`native_lines`."""
-    for part, r in enumerate(res):
-        crt(r, mods.basis, sa, sb, out, part)
+    crt(res, mods.basis, sa, sb, out)
     return out
 
 
-def _to_double_into(res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.ndarray, out: np.ndarray,
-                    part: int = 0) -> None:
-    """:func:`modlin._crtfloat.to_double` written into ``out`` (part ``part`` of a complex tile):
-    the ``crt`` of :func:`finish` on NumPy arrays."""
-    target = out if out.dtype.kind != "c" else (out.real if part == 0 else out.imag)
-    target[...] = to_double(res, basis, sa, sb)
+def _to_double_into(res: list[np.ndarray], basis: Basis, sa: np.ndarray, sb: np.ndarray, out: np.ndarray) -> None:
+    """:func:`modlin._crtfloat.to_double` of each part's residues written into the tile ``out``
+    (float64, or the parts of a complex128 tile): the ``crt`` of :func:`finish` on NumPy arrays."""
+    if len(res) == 1:
+        out[...] = to_double(res[0], basis, sa, sb)
+    else:
+        out.real = to_double(res[0], basis, sa, sb)
+        out.imag = to_double(res[1], basis, sa, sb)
 
 
 def native_lines(out: np.ndarray, a_rows: np.ndarray, b_cols: np.ndarray, bad_r: np.ndarray,
@@ -574,7 +575,7 @@ def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int, parts: 
 class Kernels:
     """Stages (b) and (c) on one kind of array: :func:`gemm_residues`, :func:`syrk_residues`
     and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt(res, basis, sa, sb,
-    out, part)``, writing part ``part`` of the tile ``out``), and ``memory``,
+    out)``, writing every part's residues into the tile ``out``), and ``memory``,
     the bytes the residue kernels allocate for a tile beside the residues they return
     (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
     :func:`workspace`), and ``scale_pass``, the live float64 arrays of a piece's size

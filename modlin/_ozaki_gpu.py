@@ -309,16 +309,17 @@ def memory(mods, tile, pairs: int, parts: int) -> int:
                        + _BUFFER_BYTES[a] * out for a in set(mods.algorithms))
 
 
-def to_double(res, basis, sa, sb, out, part: int = 0) -> None:
-    """:func:`modlin._crtfloat.to_double` on the GPU, written into ``out`` (a float64 tile,
-    or part ``part`` of a complex128 tile, in place): one O(N) CRT kernel."""
+def to_double(res, basis, sa, sb, out) -> None:
+    """:func:`modlin._crtfloat.to_double` on the GPU, written into the tile ``out`` (float64, or
+    both parts of a complex128 tile, interleaved in place): one O(N) CRT kernel for all parts."""
     cp = _cp()
-    N, m, n = res.shape
+    N, m, n = res[0].shape
     table, limbs, minv, L = _cuda.crt_constants(basis.moduli)
-    target = out if out.dtype.kind != "c" else (out.real if part == 0 else out.imag)
+    target = out if out.dtype.kind != "c" else out.real  # the imaginary part one double further
     ld = target.strides[0] // 8 if m > 1 else 0
-    _cuda.launch("crt_to_double_u8", m * n, cp.ascontiguousarray(res, dtype=cp.uint8), np.int32(N), np.int64(m),
-                 np.int64(n), table, limbs, minv, np.int32(L), cp.ascontiguousarray(sa, dtype=cp.int64),
+    parts = [cp.ascontiguousarray(r, dtype=cp.uint8) for r in res]
+    _cuda.launch("crt_to_double_u8", m * n, parts[0], parts[1] if len(parts) == 2 else np.uint64(0), np.int32(N),
+                 np.int64(m), np.int64(n), table, limbs, minv, np.int32(L), cp.ascontiguousarray(sa, dtype=cp.int64),
                  cp.ascontiguousarray(sb, dtype=cp.int64), target, np.int64(ld), np.int64(target.strides[1] // 8),
                  shape=(m, n))
 
@@ -366,7 +367,7 @@ def fast_scales(stats_a, stats_b, top: int, symmetric: bool) -> Scales:
     bad_b, ex_b, need_b, sq_b = stats_b
     m, n = ex_a.size, ex_b.size
     sa, sb = cp.empty(m, dtype=cp.int64), cp.empty(n, dtype=cp.int64)
-    summary = cp.zeros(6, dtype=cp.int64)
+    summary = cp.empty(6, dtype=cp.int64)  # the kernel writes all six
     _cuda.launch("fast_scales", 1, ex_a, need_a, sq_a, bad_a.view(cp.uint8), np.int64(m), ex_b, need_b, sq_b,
                  bad_b.view(cp.uint8), np.int64(n), np.int32(symmetric), np.int64(top), np.int32(T_BITS),
                  np.int32(G_MAX), sa, sb, summary, grid=((1,), (1024,)))

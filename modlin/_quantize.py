@@ -237,15 +237,24 @@ class Panel:
         c, self._count[0] = self._count[0], None
         return c
 
-    def lost(self) -> int:
-        """How many nonzero entries of the panel's finite lines round to zero."""
+    def lost(self, counters=None, slot: int = 0) -> int:
+        """How many nonzero entries of the panel's finite lines round to zero.
+
+        On CuPy arrays, given ``counters``, the residue kernels count them as they quantise,
+        into ``counters[slot]`` (a device array the caller reads once, after the product:
+        reading here would wait for the device); this registers that counter and returns 0.
+        The first kernel to read the panel takes it (:meth:`take_counter`). Without, they are
+        counted here by array expressions (a Dask task's chunk)."""
         if namespace(self.x) is not np:
-            # CuPy: the residue kernels count them as they quantise, into a device counter
-            # that this returns (read once, after the product: reading it here would wait
-            # for the device); the first kernel to read the panel takes it (take_counter)
-            if self._count[0] is None:
-                self._count[0] = namespace(self.x).zeros(1, dtype=np.uint64)
-            return self._count[0]
+            if counters is not None:
+                self._count[0] = counters[slot:slot + 1]
+                return 0
+            xp = namespace(self.x)
+            keep = ~xp.expand_dims(self.bad, self.axis)
+            shift = xp.expand_dims(self.shift, self.axis)
+            parts = [self.x.real, self.x.imag] if self.x.dtype.kind == "c" else [self.x]
+            # rint(x 2**s) == 0 for a nonzero x: as the kernels' two exact factors give it
+            return int(sum(xp.count_nonzero((xp.rint(xp.ldexp(p, shift)) == 0) & (p != 0) & keep) for p in parts))
         q = Panel(self.x, self.shift, self.bad, self.axis) if self._halves else _panel(self)[0]  # x's entries
         flat, rs, fr, fc, layout = q._layout()
         rows, width = q.x.shape

@@ -250,8 +250,8 @@ HARNESS_SIGNATURES = {
     "reduce_i32_u8": (P, I64, I64, I64, P, I32, I32, P),
     # X, Y, ldx, R, C, table, i, inv2, inv2s, acc, re, im
     "twom_combine_i32_u8": (P, P, I64, I64, I64, P, I32, U32, U32, I32, P, P),
-    # res, N, R, C, table, limbs, minv, L, sa, sb, out, ldo, ostep
-    "crt_to_double_u8": (P, I32, I64, I64, P, P, P, I32, P, P, P, I64, I64),
+    # res, res_im, N, R, C, table, limbs, minv, L, sa, sb, out, ldo, ostep
+    "crt_to_double_u8": (P, P, I32, I64, I64, P, P, P, I32, P, P, P, I64, I64),
     # res, N, R, C, table, limbs, minv, L, p, sp, mp, out, ldo
     "crt_to_modp_u8": (P, I32, I64, I64, P, P, P, I32, U64, P, U64, P, I64),
     # x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb
@@ -262,14 +262,24 @@ HARNESS_SIGNATURES = {
 }
 
 
-@pytest.fixture(scope="session")
-def harness(tmp_path_factory):
+def build_harness(directory) -> ctypes.CDLL:
+    """The kernels' host twins (``tests/kernels_harness.cu``) built by nvcc into
+    ``directory/libharness.so`` and loaded, each function's ``argtypes`` set from
+    :data:`HARNESS_SIGNATURES`. A plain function (no pytest): ``benchmarks/gpu_ledger.py``
+    builds it too."""
     if NVCC is None:
-        pytest.skip("nvcc is not on PATH: the kernels' host harness cannot be built")
-    out = tmp_path_factory.mktemp("kernels") / "libharness.so"
+        raise RuntimeError("nvcc is not on PATH: the kernels' host harness cannot be built")
+    out = pathlib.Path(directory) / "libharness.so"
     _nvcc("-x", "cu", "-shared", *HOST_FLAGS, *NVCC_FLAGS, "-o", str(out), str(ROOT / "tests" / "kernels_harness.cu"))
     lib = ctypes.CDLL(str(out))
     for name, args in HARNESS_SIGNATURES.items():
         getattr(lib, name).argtypes = args
         getattr(lib, name).restype = None
     return lib
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory):
+    if NVCC is None:
+        pytest.skip("nvcc is not on PATH: the kernels' host harness cannot be built")
+    return build_harness(tmp_path_factory.mktemp("kernels"))

@@ -82,12 +82,16 @@ void twom_combine_i32_u8(const int* X, const int* Y, long long ldx, long long R,
     }
 }
 
-void crt_to_double_u8(const unsigned char* res, int N, long long R, long long C, const unsigned* table,
-                      const unsigned* limbs, const double* minv, int L, const long long* sa, const long long* sb,
-                      double* out, long long ldo, long long ostep) {
+void crt_to_double_u8(const unsigned char* res, const unsigned char* res_im, int N, long long R, long long C,
+                      const unsigned* table, const unsigned* limbs, const double* minv, int L, const long long* sa,
+                      const long long* sb, double* out, long long ldo, long long ostep) {
     long long plane = R * C;
     MODLIN_SWITCH_L(L, HOST_2D(r, c, R, C) {
-        out[r * ldo + c * ostep] = modlin::crt_double<K>(res, plane, r * C + c, N, table, limbs, minv, sa[r] + sb[c]);
+        long long S = sa[r] + sb[c];
+        out[r * ldo + c * ostep] = modlin::crt_double<K>(res, plane, r * C + c, N, table, limbs, minv, S);
+        if (res_im != nullptr) {
+            out[r * ldo + c * ostep + 1] = modlin::crt_double<K>(res_im, plane, r * C + c, N, table, limbs, minv, S);
+        }
     })
 }
 

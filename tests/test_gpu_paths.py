@@ -5,10 +5,12 @@ for ``cupy.ndarray`` (it is recognised through ``sys.modules["cupy"]``), a
 module that forwards every ``cupy.*`` call to NumPy, the kernels of
 ``kernels/`` run by their host twins (``tests/kernels_harness.cu``, the same
 per-entry code, compiled by nvcc for the host), and cuBLAS's int8 GEMM by an
-int64 product that asserts every int32 sum fits. What runs is modlin's own GPU
-code: dispatch, planning for the device, batching over moduli, k splits, the
-launch arguments and the kernels' arithmetic. What does not run is CUDA itself
-(grids, shared memory, cuBLAS): ``benchmarks/gpu_report.py`` checks that on a GPU.
+exact product from the pointers and leading dimensions :func:`modlin._cuda.gemm_i8`
+passes, asserting every int32 sum fits (the machinery is ``tests/cupy_standin.py``).
+What runs is modlin's own GPU code: dispatch, planning for the device, batching over
+moduli, k splits, the launch arguments, ``gemm_i8``'s padding and layout and the
+kernels' arithmetic. What does not run is CUDA itself (grids, shared memory, cuBLAS'
+own kernels): ``benchmarks/gpu_report.py`` checks that on a GPU.
 """
 
 from __future__ import annotations
@@ -22,97 +24,16 @@ import numpy as np
 import pytest
 
 import modlin
-from conftest import HARNESS_SIGNATURES, budgets, same_bits, traced
+from conftest import budgets, same_bits, traced
+from cupy_standin import FakeCupyArray, _arg, install
 from modlin import _cuda, _tiles, ozaki
 from modlin.gaussian import twom_moduli
 
 
-class FakeCupyArray(np.ndarray):
-    """A host array standing in for a ``cupy.ndarray``."""
-
-    def get(self) -> np.ndarray:
-        return np.array(self.view(np.ndarray))
-
-
-def _wrap(x):
-    if isinstance(x, np.ndarray) and not isinstance(x, FakeCupyArray):
-        return x.view(FakeCupyArray)
-    if isinstance(x, tuple):
-        return tuple(_wrap(v) for v in x)
-    return x
-
-
-def _fake_cupy() -> types.ModuleType:
-    mod = types.ModuleType("cupy")
-    mod.ndarray = FakeCupyArray
-
-    def __getattr__(name):
-        obj = getattr(np, name)
-        if callable(obj) and not isinstance(obj, type):
-            return lambda *a, **k: _wrap(obj(*a, **k))
-        return obj
-
-    mod.__getattr__ = __getattr__
-    return mod
-
-
-def _arg(a, ctype):
-    if ctype is ctypes.c_void_p:
-        if isinstance(a, np.uint64) and a == 0:
-            return None  # the NULL pointer of an absent operand
-        # a view's address is that of its first entry (CuPy passes data.ptr): kernels given
-        # strided views take their strides as arguments
-        assert isinstance(a, np.ndarray) and (a.shape[-1:] in ((), (1,)) or a.strides[-1] in (a.itemsize, 2 * a.itemsize)), \
-            "kernels take arrays whose rows are contiguous (or a complex array's parts)"
-        return a.ctypes.data
-    assert isinstance(a, np.generic), f"scalar kernel arguments must be NumPy scalars (sized), got {a!r}"
-    return a.item()
-
-
-def _fake_gemm_i8(a, b, out=None, *, layout="tn"):
-    assert a.dtype == np.int8 and b.dtype == np.int8
-    if out is None:
-        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
-                       dtype=np.int32).view(FakeCupyArray)
-    # matrix by matrix: the int64 emulation's copies are one matrix's, not the stack's
-    for idx in np.ndindex(out.shape[:-2]):
-        x, y = a[idx if a.ndim > 2 else ()], b[idx if b.ndim > 2 else ()]
-        c = np.matmul(x.astype(np.int64), y.astype(np.int64))
-        assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
-        out[idx] = c
-    return out
-
-
-def _fake_gemm_i8_tn(a, bt, out):
-    assert a.dtype == np.int8 and bt.dtype == np.int8 and out.dtype == np.int32
-    assert a.shape[1] == bt.shape[1] and a.shape[1] % 4 == 0 and bt.shape[0] % 4 == 0 and a.shape[1] <= _cuda.KMAX
-    assert a.strides[1] == 1 and bt.strides[1] == 1 and a.strides[0] % 4 == 0 and bt.strides[0] % 4 == 0
-    c = a.astype(np.int64) @ bt.T.astype(np.int64)
-    assert np.abs(c).max(initial=0) < 2**31, "an int32 sum of the int8 engine would overflow"
-    out[...] = c
-
-
 @pytest.fixture
 def gpu(monkeypatch, harness):
-    """Run modlin's CuPy paths on the host; yields ``to_gpu``."""
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
-    launched = []
-
-    def launch(name, n, *args, shape=None, tiled=False, grid=None):
-        launched.append(name)
-        if n:
-            assert len(args) == len(HARNESS_SIGNATURES[name]), name
-            getattr(harness, name)(*[_arg(a, t) for a, t in zip(args, HARNESS_SIGNATURES[name])])
-
-    monkeypatch.setattr(_cuda, "launch", launch)
-    monkeypatch.setattr(_cuda, "gemm_i8", _fake_gemm_i8)
-    monkeypatch.setattr(_cuda, "gemm_i8_tn", _fake_gemm_i8_tn)
-
-    def to_gpu(x):
-        return np.array(x).view(FakeCupyArray)
-
-    to_gpu.launched = launched
-    return to_gpu
+    """Run modlin's CuPy paths on the host (:mod:`cupy_standin`); yields ``to_gpu``."""
+    return install(monkeypatch, harness)
 
 
 PRIMES = [2, 251, 1048573, 2**31 - 1, 2**50 - 27, 2**61 - 1, 2**63 - 25]

@@ -523,10 +523,18 @@ def _crt_double(harness, res: np.ndarray, basis: Basis, sa: np.ndarray, sb: np.n
     R, C = sa.size, sb.size
     assert R * C == E
     out = np.full((R, 2 * C + 3), np.nan)
-    harness.crt_to_double_u8(_ptr(res), N, R, C, _ptr(table), _ptr(limbs), _ptr(minv), L, _ptr(sa), _ptr(sb),
+    harness.crt_to_double_u8(_ptr(res), None, N, R, C, _ptr(table), _ptr(limbs), _ptr(minv), L, _ptr(sa), _ptr(sb),
                              out[:, 1:].ctypes.data_as(ctypes.c_void_p), out.shape[1], 2)
     assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 2::2]).all()  # nothing written beside the part
-    return np.ascontiguousarray(out[:, 1:2 * C:2]).reshape(-1)
+    got = np.ascontiguousarray(out[:, 1:2 * C:2]).reshape(-1)
+    # as a complex tile's two parts at once: the same values, interleaved
+    both = np.full((R, 2 * C + 3), np.nan)
+    im = np.ascontiguousarray(res[:, ::-1])
+    harness.crt_to_double_u8(_ptr(res), _ptr(im), N, R, C, _ptr(table), _ptr(limbs), _ptr(minv), L, _ptr(sa),
+                             _ptr(sb), both.ctypes.data_as(ctypes.c_void_p), both.shape[1], 2)
+    _same_bits(np.ascontiguousarray(both[:, 0:2 * C:2]).reshape(-1), got)
+    assert np.isnan(both[:, 2 * C:]).all()
+    return got
 
 
 def _exactly_rounded(v: int, S: int) -> float:

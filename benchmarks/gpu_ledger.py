@@ -1,0 +1,479 @@
+"""GPU traffic ledger: what modlin's GPU paths ask of the device, counted without a GPU.
+
+Run anywhere nvcc is (no GPU, no CuPy)::
+
+    python benchmarks/gpu_ledger.py --n 8192
+
+Each path runs on the CuPy stand-in of ``tests/cupy_standin.py`` (modlin's own GPU code,
+the kernels by their host twins, cuBLAS' int8 GEMM emulated from the pointers it is
+handed), its :class:`~cupy_standin.Ledger` counting every kernel launch, CuPy operation,
+GEMM call, host sync and upload, with the bytes each reads and writes (from the array
+arguments). Per path: launches, host syncs, non-GEMM bytes per output entry, and a
+modelled time at ``--n`` on an H100 and an H200::
+
+    time = int8 GEMM time + non-GEMM bytes / (f * peak bandwidth) + launch and sync overheads
+
+with the constants of :data:`CONSTANTS` (each with its source), ``f`` the achievable share
+of the peak bandwidth fitted to the H200 totals measured in ``docs/gpu-results.md``.
+
+Host memory bounds what the stand-in can run, so the ledger is measured at a proxy size
+(``--measure-n``, square) and at half of it, and the bytes per output entry extrapolated
+to ``--n`` as ``a + b / n`` (per-line vectors add ``b / n``; everything else is
+proportional to the ``n**2`` entries of a square product). Counts of launches and syncs
+do not depend on ``n`` as long as the product is one tile and ``k`` needs no split, which
+the script checks: the plans are made for ``--n`` (the planner picks other plans for small
+products), the stand-in's device has an H200's free memory, and the tiling at ``--n`` is
+shown for both devices.
+
+``--json`` prints the results as JSON; ``--stages`` adds where each path's bytes go,
+stage by stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import pathlib
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
+
+#: Every constant of the model, with where it comes from. Times are seconds at n = 8192
+#: (square products), measured on the H200 of docs/gpu-results.md (2026-12-04, CuPy 14.2,
+#: CUDA 13), medians of 3.
+CONSTANTS: dict[str, dict[str, Any]] = {
+    "dgemm_8192_s": {
+        "value": 0.0170,
+        "source": "docs/gpu-results.md, Speed table, n = 8192: matmul mod p 31-bit 0.0353 s = 2.08 DGEMM times, "
+                  "50-bit 0.0476 s = 2.80, 61-bit 0.0586 s = 3.45 (all 0.0170 s)"},
+    "zgemm_8192_s": {
+        "value": 0.0844,
+        "source": "docs/gpu-results.md, Speed table, n = 8192: ZGEMM (cupy) native 0.0844 s"},
+    "int8_gemm_per_dgemm": {
+        "value": 0.0751,
+        "source": "docs/gpu-results.md, Passes, n = 8192: int8 GEMMs (TN, B's transposed copy included) 0.741, "
+                  "1.117, 1.383 DGEMM times for 10, 15, 18 moduli (0.0741, 0.0745, 0.0768 each); second run 0.0751, "
+                  "0.0776, 0.0768: their mean, one n**3 int8 GEMM in DGEMM times (861 int8 TOP/s; 1979 dense peak)"},
+    "h200_bandwidth": {
+        "value": 4.8e12,
+        "source": "NVIDIA H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s"},
+    "h100_bandwidth": {
+        "value": 3.35e12,
+        "source": "NVIDIA H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s"},
+    "h200_memory": {
+        "value": 139 * 2**30,
+        "source": "free memory of an idle H200 (141 GB; nvidia-smi: 143771 MiB in all), less the CUDA context"},
+    "h100_memory": {
+        "value": 78 * 2**30,
+        "source": "free memory of an idle H100 SXM (80 GB; nvidia-smi: 81559 MiB in all), less the CUDA context"},
+    "same_compute": {
+        "value": 1.0,
+        "source": "H100 SXM and H200 share the GH100 chip and clocks (dense int8 1979 TOP/s, fp64 tensor 67 "
+                  "TFLOP/s): GEMM times of the H200 are used for both"},
+    "launch_s": {
+        "value": 5e-6,
+        "source": "assumed: a kernel launch (CuPy operation, kernel, GEMM call, small upload) costs about 5 us "
+                  "of device time when the host keeps ahead (CuPy's Python side costs 5-20 us per operation, "
+                  "hidden while the queue is full); too small at n = 8192 to fit"},
+    "sync_s": {
+        "value": 20e-6,
+        "source": "assumed: a host sync drains the queue: a round trip and the next launch's latency, about 20 us"},
+}
+
+#: Totals measured on the H200 at n = 8192 (docs/gpu-results.md, Speed table), by path.
+MEASURED_H200_8192 = {
+    "ozaki.zgemm 2M, 16 moduli": 0.1649,
+    "ozaki.dgemm, 16 moduli": 0.0758,
+    "matmul mod 2^31-1": 0.0353,
+    "matmul mod 2^61-1": 0.0586,
+    "gaussian.matmul 2M, 30-bit m": 0.0891,
+}
+
+#: Where bytes go: a record's stage is that of the innermost modlin function on its stack
+#: listed here (prefixes of ``module.qualname``), else "other: <innermost function>".
+STAGES: list[tuple[str, tuple[str, ...]]] = [
+    ("(a) line statistics and scales", ("modlin._ozaki_core.scales",)),
+    ("(a) lost-entry counters", ("modlin._quantize.Panel.lost", "modlin.ozaki._totals")),
+    ("operands reduced mod p", ("modlin._matmul._device_residues", "modlin._matmul._gpu_operand")),
+    ("Gaussian: 2M images mod m", ("modlin._modular.twom_split",)),
+    ("(b) quantisation and int8 residues (2M: images)", ("modlin._ozaki_gpu._panel_residues",
+                                                          "modlin._ozaki_gpu._sum_balanced", "modlin._rns_gpu.residues")),
+    ("(b) GEMM glue: padding, B transposed", ("modlin._cuda.gemm_i8",)),
+    ("(b) reductions of the int32 sums", ("modlin._cuda.products_tn", "modlin._cuda.products_mod")),
+    ("(b) 2M combine", ("modlin._ozaki_gpu._twom_products", "modlin._ozaki_gpu._combine")),
+    ("(b) residues copied into one array", ("modlin._ozaki_gpu.gemm_residues", "modlin._ozaki_gpu.syrk_residues",
+                                            "modlin._ozaki_gpu.add_residues")),
+    ("(c) CRT", ("modlin._ozaki_gpu.to_double", "modlin._rns_gpu.reconstruct_modp")),
+    ("(c) results copied into the output", ("modlin._ozaki_core.finish", "modlin._rns_gpu.multiply",
+                                            "modlin._matmul._gpu_matmul.<locals>.finish",
+                                            "modlin.gaussian._TileProduct.__call__")),
+    ("(c) Inf/NaN lines, overflow check", ("modlin._ozaki_core.native_lines", "modlin._ozaki_core.exact_overflow",
+                                           "modlin._ozaki_core.may_overflow")),
+    ("Gaussian: 2M combine mod m", ("modlin._modular.twom_combine",)),
+    ("Gaussian: panels reduced mod m", ("modlin.gaussian._tiled_matmul",)),
+]
+
+
+def stage_of(record) -> str:
+    """The stage of a ledger record (:data:`STAGES`)."""
+    for fn in record.stack:
+        for label, prefixes in STAGES:
+            if any(fn == p or fn.startswith(p + ".") for p in prefixes):
+                return label
+    return f"other: {record.site or '(outside modlin)'}"
+
+
+# ----------------------------------------------------------------------------- the paths
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One GPU path: ``operands(rng, n)`` makes host operands, ``run(to_gpu, operands, N)``
+    runs the product on the stand-in's device arrays with the plans of an ``N``-sized
+    product, ``native`` names the vendor GEMM it competes with, ``tiling(cp, N)`` is the
+    tiling of the ``N``-sized product within the stand-in device's budget."""
+
+    name: str
+    native: str
+    operands: Callable[[np.random.Generator, int], tuple]
+    run: Callable[[Callable, tuple, int], Any]
+    tiling: Callable[[Any, int], Any]
+    plan: Callable[[int], str]
+
+
+def _floats(rng, n: int, cplx: bool):
+    """``(rand - 0.5) * exp(0.5 randn)``, docs/gpu-results.md's inputs (complex: two of them)."""
+    def one():
+        return (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
+    return one() + 1j * one() if cplx else one()
+
+
+def _ozaki_case(name: str, complex_: bool, moduli: int) -> Case:
+    from modlin import ozaki
+
+    kind, alg = ("complex", "2m") if complex_ else ("real", "auto")
+    fn = ozaki.zgemm if complex_ else ozaki.dgemm
+    kw = {"algorithm": "2m"} if complex_ else {}
+
+    def tiling(cp, N):
+        mods = ozaki._resolve(kind, "int8", moduli, alg, gpu=True, k=N)
+        return ozaki._tiling(mods, complex_, (N, N, N), "fast", False, cp)[0]
+
+    return Case(name, "zgemm" if complex_ else "dgemm",
+                lambda rng, n: (_floats(rng, n, complex_), _floats(rng, n, complex_)),
+                lambda to_gpu, ops, N: fn(to_gpu(ops[0]), to_gpu(ops[1]), moduli=moduli, **kw),
+                tiling, lambda N: f"int8, {moduli} moduli" + (" (2M)" if complex_ else ""))
+
+
+def _matmul_case(name: str, p: int) -> Case:
+    import modlin
+
+    def run(to_gpu, ops, N):
+        return modlin.matmul(to_gpu(ops[0]), to_gpu(ops[1]), p, plan=modlin.plan(p, N, N, N, device="cuda"))
+
+    def tiling(cp, N):
+        from modlin import _tiles
+
+        return modlin.plan(p, N, N, N, device="cuda").tiling((N, N, N), budget=_tiles.budget(cp))
+
+    return Case(name, "dgemm", lambda rng, n: (rng.integers(0, p, (n, n)), rng.integers(0, p, (n, n))), run, tiling,
+                lambda N: modlin.plan(p, N, N, N, device="cuda").summary)
+
+
+@contextlib.contextmanager
+def planned_at(N: int) -> Iterator[None]:
+    """Inside, the device's plans (``modlin.plan(..., device="cuda")``, as
+    :func:`modlin.gaussian.matmul` makes them) are those of an ``N x N x N`` product:
+    the planner picks other plans for the small products the stand-in runs."""
+    from cupy_standin import Patcher
+    from modlin import _planner
+
+    real = _planner.plan
+
+    def plan(p, m, k, n, **kw):
+        return real(p, N, N, N, **kw) if kw.get("device") == "cuda" else real(p, m, k, n, **kw)
+
+    with Patcher() as patch:
+        patch.setattr(_planner, "plan", plan)
+        yield
+
+
+def _gaussian_case(name: str, m: int) -> Case:
+    import modlin
+
+    def run(to_gpu, ops, N):
+        g, h = to_gpu(ops[0]), to_gpu(ops[1])
+        with planned_at(N):
+            return modlin.gaussian.matmul((g, h), (h, g), m, algorithm="2m")
+
+    def tiling(cp, N):
+        pl = modlin.plan(m, N, N, N, device="cuda")
+        return modlin.gaussian._tiling(pl, "2m", False, (N, N, N), 1, xp=cp)
+
+    # (Gr, Gi) @ (Gi, Gr): docs/gpu-results.md's product
+    return Case(name, "zgemm", lambda rng, n: (rng.integers(0, m, (n, n)), rng.integers(0, m, (n, n))), run, tiling,
+                lambda N: modlin.plan(m, N, N, N, device="cuda").summary)
+
+
+def cases() -> list[Case]:
+    """The five paths of issue #44."""
+    return [_ozaki_case("ozaki.zgemm 2M, 16 moduli", True, 16),
+            _ozaki_case("ozaki.dgemm, 16 moduli", False, 16),
+            _matmul_case("matmul mod 2^31-1", 2**31 - 1),
+            _matmul_case("matmul mod 2^61-1", 2**61 - 1),
+            _gaussian_case("gaussian.matmul 2M, 30-bit m", 1000000009)]
+
+
+# ----------------------------------------------------------------------------- measuring
+
+@contextlib.contextmanager
+def standin(memory: int | None = None, harness=None) -> Iterator[Callable]:
+    """The CuPy stand-in in place (``to_gpu``), its device with ``memory`` bytes free
+    (default an H200's, :data:`CONSTANTS`), the kernels' host harness built by nvcc into
+    a temporary directory unless given."""
+    sys.path.insert(0, str(TESTS))
+    try:
+        from conftest import build_harness
+        from cupy_standin import Patcher, install
+
+        with tempfile.TemporaryDirectory() as tmp, Patcher() as patch:
+            lib = harness if harness is not None else build_harness(tmp)
+            yield install(patch, lib, device_memory=memory or CONSTANTS["h200_memory"]["value"])
+    finally:
+        sys.path.remove(str(TESTS))
+
+
+@contextlib.contextmanager
+def _tilings() -> Iterator[list]:
+    """The tilings the tile loop runs inside (:func:`modlin._tiles.run` spied on wherever
+    it was imported)."""
+    from modlin import _tiles
+
+    made, run = [], _tiles.run
+
+    def spy(tiling, *args, **kwargs):
+        made.append(tiling)
+        return run(tiling, *args, **kwargs)
+
+    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "run", None) is run]
+    for m in users:
+        m.run = spy
+    try:
+        yield made
+    finally:
+        for m in users:
+            m.run = run
+
+
+def measure(case: Case, to_gpu, n: int, N: int, seed: int = 0) -> dict[str, Any]:
+    """The ledger of one ``n``-sized product of ``case`` (plans of an ``N``-sized one):
+    :meth:`~cupy_standin.Ledger.summary`, plus ``tiles`` (the tiles of the tilings run),
+    ``stages`` (bytes per entry and launches by :func:`stage_of`) and ``records``."""
+    ops = case.operands(np.random.default_rng(seed), n)
+    with _tilings() as made, to_gpu.ledger as led:
+        case.run(to_gpu, ops, N)
+    out = led.summary(n * n)
+    out["tiles"] = max((t.count for t in made), default=1)
+    out["stages"] = {k: {"launches": v["count"], "bytes_per_entry": v["bytes"] / (n * n)}
+                     for k, v in led.by(stage_of).items()}
+    out["records"] = list(led.records)
+    return out
+
+
+def extrapolate(small: dict, n1: int, big: dict, n2: int, N: int) -> dict[str, float]:
+    """Per-entry bytes at ``N`` from those at ``n1 < n2`` as ``a + b / n``; GEMM work as ``n**3``."""
+    def fit(key):
+        if n1 == n2:
+            return big[key]
+        b = (small[key] - big[key]) / (1 / n1 - 1 / n2)
+        return big[key] + b * (1 / N - 1 / n2)
+
+    keys = ("bytes_per_entry", "kernel_bytes_per_entry", "cupy_bytes_per_entry", "gemm_bytes_per_entry")
+    return {**{k: fit(k) for k in keys}, "gemm_work": big["gemm_work"] * (N / n2) ** 3}
+
+
+# ----------------------------------------------------------------------------- the model
+
+def _c(key: str) -> float:
+    return CONSTANTS[key]["value"]
+
+
+def gemm_time(work: float) -> float:
+    """Seconds of int8 GEMMs of ``work`` multiply-adds (the H200's measured rate, both devices)."""
+    per_mac = _c("int8_gemm_per_dgemm") * _c("dgemm_8192_s") / 8192**3
+    return work * per_mac
+
+
+def native_time(kind: str, N: int) -> float:
+    """Seconds of the vendor's DGEMM or ZGEMM of size ``N`` (measured at 8192, scaled as ``N**3``)."""
+    return _c(f"{kind}_8192_s") * (N / 8192) ** 3
+
+
+def modelled(row: dict, device: str, f: float | tuple[float, float], N: int) -> dict[str, float]:
+    """The model's time at ``N`` on ``device`` ("h100", "h200") with bandwidth share ``f``
+    (or a pair: that of CuPy operations' bytes, that of modlin's kernels'): its GEMM, bytes
+    and overhead parts and their sum."""
+    gemm = gemm_time(row["gemm_work"])
+    f_cupy, f_kernel = f if isinstance(f, tuple) else (f, f)
+    bw = _c(f"{device}_bandwidth")
+    traffic = N * N * (row["cupy_bytes_per_entry"] / f_cupy + row["kernel_bytes_per_entry"] / f_kernel) / bw
+    overhead = (row["launches"] + row["gemms"] + row["uploads"]) * _c("launch_s") + row["syncs"] * _c("sync_s")
+    return {"gemm": gemm, "traffic": traffic, "overhead": overhead, "total": gemm + traffic + overhead}
+
+
+def _golden(loss: Callable[[float], float], lo: float = 0.01, hi: float = 1.0) -> float:
+    """The minimum of a unimodal ``loss`` on ``[lo, hi]`` (golden-section search)."""
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        lo, hi = (lo, b) if loss(a) < loss(b) else (a, hi)
+    return (lo + hi) / 2
+
+
+def fit_bandwidth(rows: dict[str, dict], split: bool = False) -> dict[str, Any]:
+    """The share ``f`` of the H200's peak bandwidth that best reproduces the measured totals
+    at n = 8192 (least squares of ``log(model / measured)`` over the paths measured), and
+    each path's ratio model / measured at that ``f``. With ``split``, two shares: CuPy
+    operations' bytes and modlin's kernels' (``f`` a pair)."""
+    measured = {k: v for k, v in MEASURED_H200_8192.items() if k in rows}
+
+    def loss(f):
+        return sum(math.log(modelled(rows[k], "h200", f, 8192)["total"] / t) ** 2 for k, t in measured.items())
+
+    if split:
+        def best_kernel(fc):
+            return _golden(lambda fk: loss((fc, fk)))
+
+        fc = _golden(lambda fc: loss((fc, best_kernel(fc))))
+        f = (fc, best_kernel(fc))
+    else:
+        f = _golden(loss)
+    ratios = {k: modelled(rows[k], "h200", f, 8192)["total"] / t for k, t in measured.items()}
+    return {"f": f, "rms_log_error": math.sqrt(loss(f) / max(len(measured), 1)), "model_over_measured": ratios}
+
+
+# ----------------------------------------------------------------------------- the report
+
+def run(N: int, measure_n: int, harness=None, names: list[str] | None = None) -> dict[str, Any]:
+    """Measure every case (at ``measure_n`` and half of it), extrapolate to ``N`` and to 8192
+    (the fit's size), fit the bandwidth share and model each path on both devices."""
+    from modlin import _cuda
+
+    results: dict[str, Any] = {"N": N, "measure_n": measure_n, "paths": {}}
+    n1 = max(measure_n // 2, 64)
+    with standin(harness=harness) as to_gpu:
+        cp = to_gpu.cupy
+        for case in cases():
+            if names and case.name not in names:
+                continue
+            small = measure(case, to_gpu, n1, N)
+            big = measure(case, to_gpu, measure_n, N)
+            same = all(small[k] == big[k] for k in ("launches", "gemms", "syncs", "uploads"))
+            tiles = {}
+            for device in ("h100", "h200"):
+                from cupy_standin import set_device_memory
+
+                set_device_memory(cp, int(_c(f"{device}_memory")))
+                t = case.tiling(cp, N)
+                tiles[device] = t.count
+            set_device_memory(cp, int(_c("h200_memory")))
+            row = {k: big[k] for k in ("kernels", "cupy_ops", "launches", "gemms", "syncs", "uploads", "sync_bytes",
+                                       "upload_bytes")}
+            row.update(extrapolate(small, n1, big, measure_n, N))
+            row.update(plan=case.plan(N), native=case.native, counts_independent_of_n=same,
+                       tiles_measured=big["tiles"], tiles_at_N=tiles, k_split=N > _cuda.KMAX,
+                       measured_bytes_per_entry=big["bytes_per_entry"], stages=big["stages"])
+            row["at_8192"] = extrapolate(small, n1, big, measure_n, 8192)
+            results["paths"][case.name] = row
+    at_8192 = {k: {**v, **v["at_8192"]} for k, v in results["paths"].items()}
+    fit = fit_bandwidth(at_8192)
+    results["fit"] = fit
+    results["fit_split"] = fit_bandwidth(at_8192, split=True)
+    for name, row in results["paths"].items():
+        row["model"] = {d: modelled(row, d, fit["f"], N) for d in ("h100", "h200")}
+        row["model_split"] = {d: modelled(row, d, results["fit_split"]["f"], N) for d in ("h100", "h200")}
+        row["native_s"] = native_time(row["native"], N)
+        row["measured_h200_s"] = MEASURED_H200_8192.get(name) if N == 8192 else None
+    results["constants"] = CONSTANTS
+    return results
+
+
+def _shown(key: str, value: float) -> str:
+    return f"{value / 2**30:g} GiB" if key.endswith("_memory") else f"{value:g}"
+
+
+def table(results: dict[str, Any], stages: bool = False) -> list[str]:
+    """The report as markdown lines."""
+    N, fit = results["N"], results["fit"]
+    lines = [f"# GPU traffic ledger, n = {N} (measured on the CuPy stand-in at n = {results['measure_n']} "
+             f"and {max(results['measure_n'] // 2, 64)})", "",
+             "| path | plan | launches | of them CuPy ops | GEMM calls | host syncs | uploads | non-GEMM B/entry "
+             "| GEMM B/entry | model H100 ms | model H200 ms | measured H200 ms | native ms | H200 model / native "
+             "| two shares: H100 / H200 ms |",
+             "|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|"]
+    for name, r in results["paths"].items():
+        meas = f"{1e3 * r['measured_h200_s']:.1f}" if r["measured_h200_s"] else ""
+        lines.append(f"| {name} | {r['plan']} | {r['launches']} | {r['cupy_ops']} | {r['gemms']} | {r['syncs']} "
+                     f"| {r['uploads']} | {r['bytes_per_entry']:.0f} | {r['gemm_bytes_per_entry']:.0f} "
+                     f"| {1e3 * r['model']['h100']['total']:.1f} | {1e3 * r['model']['h200']['total']:.1f} | {meas} "
+                     f"| {1e3 * r['native_s']:.1f} ({r['native'].upper()}) "
+                     f"| {r['model']['h200']['total'] / r['native_s']:.2f} "
+                     f"| {1e3 * r['model_split']['h100']['total']:.1f} / {1e3 * r['model_split']['h200']['total']:.1f} |")
+    lines += ["", "Model: time = int8 GEMM time + non-GEMM bytes / (f x peak bandwidth) + (launches + GEMM calls + "
+              "uploads) x {:.0f} us + host syncs x {:.0f} us.".format(1e6 * _c("launch_s"), 1e6 * _c("sync_s")),
+              f"f = {fit['f']:.3f} of the peak bandwidth, fitted to the H200's measured totals at n = 8192 "
+              f"(rms log error {fit['rms_log_error']:.3f}; model / measured: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in fit["model_over_measured"].items()) + ").",
+              "With two shares instead, CuPy operations' bytes at f = {:.3f} and modlin's kernels' at f = {:.3f} "
+              "(rms log error {:.3f}; model / measured: ".format(*results["fit_split"]["f"],
+                                                                 results["fit_split"]["rms_log_error"])
+              + ", ".join(f"{k} {v:.2f}" for k, v in results["fit_split"]["model_over_measured"].items())
+              + "): the kernels are far from bandwidth-bound (docs/gpu-results.md's Passes and Stages).", "",
+              "| path | GEMM ms | bytes ms H100 | bytes ms H200 | overhead ms | tiles at n (H100 / H200) "
+              "| tiles measured | launch counts equal at both sizes |",
+              "|:---|---:|---:|---:|---:|:---|---:|:---|"]
+    for name, r in results["paths"].items():
+        m1, m2 = r["model"]["h100"], r["model"]["h200"]
+        lines.append(f"| {name} | {1e3 * m2['gemm']:.1f} | {1e3 * m1['traffic']:.1f} | {1e3 * m2['traffic']:.1f} "
+                     f"| {1e3 * m2['overhead']:.2f} | {r['tiles_at_N']['h100']} / {r['tiles_at_N']['h200']}"
+                     f"{' (k split)' if r['k_split'] else ''} | {r['tiles_measured']} "
+                     f"| {'yes' if r['counts_independent_of_n'] else 'NO'} |")
+    lines += ["", "Constants:", ""] + [f"* ``{k}`` = {_shown(k, v['value'])}: {v['source']}"
+                                       for k, v in CONSTANTS.items()]
+    if stages:
+        for name, r in results["paths"].items():
+            lines += ["", f"## {name}: bytes per output entry by stage (at n = {results['measure_n']})", "",
+                      "| stage | launches | B/entry | share |", "|:---|---:|---:|---:|"]
+            total = sum(s["bytes_per_entry"] for s in r["stages"].values()) or 1.0
+            for label, s in r["stages"].items():
+                lines.append(f"| {label} | {s['launches']} | {s['bytes_per_entry']:.0f} "
+                             f"| {s['bytes_per_entry'] / total:.0%} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=8192, help="the product size modelled (square)")
+    parser.add_argument("--measure-n", type=int, default=1024,
+                        help="the size run on the stand-in (and half of it), square")
+    parser.add_argument("--paths", nargs="+", help="only these paths (names as printed)")
+    parser.add_argument("--stages", action="store_true", help="also where each path's bytes go")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
+    args = parser.parse_args(argv)
+    results = run(args.n, args.measure_n, names=args.paths)
+    if args.json:
+        print(json.dumps(results, indent=1, default=str))
+    else:
+        print("\n".join(table(results, args.stages)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
