@@ -343,12 +343,56 @@ MODLIN_HD void store_twom(double qr, double qi, const unsigned* table, int N, si
 // ------------------------------------------------------------------ integers mod p
 
 // The balanced residue in [-(p/2), (p-1)/2] of any int64 x modulo p < 2**63 (for even p
-// one short of symmetric, as _lift_kernel takes it), 0 outside the R x C matrix.
-MODLIN_HD long long int_value(const long long* x, long long ldx, long long R, long long C, unsigned long long p,
-                              unsigned long long mu, unsigned long long c63, long long r, long long c) {
-    if (r >= R || c >= C) return 0;
-    unsigned long long v = mod_wide(x[r * ldx + c], p, mu, c63);
+// one short of symmetric, as _lift_kernel takes it).
+MODLIN_HD long long balanced_wide(unsigned long long v, unsigned long long p) {
     return (long long)v - (long long)p * (long long)(v > (p - 1) / 2);
+}
+
+// That of the entry (r, c) of an R x C matrix (row stride ldx, column stride ldc: 0 for a
+// broadcast axis), 0 outside it.
+MODLIN_HD long long int_value(const long long* x, long long ldx, long long ldc, long long R, long long C,
+                              unsigned long long p, unsigned long long mu, unsigned long long c63, long long r,
+                              long long c) {
+    if (r >= R || c >= C) return 0;
+    return balanced_wide(mod_wide(x[r * ldx + c * ldc], p, mu, c63), p);
+}
+
+// x c mod m in [0, m) for 0 <= x, c < m < 2**52 (minv = 1/m): _modular._gpu_mulmod's float
+// quotient and the remainder exact in wrapping 64-bit products. x and c are exact doubles
+// and the two roundings and 1/m's err by at most 3 2**-53 relatively, so the quotient, below
+// 2**52, is off by less than 1.5 before truncation: r lies in [-2m, 3m), far inside int64,
+// and two conditional steps each way bring it into [0, m) (written out: a loop would
+// become a 64-bit division).
+MODLIN_HD long long mulmod52(long long x, long long c, long long m, double minv) {
+    long long q = (long long)((double)x * (double)c * minv);
+    long long r = (long long)((unsigned long long)x * (unsigned long long)c - (unsigned long long)q *
+                              (unsigned long long)m);
+    r += m * (long long)(r < 0);
+    r += m * (long long)(r < 0);
+    r -= m * (long long)(r >= m);
+    r -= m * (long long)(r >= m);
+    return r;
+}
+
+// 2M's images re + s im and re - s im modulo m < 2**52 (balanced) of the entry (r, c) of a
+// Gaussian matrix given by its int64 parts (any values; each with its strides; im NULL:
+// zero), 0 outside the R x C matrix.
+MODLIN_HD void gauss_images(const long long* re, long long ld_re, long long lc_re, const long long* im, long long ld_im,
+                            long long lc_im, long long R, long long C, unsigned long long m, unsigned long long mu,
+                            unsigned long long c63, long long s, double minv, long long r, long long c, long long* plus,
+                            long long* minus) {
+    if (r >= R || c >= C) {
+        *plus = *minus = 0;
+        return;
+    }
+    long long a = (long long)mod_wide(re[r * ld_re + c * lc_re], m, mu, c63);
+    long long t = im == nullptr ? 0 : mulmod52((long long)mod_wide(im[r * ld_im + c * lc_im], m, mu, c63), s,
+                                                (long long)m, minv);
+    long long u = a + t, v = a - t;  // both below 2**53 in magnitude
+    u -= (long long)m * (long long)(u >= (long long)m);
+    v += (long long)m * (long long)(v < 0);
+    *plus = balanced_wide((unsigned long long)u, m);
+    *minus = balanced_wide((unsigned long long)v, m);
 }
 
 MODLIN_HD void store_int_residues(long long v, const unsigned* table, int N, signed char* out, long long plane,
@@ -366,6 +410,12 @@ MODLIN_HD void store_int_residues(long long v, const unsigned* table, int N, sig
 MODLIN_HD void reduce_entry(int X, const Small& s, bool acc, unsigned char* res) {
     unsigned r = mod_i32(X, s);
     *res = (unsigned char)(acc ? add_mod(*res, r, s) : r);
+}
+
+// reduce_entry of two GEMM outputs at once (2M's two products modulo one RNS modulus).
+MODLIN_HD void reduce_pair(int X, int Y, const Small& s, bool acc, unsigned char* rx, unsigned char* ry) {
+    reduce_entry(X, s, acc, rx);
+    reduce_entry(Y, s, acc, ry);
 }
 
 // 2M's post-processing of the two int32 products: re = (X + Y) inv2, im = (X - Y) inv2s
@@ -542,6 +592,16 @@ MODLIN_HD double crt_double(const unsigned char* res, long long plane, long long
         case 16: { constexpr int K = 16; BODY; } break; \
         default: break;                     \
     }
+
+// 2M's combination modulo p < 2**52 of X, Y in [0, p): re = (X + Y) inv2, im = (X - Y) inv2s.
+MODLIN_HD void twom_finish_modp(long long x, long long y, long long p, long long inv2, long long inv2s, double invp,
+                                long long* re, long long* im) {
+    long long u = x + y, v = x - y;
+    u -= p * (long long)(u >= p);
+    v += p * (long long)(v < 0);
+    *re = mulmod52(u, inv2, p, invp);
+    *im = mulmod52(v, inv2s, p, invp);
+}
 
 // _mulmod_small: s * m mod p for s < p <= 2**63, m < 2**26 (wrapping products).
 MODLIN_HD unsigned long long mulmod_small(unsigned long long s, unsigned long long m,

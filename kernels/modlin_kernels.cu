@@ -142,15 +142,36 @@ extern "C" __global__ void ozaki_twom_i8(const double* __restrict__ x, long long
 }
 
 // Balanced int8 residues modulo each modulus of an R x C int64 matrix's entries (any
-// values) reduced modulo p < 2**63 and balanced first (mu, c63: p's Barrett constants).
-extern "C" __global__ void int_residues_i8(const long long* __restrict__ x, long long ldx, long long R,
+// values; row and column strides ldx, ldc) reduced modulo p < 2**63 and balanced first (mu,
+// c63: p's Barrett constants).
+extern "C" __global__ void int_residues_i8(const long long* __restrict__ x, long long ldx, long long ldc, long long R,
                                            long long C, unsigned long long p, unsigned long long mu,
                                            unsigned long long c63, const unsigned* __restrict__ table, int N,
                                            signed char* __restrict__ out, long long plane, long long ldo,
                                            long long Rp, long long Cp, int transpose) {
     MODLIN_SHARED_TABLE(table, N)
-    MODLIN_TILED(long long, 1, Rp, Cp, transpose, v[0] = modlin::int_value(x, ldx, R, C, p, mu, c63, r, c),
+    MODLIN_TILED(long long, 1, Rp, Cp, transpose, v[0] = modlin::int_value(x, ldx, ldc, R, C, p, mu, c63, r, c),
                  modlin::store_int_residues(v[0], tab, N, out, plane, pos))
+}
+
+// Gaussian 2M on the RNS engine, operands: from the int64 parts of a Gaussian matrix (any
+// values, each with its strides; im NULL: a real matrix), the images re +- s im modulo
+// m < 2**52 balanced, and their balanced int8 residues modulo each RNS modulus, laid out
+// as int_residues_i8's (plus and minus).
+extern "C" __global__ void gauss_twom_residues_i8(const long long* __restrict__ re, long long ld_re, long long lc_re,
+                                                  const long long* __restrict__ im, long long ld_im, long long lc_im,
+                                                  long long R, long long C, unsigned long long m,
+                                                  unsigned long long mu, unsigned long long c63, long long s,
+                                                  const unsigned* __restrict__ table, int N,
+                                                  signed char* __restrict__ plus, signed char* __restrict__ minus,
+                                                  long long plane, long long ldo, long long Rp, long long Cp,
+                                                  int transpose) {
+    MODLIN_SHARED_TABLE(table, N)
+    double minv = 1.0 / (double)m;
+    MODLIN_TILED(long long, 2, Rp, Cp, transpose,
+                 modlin::gauss_images(re, ld_re, lc_re, im, ld_im, lc_im, R, C, m, mu, c63, s, minv, r, c, &v[0], &v[1]),
+                 (modlin::store_int_residues(v[0], tab, N, plus, plane, pos),
+                  modlin::store_int_residues(v[1], tab, N, minus, plane, pos)))
 }
 
 // ------------------------------------------------------------------ after each int8 GEMM
@@ -162,6 +183,17 @@ extern "C" __global__ void reduce_i32_u8(const int* __restrict__ X, long long ld
                                          unsigned char* __restrict__ res) {
     modlin::Small s = modlin::load_small(table, i);
     MODLIN_GRID_2D(r, c, R, C) modlin::reduce_entry(X[r * ldx + c], s, acc != 0, res + r * C + c);
+}
+
+// Two GEMM outputs of modulus i (X, Y: 2M's products, one row stride) reduced at once.
+extern "C" __global__ void reduce_pair_i32_u8(const int* __restrict__ X, const int* __restrict__ Y, long long ldx,
+                                              long long R, long long C, const unsigned* __restrict__ table, int i,
+                                              int acc, unsigned char* __restrict__ rx, unsigned char* __restrict__ ry) {
+    modlin::Small s = modlin::load_small(table, i);
+    MODLIN_GRID_2D(r, c, R, C) {
+        long long e = r * C + c;
+        modlin::reduce_pair(X[r * ldx + c], Y[r * ldx + c], s, acc != 0, rx + e, ry + e);
+    }
 }
 
 // 2M's post-processing of the two products X, Y of modulus i: re = (X + Y)/2, im = (X - Y)/(2s) mod m.
@@ -428,4 +460,25 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
         summary[4] = max_ea;
         summary[5] = max_eb;
     }
+}
+
+// Gaussian 2M on the RNS engine, result: X and Y mod p from their residues (crt_to_modp_u8's
+// arithmetic), then re = (X + Y)/2 and im = (X - Y)/(2s) mod p < 2**52 (inv2, inv2s), written
+// at re[r ld_re + c] and im[r ld_im + c] (int64 output tiles).
+extern "C" __global__ void crt_twom_modp_u8(const unsigned char* __restrict__ rx, const unsigned char* __restrict__ ry,
+                                            int N, long long R, long long C, const unsigned* __restrict__ table,
+                                            const unsigned* __restrict__ limbs, const double* __restrict__ minv, int L,
+                                            unsigned long long p, const unsigned* __restrict__ sp,
+                                            unsigned long long mp, long long inv2, long long inv2s,
+                                            long long* __restrict__ re, long long ld_re, long long* __restrict__ im,
+                                            long long ld_im) {
+    MODLIN_CRT_SHARED(table, limbs, minv, N, L)
+    long long plane = R * C;
+    double invp = 1.0 / (double)p;
+    modlin::Small spc = modlin::load_small(sp, 0);
+    MODLIN_SWITCH_L(L, MODLIN_GRID_2D(r, c, R, C) {
+        long long x = (long long)modlin::crt_modp<K>(rx, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp);
+        long long y = (long long)modlin::crt_modp<K>(ry, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp);
+        modlin::twom_finish_modp(x, y, (long long)p, inv2, inv2s, invp, re + r * ld_re + c, im + r * ld_im + c);
+    })
 }

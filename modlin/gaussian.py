@@ -38,6 +38,7 @@ from ._matmul import matmul as _matmul
 from ._modular import add_into, twom_combine, twom_finish, twom_split, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
 from ._primes import RHO_STEPS, factor
+from ._rnsplan import RNSPlan
 
 __all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
            "herk", "syrk", "her2k", "syr2k"]
@@ -549,7 +550,8 @@ def _tiled_matmul(a, b, m: int, alg: str):
     tiling, items, rounds = stack_items(stack, lambda count: _tiling(pl, alg, words, (mm, k, n), count, xp=xp),
                                         list(a), list(b))
     tile = _TileProduct(pl, alg, words, m)
-    reduce = (lambda t, m, name: _device_residues(t, m)) if gpu else residues_int64
+    # on the GPU the kernels reduce any int64 as they read it: only other dtypes are converted
+    reduce = (lambda t, m, name: t if t.dtype == np.int64 else _device_residues(t, m)) if gpu else residues_int64
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
     with progress(rounds * tiling.count, cost, what) as bar:
@@ -597,6 +599,14 @@ class _TileProduct:
         from ._tiles import scratch
 
         m, s, pl = self.m, self.s, self.pl
+        if pl.device == "cuda" and self.alg == "2m" and len(x) == 2 and isinstance(pl, RNSPlan):
+            from . import _rns_gpu
+
+            xp = namespace(x[0])
+            shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
+            out = [xp.empty(shape, dtype=np.int64) for _ in range(2)] if out is None else out
+            _rns_gpu.twom_multiply(pl, x, y, s, out)  # images, GEMMs, CRT and combination: fused kernels
+            return out
         if len(x) == 1:
             parts = [self.real(x[0], y[0])]
         elif not self.words:

@@ -244,8 +244,15 @@ HARNESS_SIGNATURES = {
     # x, ldx, R, len0, len1, off0, off1, step, shift, bad, by_cols, table, N, plus, minus, plane, ldo, Rp, Cp,
     # transpose, lost
     "ozaki_twom_i8": (P, I64, I64, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, P, I64, I64, I64, I64, I32, P),
-    # x, ldx, R, C, p, mu, c63, table, N, out, plane, ldo, Rp, Cp, transpose
-    "int_residues_i8": (P, I64, I64, I64, U64, U64, U64, P, I32, P, I64, I64, I64, I64, I32),
+    # x, ldx, ldc, R, C, p, mu, c63, table, N, out, plane, ldo, Rp, Cp, transpose
+    "int_residues_i8": (P, I64, I64, I64, I64, U64, U64, U64, P, I32, P, I64, I64, I64, I64, I32),
+    # re, ld_re, lc_re, im, ld_im, lc_im, R, C, m, mu, c63, s, table, N, plus, minus, plane, ldo, Rp, Cp, transpose
+    "gauss_twom_residues_i8": (P, I64, I64, P, I64, I64, I64, I64, U64, U64, U64, I64, P, I32, P, P, I64, I64, I64,
+                               I64, I32),
+    # X, Y, ldx, R, C, table, i, acc, rx, ry
+    "reduce_pair_i32_u8": (P, P, I64, I64, I64, P, I32, I32, P, P),
+    # rx, ry, N, R, C, table, limbs, minv, L, p, sp, mp, inv2, inv2s, re, ld_re, im, ld_im
+    "crt_twom_modp_u8": (P, P, I32, I64, I64, P, P, P, I32, U64, P, U64, I64, I64, P, I64, P, I64),
     # X, ldx, R, C, table, i, acc, res
     "reduce_i32_u8": (P, I64, I64, I64, P, I32, I32, P),
     # X, Y, ldx, R, C, table, i, inv2, inv2s, acc, re, im

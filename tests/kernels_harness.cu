@@ -58,13 +58,49 @@ void ozaki_twom_i8(const double* x, long long ldx, long long R, long long len0, 
     if (lost) *lost += mine;
 }
 
-void int_residues_i8(const long long* x, long long ldx, long long R, long long C, unsigned long long p,
+void int_residues_i8(const long long* x, long long ldx, long long ldc, long long R, long long C, unsigned long long p,
                      unsigned long long mu, unsigned long long c63, const unsigned* table, int N, signed char* out,
                      long long plane, long long ldo, long long Rp, long long Cp, int transpose) {
     HOST_2D(r, c, Rp, Cp) {
-        long long v = modlin::int_value(x, ldx, R, C, p, mu, c63, r, c);
+        long long v = modlin::int_value(x, ldx, ldc, R, C, p, mu, c63, r, c);
         modlin::store_int_residues(v, table, N, out, plane, tiled_pos(r, c, ldo, transpose));
     }
+}
+
+void gauss_twom_residues_i8(const long long* re, long long ld_re, long long lc_re, const long long* im, long long ld_im,
+                            long long lc_im, long long R, long long C, unsigned long long m, unsigned long long mu,
+                            unsigned long long c63, long long s, const unsigned* table, int N, signed char* plus,
+                            signed char* minus, long long plane, long long ldo, long long Rp, long long Cp,
+                            int transpose) {
+    double minv = 1.0 / (double)m;
+    HOST_2D(r, c, Rp, Cp) {
+        long long u, v;
+        modlin::gauss_images(re, ld_re, lc_re, im, ld_im, lc_im, R, C, m, mu, c63, s, minv, r, c, &u, &v);
+        long long pos = tiled_pos(r, c, ldo, transpose);
+        modlin::store_int_residues(u, table, N, plus, plane, pos);
+        modlin::store_int_residues(v, table, N, minus, plane, pos);
+    }
+}
+
+void reduce_pair_i32_u8(const int* X, const int* Y, long long ldx, long long R, long long C, const unsigned* table,
+                        int i, int acc, unsigned char* rx, unsigned char* ry) {
+    modlin::Small s = modlin::load_small(table, i);
+    HOST_2D(r, c, R, C) modlin::reduce_pair(X[r * ldx + c], Y[r * ldx + c], s, acc != 0, rx + r * C + c,
+                                            ry + r * C + c);
+}
+
+void crt_twom_modp_u8(const unsigned char* rx, const unsigned char* ry, int N, long long R, long long C,
+                      const unsigned* table, const unsigned* limbs, const double* minv, int L, unsigned long long p,
+                      const unsigned* sp, unsigned long long mp, long long inv2, long long inv2s, long long* re,
+                      long long ld_re, long long* im, long long ld_im) {
+    long long plane = R * C;
+    double invp = 1.0 / (double)p;
+    modlin::Small spc = modlin::load_small(sp, 0);
+    MODLIN_SWITCH_L(L, HOST_2D(r, c, R, C) {
+        long long x = (long long)modlin::crt_modp<K>(rx, plane, r * C + c, N, table, limbs, minv, p, invp, spc, mp);
+        long long y = (long long)modlin::crt_modp<K>(ry, plane, r * C + c, N, table, limbs, minv, p, invp, spc, mp);
+        modlin::twom_finish_modp(x, y, (long long)p, inv2, inv2s, invp, re + r * ld_re + c, im + r * ld_im + c);
+    })
 }
 
 void reduce_i32_u8(const int* X, long long ldx, long long R, long long C, const unsigned* table, int i, int acc,

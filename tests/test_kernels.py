@@ -430,7 +430,7 @@ def test_int_residues(harness, rng, p, transpose):
     shape, Rp, Cp = _residue_layout(rows, cols, transpose)
     got = np.full((len(moduli),) + shape, 99, dtype=np.int8)
     mu, c63 = map(int, _cuda.wide_constants(p))
-    harness.int_residues_i8(_ptr(np.ascontiguousarray(x)), cols, rows, cols, p, mu, c63, _ptr(_table(moduli)),
+    harness.int_residues_i8(_ptr(np.ascontiguousarray(x)), cols, 1, rows, cols, p, mu, c63, _ptr(_table(moduli)),
                             len(moduli), _ptr(got), got[0].size, shape[1], Rp, Cp, int(transpose))
 
     def balanced(v, m):
@@ -439,6 +439,96 @@ def test_int_residues(harness, rng, p, transpose):
 
     planes = [np.array([[balanced(balanced(int(v), p), m) for v in row] for row in x], dtype=np.int8) for m in moduli]
     _same_bits(got, _expected_layout(planes, shape, transpose))
+
+
+def test_int_residues_of_a_broadcast_operand(harness):
+    """Any strides, a broadcast row or column (stride 0) included: the kernels read them as they are."""
+    moduli = int8_moduli()[:5]
+    row = np.array([3, -(2**63), 2**63 - 1, 17, -5], dtype=np.int64)
+    shape, Rp, Cp = _residue_layout(6, 5, False)
+    got = np.zeros((len(moduli),) + shape, dtype=np.int8)
+    p = 2**61 - 1
+    mu, c63 = map(int, _cuda.wide_constants(p))
+    harness.int_residues_i8(_ptr(row), 0, 1, 6, 5, p, mu, c63, _ptr(_table(moduli)), len(moduli), _ptr(got),
+                            got[0].size, shape[1], Rp, Cp, 0)
+
+    def balanced(v, m):
+        r = v % m
+        return r - m if r > (m - 1) // 2 else r
+
+    for i, m in enumerate(moduli):
+        want = [balanced(balanced(int(v), p), m) for v in row]
+        assert all(got[i, r, :5].tolist() == want for r in range(6)) and not got[i, :, 5:].any()
+
+
+def _gauss_parts(rng, rows: int, cols: int, m: int):
+    edges = np.array(_i64(_edges_mod(m)), dtype=np.int64)
+    re = np.concatenate([edges, rng.integers(I64_MIN, I64_MAX, rows * cols, dtype=np.int64)])[: rows * cols]
+    im = rng.permutation(np.concatenate([edges, rng.integers(-(4 * m), 4 * m, rows * cols)]))[: rows * cols]
+    return re.reshape(rows, cols), im.astype(np.int64).reshape(rows, cols)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("m", [5, 13, 65537, 2**30 - 35, 2**52 - 47])  # primes 1 mod 4
+def test_gauss_twom_residues(harness, rng, m, transpose):
+    """Gaussian 2M's images re +- s im modulo m (s**2 = -1) and their residues modulo each
+    RNS modulus, from int64 parts of any value, against Python's integers; a real matrix
+    (no imaginary part) too."""
+    s = sqrt_minus_one(m)
+    moduli = int8_moduli()
+    rows, cols = 21, 19
+    re, im = _gauss_parts(rng, rows, cols, m)
+    shape, Rp, Cp = _residue_layout(rows, cols, transpose)
+    mu, c63 = map(int, _cuda.wide_constants(m))
+
+    def balanced(v, q):
+        r = v % q
+        return r - q if r > (q - 1) // 2 else r
+
+    for imag in (im, None):
+        plus = np.full((len(moduli),) + shape, 99, dtype=np.int8)
+        minus = np.full_like(plus, 99)
+        harness.gauss_twom_residues_i8(_ptr(re), cols, 1, _ptr(imag), cols, 1, rows, cols, m, mu, c63, s,
+                                       _ptr(_table(moduli)), len(moduli), _ptr(plus), _ptr(minus), plus[0].size,
+                                       shape[1], Rp, Cp, int(transpose))
+        for sign, got in ((1, plus), (-1, minus)):
+            images = [[balanced(int(a) + sign * s * (0 if imag is None else int(b)), m) for a, b in zip(ra, rb)]
+                      for ra, rb in zip(re, im)]
+            planes = [np.array([[balanced(v, q) for v in row] for row in images], dtype=np.int8) for q in moduli]
+            _same_bits(got, _expected_layout(planes, shape, transpose))
+
+
+def test_reduce_pair(harness, rng):
+    m = 241
+    X = _int32_data(rng, m, 30 * 36 - 14).reshape(30, 36)
+    Y = X[::-1].copy()
+    table = _table([251, m])
+    rx, ry = np.zeros((30, 33), dtype=np.uint8), np.zeros((30, 33), dtype=np.uint8)
+    harness.reduce_pair_i32_u8(_ptr(X), _ptr(Y), 36, 30, 33, _ptr(table), 1, 0, _ptr(rx), _ptr(ry))
+    _same_bits(rx, np.mod(X[:, :33].astype(np.int64), m).astype(np.uint8))
+    _same_bits(ry, np.mod(Y[:, :33].astype(np.int64), m).astype(np.uint8))
+
+
+@pytest.mark.parametrize("p", [5, 13, 65537, 2**30 - 35, 2**52 - 47])  # primes 1 mod 4
+def test_crt_twom_modp(harness, rng, p):
+    """2M's result from the residues of its two products X, Y: (X + Y)/2 and (X - Y)/(2s)
+    modulo p, against Python's integers, written into tiles with a row stride."""
+    s = sqrt_minus_one(p)
+    basis = Basis(int8_moduli()[:12])
+    hmax = (basis.M - 1) // 2
+    E = 600
+    xs = _signed([_randbits(rng, int(rng.integers(1, hmax.bit_length() + 1))) % (hmax + 1) for _ in range(E)], rng)
+    ys = [hmax, -hmax, 0, p, -p] + _signed([_randbits(rng, 60) for _ in range(E - 5)], rng)
+    rx, ry = _residues_of(xs, basis), _residues_of(ys, basis)
+    table, limbs, minv, L = _crt_args(basis)
+    sp = np.ascontiguousarray(_cuda._small_rows((p if p <= 2**16 else 2,), None, None))
+    re, im = np.full((E, 3), -1, dtype=np.int64), np.full((E, 2), -1, dtype=np.int64)
+    harness.crt_twom_modp_u8(_ptr(rx), _ptr(ry), len(basis.moduli), E, 1, _ptr(table), _ptr(limbs), _ptr(minv), L,
+                             p, _ptr(sp), basis.M % p, (p + 1) // 2, pow(2 * s, -1, p), _ptr(re), 3, _ptr(im), 2)
+    inv2, inv2s = pow(2, -1, p), pow(2 * s, -1, p)
+    assert re[:, 0].tolist() == [(x + y) * inv2 % p for x, y in zip(xs, ys)]
+    assert im[:, 0].tolist() == [(x - y) * inv2s % p for x, y in zip(xs, ys)]
+    assert (re[:, 1:] == -1).all() and (im[:, 1:] == -1).all()
 
 
 def _int32_data(rng, m: int, n: int) -> np.ndarray:
