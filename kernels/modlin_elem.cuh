@@ -263,6 +263,37 @@ MODLIN_HD long long ceil_log2(double x) {
     return exponent_of(y > 0.0 ? y : 0.0);
 }
 
+// Lost entries, counted in stage (a) before the shifts are known: a nonzero part x of a line
+// whose largest has exponent ex rounds to zero under the shift s = g - ex exactly when
+// |x| <= 2**(ex - g - 1), that is when its gap d = ex - e(x) (frexp's exponents) exceeds g,
+// or equals g with x a power of two (a tie, which rounds to even: 0). Per line, the counts of
+// gaps from each d up (S[d], d < MODLIN_GAPS, wider gaps in the last) and of powers of two at
+// each gap (P[d]) give the lost entries of any g <= G_MAX: S[g + 1] + P[g].
+#define MODLIN_GAPS 86  // G_MAX + 2
+
+MODLIN_HD void gap_of(double v, long long ex, int* bin, bool* power) {
+    int e;
+    double f = frexp(fabs(v), &e);
+    long long d = ex - e;
+    *bin = (int)(d < MODLIN_GAPS - 1 ? d : MODLIN_GAPS - 1);
+    *power = f == 0.5;
+}
+
+// A line's counts of gaps (per bin, hs) written as S (suffix sums) then P.
+MODLIN_HD void write_gaps(const unsigned* hs, unsigned* out) {
+    unsigned total = 0;
+    for (int d = MODLIN_GAPS - 1; d >= 0; --d) {
+        total += hs[d];
+        out[d] = total;
+        out[MODLIN_GAPS + d] = hs[MODLIN_GAPS + d];
+    }
+}
+
+// lost = S[g + 1] + P[g] of a line's counts (hist: S then P, MODLIN_GAPS each).
+MODLIN_HD long long lost_of(const unsigned* hist, long long g) {
+    return (long long)hist[g + 1] + (long long)hist[MODLIN_GAPS + g];
+}
+
 // _quantize.fast_exponents per line: the cap min(G_MAX, need), c = ceil(log2 ||bar||) =
 // (ceil_log2(sq) + 1) / 2, the split of lb + 2 T_BITS into (ha, hb) given the most each
 // side can use, and a line's bits min(cap, ha - c).

@@ -283,9 +283,11 @@ extern "C" __global__ void line_stats_rows(const double* __restrict__ x, long lo
                                            long long off1, long long step, int nparts, int tbits,
                                            unsigned char* __restrict__ bad, long long* __restrict__ ex,
                                            long long* __restrict__ need, double* __restrict__ sq,
-                                           unsigned char* __restrict__ bars, long long ldb) {
+                                           unsigned char* __restrict__ bars, long long ldb,
+                                           unsigned* __restrict__ hist) {
     __shared__ double fbuf[256];
     __shared__ long long ibuf[256];
+    __shared__ unsigned hs[2 * MODLIN_GAPS];
     _Pragma("unroll 1") for (long long r = blockIdx.x; r < R; r += gridDim.x) {
         const double* row = x + r * ldx;
         double mx = 0.0;
@@ -299,13 +301,24 @@ extern "C" __global__ void line_stats_rows(const double* __restrict__ x, long lo
         long long e = anyb ? 0 : modlin::exponent_of(mx);
         long long nd = tbits;
         double s = 0.0;
+        for (int t = threadIdx.x; t < 2 * MODLIN_GAPS; t += blockDim.x) hs[t] = 0;
+        __syncthreads();
         if (!anyb) {
             double f1, f2;
             modlin::stat_factors(e, tbits, &f1, &f2);
             _Pragma("unroll 1") for (long long c = threadIdx.x; c < C; c += blockDim.x) {
                 double bound = 0.0;
-                modlin::stat_entry(row[c * step], e, f1, f2, &bound, &nd);
-                if (nparts == 2) modlin::stat_entry(row[off1 + c * step], e, f1, f2, &bound, &nd);
+                for (int p = 0; p < nparts; ++p) {
+                    double v = row[(p ? off1 : 0) + c * step];
+                    modlin::stat_entry(v, e, f1, f2, &bound, &nd);
+                    if (hist != nullptr && v != 0.0) {
+                        int bin;
+                        bool power;
+                        modlin::gap_of(v, e, &bin, &power);
+                        atomicAdd(&hs[bin], 1u);
+                        if (power) atomicAdd(&hs[MODLIN_GAPS + bin], 1u);
+                    }
+                }
                 s += bound * bound;
                 if (bars != nullptr) bars[r * ldb + c] = (unsigned char)bound;
             }
@@ -319,7 +332,9 @@ extern "C" __global__ void line_stats_rows(const double* __restrict__ x, long lo
             ex[r] = e;
             need[r] = nd;
             sq[r] = s;
+            if (hist != nullptr) modlin::write_gaps(hs, hist + r * 2 * MODLIN_GAPS);
         }
+        __syncthreads();  // hs is zeroed for the next row only once every thread is done with it
     }
 }
 
@@ -329,9 +344,11 @@ extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long lo
                                            long long off1, long long step, int nparts, int tbits,
                                            unsigned char* __restrict__ bad, long long* __restrict__ ex,
                                            long long* __restrict__ need, double* __restrict__ sq,
-                                           unsigned char* __restrict__ bars, long long ldb) {
+                                           unsigned char* __restrict__ bars, long long ldb,
+                                           unsigned* __restrict__ hist) {
     __shared__ double fbuf[8][32];
     __shared__ long long ibuf[8][32];
+    __shared__ unsigned hs[32][2 * MODLIN_GAPS];
     int tx = threadIdx.x, ty = threadIdx.y;
     _Pragma("unroll 1") for (long long c0 = (long long)blockIdx.x * 32; c0 < C; c0 += (long long)gridDim.x * 32) {
         long long c = c0 + tx;
@@ -357,14 +374,25 @@ extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long lo
         long long e = b_all ? 0 : modlin::exponent_of(m_all);
         long long nd = tbits;
         double s = 0.0;
+        for (int t = ty; t < 2 * MODLIN_GAPS; t += 8) hs[tx][t] = 0;
+        __syncthreads();
         if (live) {
             if (!b_all) {
                 double f1, f2;
                 modlin::stat_factors(e, tbits, &f1, &f2);
                 _Pragma("unroll 1") for (long long r = ty; r < R; r += 8) {
                     double bound = 0.0;
-                    modlin::stat_entry(x[r * ldx + c * step], e, f1, f2, &bound, &nd);
-                    if (nparts == 2) modlin::stat_entry(x[r * ldx + off1 + c * step], e, f1, f2, &bound, &nd);
+                    for (int p = 0; p < nparts; ++p) {
+                        double v = x[r * ldx + (p ? off1 : 0) + c * step];
+                        modlin::stat_entry(v, e, f1, f2, &bound, &nd);
+                        if (hist != nullptr && v != 0.0) {
+                            int bin;
+                            bool power;
+                            modlin::gap_of(v, e, &bin, &power);
+                            atomicAdd(&hs[tx][bin], 1u);
+                            if (power) atomicAdd(&hs[tx][MODLIN_GAPS + bin], 1u);
+                        }
+                    }
                     s += bound * bound;
                     if (bars != nullptr) bars[r * ldb + c] = (unsigned char)bound;
                 }
@@ -386,6 +414,7 @@ extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long lo
             ex[c] = e;
             need[c] = n_all;
             sq[c] = s_all;
+            if (hist != nullptr) modlin::write_gaps(hs[tx], hist + c * 2 * MODLIN_GAPS);
         }
         __syncthreads();
     }
@@ -395,15 +424,18 @@ extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long lo
 // from the rows' (ex_a, need_a, sq_a) and the columns' statistics, the bits g_i, h_j each
 // line keeps (the even split of lb + 2 T_BITS, or the rest left to a side that is exact
 // with fewer), the shifts sa = g - ex_a and sb = h - ex_b; symmetric (B = A^T): both
-// sides take min(g, h). summary[0..5]: min g, min h (before that min, as _check_bits
+// sides take min(g, h). summary[0..7]: min g, min h (before that min, as _check_bits
 // reads them), whether any row and any column holds Inf or NaN, the largest ex_a and
-// ex_b: everything the host needs from stage (a), in one transfer.
+// ex_b, and the nonzero entries of A and B the shifts round to zero (from the lines' gap
+// counts hist_a, hist_b: modlin::lost_of): everything the host needs of the product before
+// its result, in one transfer.
 extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const long long* __restrict__ need_a,
                                        const double* __restrict__ sq_a, const unsigned char* __restrict__ bad_a,
                                        long long m, const long long* __restrict__ ex_b,
                                        const long long* __restrict__ need_b, const double* __restrict__ sq_b,
                                        const unsigned char* __restrict__ bad_b, long long n, int symmetric,
-                                       long long lb, int tbits, int gmax, long long* __restrict__ sa,
+                                       long long lb, int tbits, int gmax, const unsigned* __restrict__ hist_a,
+                                       const unsigned* __restrict__ hist_b, long long* __restrict__ sa,
                                        long long* __restrict__ sb, long long* __restrict__ summary) {
     __shared__ long long buf[1024];
     long long use_a = 0, use_b = 0;
@@ -420,7 +452,7 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
     long long ha, hb;
     modlin::fast_split(lb, tbits, use_a, use_b, &ha, &hb);
     const long long big = 1LL << 62;
-    long long min_g = big, min_h = big, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0;
+    long long min_g = big, min_h = big, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0, lost_a = 0, lost_b = 0;
     _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
         long long g = modlin::fast_bits(need_a[i], sq_a[i], ha, gmax);
         min_g = g < min_g ? g : min_g;
@@ -433,6 +465,7 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
         sa[i] = g - ex_a[i];
         max_ea = ex_a[i] > max_ea ? ex_a[i] : max_ea;
         any_a |= bad_a[i];
+        if (hist_a != nullptr && g >= tbits) lost_a += modlin::lost_of(hist_a + i * 2 * MODLIN_GAPS, g);
     }
     if (!symmetric) {
         _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
@@ -441,10 +474,12 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
             sb[j] = h - ex_b[j];
             max_eb = ex_b[j] > max_eb ? ex_b[j] : max_eb;
             any_b |= bad_b[j];
+            if (hist_b != nullptr && h >= tbits) lost_b += modlin::lost_of(hist_b + j * 2 * MODLIN_GAPS, h);
         }
     } else {
         max_eb = max_ea;
         any_b = any_a;
+        lost_b = lost_a;
     }
     min_g = MODLIN_BLOCK_REDUCE(long long, buf, min_g, a_ < b_ ? a_ : b_);
     min_h = MODLIN_BLOCK_REDUCE(long long, buf, min_h, a_ < b_ ? a_ : b_);
@@ -452,7 +487,11 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
     any_b = MODLIN_BLOCK_REDUCE(long long, buf, any_b, a_ | b_);
     max_ea = MODLIN_BLOCK_REDUCE(long long, buf, max_ea, a_ > b_ ? a_ : b_);
     max_eb = MODLIN_BLOCK_REDUCE(long long, buf, max_eb, a_ > b_ ? a_ : b_);
+    lost_a = MODLIN_BLOCK_REDUCE(long long, buf, lost_a, a_ + b_);
+    lost_b = MODLIN_BLOCK_REDUCE(long long, buf, lost_b, a_ + b_);
     if (threadIdx.x == 0) {
+        summary[6] = lost_a;
+        summary[7] = lost_b;
         summary[0] = min_g;
         summary[1] = min_h;
         summary[2] = any_a;

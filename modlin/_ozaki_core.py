@@ -111,13 +111,18 @@ class Scales:
     ea: np.ndarray
     eb: np.ndarray
     #: What the host knows without reading the device, when stage (a) sent it in its one
-    #: transfer: whether any row of ``A``, any column of ``B`` holds Inf or NaN, and the
-    #: largest ``ea`` and ``eb`` (None: read the arrays when needed).
-    summary: tuple[bool, bool, int, int] | None = None
+    #: transfer: whether any row of ``A``, any column of ``B`` holds Inf or NaN, the
+    #: largest ``ea`` and ``eb``, and how many nonzero entries of ``A`` and ``B`` the shifts
+    #: round to zero (None: read the arrays, count the entries, when needed).
+    summary: tuple[bool, bool, int, int, int, int] | None = None
 
     def any_bad(self) -> tuple[bool, bool] | None:
         """Whether any row of ``A`` and any column of ``B`` hold Inf or NaN, if known on the host."""
         return None if self.summary is None else self.summary[:2]
+
+    def lost(self) -> tuple[int, int] | None:
+        """The nonzero entries of ``A`` and ``B`` that round to zero, if stage (a) counted them."""
+        return None if self.summary is None else self.summary[4:6]
 
 
 def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarray | None):
@@ -198,15 +203,17 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
     mt, kt, nt = tiling.tile if tiling is not None else (max(m, 1), max(k, 1), max(n, 1))
     accurate = mode == "accurate"
     abars = xp.empty((m, k), dtype=np.uint8) if accurate else None
-    bad_a, ex_a, need_a, sq_a = stats(a, 1, mt, kt, abars)
+    stats_a = stats(a, 1, mt, kt, abars)  # (bad, ex, need, sq, and what the kernels' own add)
+    bad_a, ex_a, need_a, sq_a = stats_a[:4]
     if b is None:
-        bad_b, ex_b, need_b, sq_b, bbars = bad_a, ex_a, need_a, sq_a, None if abars is None else abars.T
+        stats_b, bbars = stats_a, None if abars is None else abars.T
     else:
         bbars = xp.empty((k, n), dtype=np.uint8) if accurate else None
-        bad_b, ex_b, need_b, sq_b = stats(b, 0, nt, kt, bbars)
+        stats_b = stats(b, 0, nt, kt, bbars)
+    bad_b, ex_b, need_b, sq_b = stats_b[:4]
     top = lb(mods.basis)
     if not accurate and kernels is not None and kernels.fast_scales is not None:
-        return kernels.fast_scales((bad_a, ex_a, need_a, sq_a), (bad_b, ex_b, need_b, sq_b), top, b is None)
+        return kernels.fast_scales(stats_a, stats_b, top, b is None)
     if not accurate:
         g, h = _quantize.fast_exponents(sq_a, sq_b, top, need_a, need_b)
     else:
@@ -588,8 +595,9 @@ class Kernels:
     memory: Callable[[Moduli, tuple[int, int, int], int, int], int]
     scale_pass: int = 0
     #: Stage (a) on the device, where it has its own kernels: ``line_stats(x, axis, lines,
-    #: inner, bars)`` as :func:`_line_stats`, and ``fast_scales(stats_a, stats_b, lb,
-    #: symmetric)`` giving "fast" mode's :class:`Scales` (with its summary) from them.
+    #: inner, bars)`` as :func:`_line_stats` (its tuple may carry more after the four), and
+    #: ``fast_scales(stats_a, stats_b, lb, symmetric)`` giving "fast" mode's :class:`Scales`
+    #: (with its summary) from them.
     line_stats: Callable | None = None
     fast_scales: Callable | None = None
 

@@ -19,6 +19,9 @@ from . import _cuda
 from ._ozaki_core import SCALE_PASS, Kernels, Scales
 from ._quantize import G_MAX, T_BITS, check_bits
 
+#: Gap bins per line of :func:`line_stats`' counts (MODLIN_GAPS in kernels/modlin_elem.cuh).
+GAPS = G_MAX + 2
+
 __all__ = ["KERNELS", "add_residues", "fast_scales", "gemm_residues", "line_stats", "syrk_residues", "to_double"]
 
 
@@ -327,7 +330,9 @@ def to_double(res, basis, sa, sb, out) -> None:
 def line_stats(x, axis: int, lines: int, inner: int, bars=None):
     """Stage (a)'s statistics of every row (``axis=1``) or column (``axis=0``) of the whole
     operand ``x`` in one kernel (:func:`modlin._ozaki_core._line_stats`'s ``(bad, ex, need,
-    sq)``, the bounds into ``bars`` when given): a block per row, or per strip of 32
+    sq)``, the bounds into ``bars`` when given), and each line's counts of gaps below its
+    largest entry (``hist``, ``(lines, 2 GAPS)`` uint32: what tells :func:`fast_scales` how
+    many entries the shifts will round to zero): a block per row, or per strip of 32
     columns. ``lines`` and ``inner`` (the CPU's pieces) are not needed: it makes no temporaries."""
     cp = _cp()
     if x.shape[1] > 1 and x.strides[1] != x.itemsize:
@@ -337,12 +342,13 @@ def line_stats(x, axis: int, lines: int, inner: int, bars=None):
     bad = cp.empty(count, dtype=cp.bool_)
     ex, need = cp.empty(count, dtype=cp.int64), cp.empty(count, dtype=cp.int64)
     sq = cp.empty(count, dtype=cp.float64)
+    hist = cp.zeros((count, 2 * GAPS), dtype=cp.uint32) if R * C == 0 else cp.empty((count, 2 * GAPS), dtype=cp.uint32)
     complex_ = x.dtype.kind == "c"
     args = (x, np.int64(x.strides[0] // 8 if R > 1 else 0), np.int64(R), np.int64(C), np.int64(1),
             np.int64(2 if complex_ else 1), np.int32(2 if complex_ else 1), np.int32(T_BITS), bad.view(cp.uint8), ex,
-            need, sq, np.uint64(0) if bars is None else bars, np.int64(0 if bars is None else bars.strides[0]))
+            need, sq, np.uint64(0) if bars is None else bars, np.int64(0 if bars is None else bars.strides[0]), hist)
     if count == 0:
-        return bad, ex, need, sq
+        return bad, ex, need, sq, hist
     if axis == 1:
         _cuda.launch("line_stats_rows", R * C, *args, grid=((min(R, 2**31 - 1),), (256,)))
     else:
@@ -352,29 +358,31 @@ def line_stats(x, axis: int, lines: int, inner: int, bars=None):
         ex[...] = 0
         need[...] = T_BITS
         sq[...] = 0.0
-    return bad, ex, need, sq
+    return bad, ex, need, sq, hist
 
 
 def fast_scales(stats_a, stats_b, top: int, symmetric: bool) -> Scales:
     """"fast" mode's :class:`~modlin._ozaki_core.Scales` from the line statistics, in one
     kernel (:func:`modlin._quantize.fast_exponents` and the shifts) and one transfer to the
     host: the least bits of a row and of a column (too few moduli raise here, as on the
-    CPU), whether any line holds Inf or NaN and the largest exponents. That transfer is the
-    product's one wait for the device before its end: the tile loop's branches
-    (lines to recompute natively, results that may overflow) depend on it."""
+    CPU), whether any line holds Inf or NaN, the largest exponents, and how many nonzero
+    entries of each operand the shifts round to zero (for the AccuracyWarning). That
+    transfer is the product's one wait for the device: the tile loop's branches (lines to
+    recompute natively, results that may overflow) depend on it, and nothing after it
+    needs another."""
     cp = _cp()
-    bad_a, ex_a, need_a, sq_a = stats_a
-    bad_b, ex_b, need_b, sq_b = stats_b
+    bad_a, ex_a, need_a, sq_a, hist_a = stats_a
+    bad_b, ex_b, need_b, sq_b, hist_b = stats_b
     m, n = ex_a.size, ex_b.size
     sa, sb = cp.empty(m, dtype=cp.int64), cp.empty(n, dtype=cp.int64)
-    summary = cp.empty(6, dtype=cp.int64)  # the kernel writes all six
+    summary = cp.empty(8, dtype=cp.int64)  # the kernel writes all eight
     _cuda.launch("fast_scales", 1, ex_a, need_a, sq_a, bad_a.view(cp.uint8), np.int64(m), ex_b, need_b, sq_b,
                  bad_b.view(cp.uint8), np.int64(n), np.int32(symmetric), np.int64(top), np.int32(T_BITS),
-                 np.int32(G_MAX), sa, sb, summary, grid=((1,), (1024,)))
-    min_g, min_h, any_a, any_b, max_ea, max_eb = (int(v) for v in summary.get())
+                 np.int32(G_MAX), hist_a, hist_b, sa, sb, summary, grid=((1,), (1024,)))
+    min_g, min_h, any_a, any_b, max_ea, max_eb, lost_a, lost_b = (int(v) for v in summary.get())
     for count, least, what in ((m, min_g, "A's rows"), (n, min_h, "B's columns")):
         check_bits(least if count else T_BITS, what)
-    return Scales(sa, sb, bad_a, bad_b, ex_a, ex_b, (bool(any_a), bool(any_b), max_ea, max_eb))
+    return Scales(sa, sb, bad_a, bad_b, ex_a, ex_b, (bool(any_a), bool(any_b), max_ea, max_eb, lost_a, lost_b))
 
 
 #: The CuPy kernels of stages (a), (b) and (c).

@@ -372,18 +372,19 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
     sc = core.scales(a, b, mods, mode, tiling, kernels)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")  # once, not per tile (a host read on CuPy)
-    lost = [0, 0]  # the lost entries of A's and B's panels (NumPy), or:
-    counters = _counters(xp, 2)  # CuPy: the device counters the residue kernels add them to
+    known = sc.lost()  # the lost entries, when stage (a) counted them (the GPU's "fast" mode)
+    lost = [0, 0]  # else those of A's and B's panels (NumPy), or:
+    counters = _counters(xp, 2) if known is None else None  # the device counters the residue kernels add them to
     held = {}  # the quantised row panel of A, reused across the column panels
 
     def product(rows, inner, cols):
         if held.get("key") != (rows.start, inner.start):
             held["qa"] = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
             held["key"] = (rows.start, inner.start)
-            if cols.start == 0:
+            if cols.start == 0 and known is None:
                 lost[0] += held["qa"].lost(counters, 0)
         qb = core.Panel(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
-        if rows.start == 0:
+        if rows.start == 0 and known is None:
             lost[1] += qb.lost(counters, 1)
         return kernels.gemm_residues(mods, held["qa"], qb)
 
@@ -398,7 +399,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
         run(tiling, product, add=lambda acc, part: kernels.add_residues(acc, part, mods), finish=finish, bar=bar)
-    lost_a, lost_b = _totals(lost, counters)
+    lost_a, lost_b = known if known is not None else _totals(lost, counters)
     _warn_lost(lost_a, "A", 1)
     _warn_lost(lost_b, "B", 0)
 
@@ -414,12 +415,13 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (n, k, n), mode, True, xp)
     sc = core.scales(a, None, mods, mode, tiling, kernels)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")
+    known = sc.lost()
     lost = [0]
-    counters = _counters(xp, 1)
+    counters = _counters(xp, 1) if known is None else None
 
     def panel(rows, inner, count):
         q = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
-        if count:
+        if count and known is None:
             lost[0] += q.lost(counters, 0)
         return q
 
@@ -446,7 +448,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
 
     with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:
         run(tiling, product, add=add, finish=finish, bar=bar, pairs=True)
-    _warn_lost(_totals(lost, counters)[0], "A", 1)
+    _warn_lost(known[0] if known is not None else _totals(lost, counters)[0], "A", 1)
 
 
 def _counters(xp, count: int):

@@ -261,11 +261,12 @@ HARNESS_SIGNATURES = {
     "crt_to_double_u8": (P, P, I32, I64, I64, P, P, P, I32, P, P, P, I64, I64),
     # res, N, R, C, table, limbs, minv, L, p, sp, mp, out, ldo
     "crt_to_modp_u8": (P, I32, I64, I64, P, P, P, I32, U64, P, U64, P, I64),
-    # x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb
-    "line_stats_rows": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64),
-    "line_stats_cols": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64),
-    # ex_a, need_a, sq_a, bad_a, m, ex_b, need_b, sq_b, bad_b, n, symmetric, lb, tbits, gmax, sa, sb, summary
-    "fast_scales": (P, P, P, P, I64, P, P, P, P, I64, I32, I64, I32, I32, P, P, P),
+    # x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, hist
+    "line_stats_rows": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64, P),
+    "line_stats_cols": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64, P),
+    # ex_a, need_a, sq_a, bad_a, m, ex_b, need_b, sq_b, bad_b, n, symmetric, lb, tbits, gmax, hist_a, hist_b, sa,
+    # sb, summary
+    "fast_scales": (P, P, P, P, I64, P, P, P, P, I64, I32, I64, I32, I32, P, P, P, P, P),
 }
 
 

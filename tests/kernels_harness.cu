@@ -146,7 +146,7 @@ void crt_to_modp_u8(const unsigned char* res, int N, long long R, long long C, c
 // exact integer sums, which any order gives alike).
 static void host_line_stats(const double* x, long long ldx, long long R, long long C, long long off1, long long step,
                             int nparts, int tbits, unsigned char* bad, long long* ex, long long* need, double* sq,
-                            unsigned char* bars, long long ldb, int by_cols) {
+                            unsigned char* bars, long long ldb, unsigned* hist, int by_cols) {
     long long lines = by_cols ? C : R, len = by_cols ? R : C;
     for (long long l = 0; l < lines; ++l) {
         double mx = 0.0;
@@ -161,12 +161,22 @@ static void host_line_stats(const double* x, long long ldx, long long R, long lo
         double s = 0.0;
         double f1, f2;
         modlin::stat_factors(e, tbits, &f1, &f2);
+        unsigned hs[2 * MODLIN_GAPS] = {0};
         for (long long t = 0; t < len; ++t) {
             long long r = by_cols ? t : l, c = by_cols ? l : t;
             double bound = 0.0;
             if (!b) {
-                modlin::stat_entry(x[r * ldx + c * step], e, f1, f2, &bound, &nd);
-                if (nparts == 2) modlin::stat_entry(x[r * ldx + off1 + c * step], e, f1, f2, &bound, &nd);
+                for (int p = 0; p < nparts; ++p) {
+                    double v = x[r * ldx + (p ? off1 : 0) + c * step];
+                    modlin::stat_entry(v, e, f1, f2, &bound, &nd);
+                    if (v != 0.0) {
+                        int bin;
+                        bool power;
+                        modlin::gap_of(v, e, &bin, &power);
+                        hs[bin] += 1;
+                        if (power) hs[MODLIN_GAPS + bin] += 1;
+                    }
+                }
                 s += bound * bound;
             }
             if (bars) bars[r * ldb + c] = (unsigned char)bound;
@@ -175,25 +185,26 @@ static void host_line_stats(const double* x, long long ldx, long long R, long lo
         ex[l] = e;
         need[l] = nd;
         sq[l] = s;
+        if (hist) modlin::write_gaps(hs, hist + l * 2 * MODLIN_GAPS);
     }
 }
 
 void line_stats_rows(const double* x, long long ldx, long long R, long long C, long long off1, long long step,
                      int nparts, int tbits, unsigned char* bad, long long* ex, long long* need, double* sq,
-                     unsigned char* bars, long long ldb) {
-    host_line_stats(x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, 0);
+                     unsigned char* bars, long long ldb, unsigned* hist) {
+    host_line_stats(x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, hist, 0);
 }
 
 void line_stats_cols(const double* x, long long ldx, long long R, long long C, long long off1, long long step,
                      int nparts, int tbits, unsigned char* bad, long long* ex, long long* need, double* sq,
-                     unsigned char* bars, long long ldb) {
-    host_line_stats(x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, 1);
+                     unsigned char* bars, long long ldb, unsigned* hist) {
+    host_line_stats(x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, hist, 1);
 }
 
 void fast_scales(const long long* ex_a, const long long* need_a, const double* sq_a, const unsigned char* bad_a,
                  long long m, const long long* ex_b, const long long* need_b, const double* sq_b,
                  const unsigned char* bad_b, long long n, int symmetric, long long lb, int tbits, int gmax,
-                 long long* sa, long long* sb, long long* summary) {
+                 const unsigned* hist_a, const unsigned* hist_b, long long* sa, long long* sb, long long* summary) {
     long long use_a = 0, use_b = 0;
     for (long long i = 0; i < m; ++i) {
         long long v = modlin::fast_cap(need_a[i], gmax) + modlin::fast_c(sq_a[i]);
@@ -205,7 +216,8 @@ void fast_scales(const long long* ex_a, const long long* need_a, const double* s
     }
     long long ha, hb;
     modlin::fast_split(lb, tbits, use_a, use_b, &ha, &hb);
-    long long min_g = 1LL << 62, min_h = 1LL << 62, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0;
+    long long min_g = 1LL << 62, min_h = 1LL << 62, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0, lost_a = 0,
+              lost_b = 0;
     for (long long i = 0; i < m; ++i) {
         long long g = modlin::fast_bits(need_a[i], sq_a[i], ha, gmax);
         min_g = g < min_g ? g : min_g;
@@ -218,6 +230,7 @@ void fast_scales(const long long* ex_a, const long long* need_a, const double* s
         sa[i] = g - ex_a[i];
         max_ea = ex_a[i] > max_ea ? ex_a[i] : max_ea;
         any_a |= bad_a[i];
+        if (hist_a != nullptr && g >= tbits) lost_a += modlin::lost_of(hist_a + i * 2 * MODLIN_GAPS, g);
     }
     if (!symmetric) {
         for (long long j = 0; j < n; ++j) {
@@ -226,13 +239,15 @@ void fast_scales(const long long* ex_a, const long long* need_a, const double* s
             sb[j] = h - ex_b[j];
             max_eb = ex_b[j] > max_eb ? ex_b[j] : max_eb;
             any_b |= bad_b[j];
+            if (hist_b != nullptr && h >= tbits) lost_b += modlin::lost_of(hist_b + j * 2 * MODLIN_GAPS, h);
         }
     } else {
         max_eb = max_ea;
         any_b = any_a;
+        lost_b = lost_a;
     }
-    long long out[6] = {min_g, min_h, any_a, any_b, max_ea, max_eb};
-    for (int t = 0; t < 6; ++t) summary[t] = out[t];
+    long long out[8] = {min_g, min_h, any_a, any_b, max_ea, max_eb, lost_a, lost_b};
+    for (int t = 0; t < 8; ++t) summary[t] = out[t];
 }
 
 }  // extern "C"

@@ -26,6 +26,7 @@ import pytest
 from modlin import _crtfloat, _cuda, _modular, _quantize, _rns
 from modlin._modular import Reduction
 from modlin._rns import Basis, int8_moduli
+from modlin._ozaki_gpu import GAPS
 from modlin.gaussian import sqrt_minus_one, twom_moduli
 
 from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS, _nvcc
@@ -773,9 +774,11 @@ def test_line_stats(harness, rng, axis, complex_):
     bad, ex, need = np.zeros(lines, dtype=np.uint8), np.zeros(lines, dtype=np.int64), np.zeros(lines, dtype=np.int64)
     sq = np.zeros(lines)
     bars = np.full((rows, cols + 2), 77, dtype=np.uint8)
+    hist = np.zeros((lines, 2 * GAPS), dtype=np.uint32)
     fn = harness.line_stats_rows if axis == 1 else harness.line_stats_cols
     fn(x.ctypes.data_as(ctypes.c_void_p), x.strides[0] // 8, rows, cols, 1, 2 if complex_ else 1,
-       2 if complex_ else 1, _quantize.T_BITS, _ptr(bad), _ptr(ex), _ptr(need), _ptr(sq), _ptr(bars), cols + 2)
+       2 if complex_ else 1, _quantize.T_BITS, _ptr(bad), _ptr(ex), _ptr(need), _ptr(sq), _ptr(bars), cols + 2,
+       _ptr(hist))
     assert bad.astype(bool).tolist() == bad_w.tolist() and bad.any()
     _same_bits(ex, ex_w.astype(np.int64))
     _same_bits(need, need_w.astype(np.int64))
@@ -783,6 +786,16 @@ def test_line_stats(harness, rng, axis, complex_):
     _same_bits(bars[:, :cols], bars_want)
     assert (bars[:, cols:] == 77).all()
     assert need.max() > 1000 and ex.min() < -1000  # the subnormals' exact bits, tiny lines' exponents
+    # the gap counts give, for every number of bits g a line may keep, the entries that
+    # shifts of g bits round to zero: those the CPU's quantisation counts (Panel.lost)
+    for g in (_quantize.T_BITS, 20, 53, _quantize.G_MAX):
+        shift = g - ex
+        lost = [int(hist[i, g + 1]) + int(hist[i, GAPS + g]) if not bad[i] else 0 for i in range(lines)]
+        for i in range(lines):
+            one = _quantize.Panel(x, np.where(np.arange(lines) == i, shift, 0), bad_w | (np.arange(lines) != i), axis)
+            assert lost[i] == one.lost(), (g, i)
+    assert hist[:, 0].sum() == sum(np.count_nonzero(np.take(p, np.flatnonzero(~bad_w), axis=1 - axis))
+                                   for p in ([x.real, x.imag] if complex_ else [x]))
 
 
 @pytest.mark.parametrize("symmetric", [False, True])
@@ -803,16 +816,23 @@ def test_fast_scales(harness, rng, lb, symmetric):
 
     ex_a, need_a, sq_a, bad_a = stats(m)
     ex_b, need_b, sq_b, bad_b = (ex_a, need_a, sq_a, bad_a) if symmetric else stats(n)
-    sa, sb, summary = np.zeros(m, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(6, dtype=np.int64)
+    hist_a = rng.integers(0, 1000, (m, 2 * GAPS)).astype(np.uint32)
+    hist_b = hist_a if symmetric else rng.integers(0, 1000, (n, 2 * GAPS)).astype(np.uint32)
+    sa, sb, summary = np.zeros(m, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(8, dtype=np.int64)
     harness.fast_scales(_ptr(ex_a), _ptr(need_a), _ptr(sq_a), _ptr(bad_a), m, _ptr(ex_b), _ptr(need_b), _ptr(sq_b),
-                        _ptr(bad_b), n, int(symmetric), lb, _quantize.T_BITS, _quantize.G_MAX, _ptr(sa), _ptr(sb),
-                        _ptr(summary))
+                        _ptr(bad_b), n, int(symmetric), lb, _quantize.T_BITS, _quantize.G_MAX, _ptr(hist_a),
+                        _ptr(hist_b), _ptr(sa), _ptr(sb), _ptr(summary))
     g, h = _quantize.fast_exponents(sq_a, sq_b, lb, need_a, need_b) if _fast_ok(sq_a, sq_b, lb, need_a, need_b) \
         else _raw_fast(sq_a, sq_b, lb, need_a, need_b)
-    assert summary.tolist() == [int(g.min()), int(h.min()), int(bad_a.any()), int(bad_b.any()), int(ex_a.max()),
-                                int(ex_b.max())]
+    assert summary[:6].tolist() == [int(g.min()), int(h.min()), int(bad_a.any()), int(bad_b.any()), int(ex_a.max()),
+                                    int(ex_b.max())]
     if symmetric:
         g = h = np.minimum(g, h)
+
+    def lost(hist, bits):
+        return sum(int(hist[i, b + 1]) + int(hist[i, GAPS + b]) for i, b in enumerate(bits) if b >= _quantize.T_BITS)
+
+    assert summary[6:].tolist() == [lost(hist_a, g), lost(hist_a, g) if symmetric else lost(hist_b, h)]
     _same_bits(sa, g - ex_a)
     _same_bits(sb, h - ex_b)
 
