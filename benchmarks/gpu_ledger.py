@@ -26,7 +26,9 @@ products), the stand-in's device has an H200's free memory, and the tiling at ``
 shown for both devices.
 
 ``--json`` prints the results as JSON; ``--stages`` adds where each path's bytes go,
-stage by stage.
+stage by stage. Each path's ``stage_fit`` (:func:`fit_stages`) holds its stages at any
+size, for :func:`stage_model`: saved (``--json > ledger.json``), they are what
+``benchmarks/gpu_report.py --ledger ledger.json`` sets beside the stages it times on a GPU.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ MEASURED_H200_8192 = {
 #: listed here (prefixes of ``module.qualname``), else "other: <innermost function>".
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("(a) line statistics and scales", ("modlin._ozaki_core.scales",)),
-    ("(a) lost-entry counters", ("modlin._quantize.Panel.lost", "modlin.ozaki._totals")),
+    ("(a) lost-entry counters", ("modlin._quantize.Panel.lost", "modlin.ozaki._counters",
+                                 "modlin.ozaki._totals")),
     ("operands reduced mod p", ("modlin._matmul._device_residues", "modlin._matmul._gpu_operand")),
     ("Gaussian: 2M images mod m", ("modlin._modular.twom_split",)),
     ("(b) quantisation and int8 residues (2M: images)", ("modlin._ozaki_gpu._panel_residues",
@@ -122,6 +125,15 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
+#: The int8 GEMMs themselves (cuBLAS calls), in :func:`stages_of` a stage of their own
+#: whatever stage asked for them: the model times them by their work (:func:`gemm_time`),
+#: not by their bytes, and ``benchmarks/gpu_report.py`` times them apart.
+GEMM_STAGE = "(b) int8 GEMMs (cuBLAS)"
+
+_STAGE_COUNTS = ("launches", "gemms", "gemm_work", "syncs", "uploads")
+_STAGE_BYTES = ("bytes_per_entry", "kernel_bytes_per_entry", "cupy_bytes_per_entry")
+
+
 def stage_of(record) -> str:
     """The stage of a ledger record (:data:`STAGES`)."""
     for fn in record.stack:
@@ -129,6 +141,42 @@ def stage_of(record) -> str:
             if any(fn == p or fn.startswith(p + ".") for p in prefixes):
                 return label
     return f"other: {record.site or '(outside modlin)'}"
+
+
+def stages_of(records, entries: int) -> dict[str, dict[str, float]]:
+    """The records added up by stage (:func:`stage_of`; GEMM calls under :data:`GEMM_STAGE`).
+
+    Parameters
+    ----------
+    records : iterable of cupy_standin.Record
+        A ledger's records.
+    entries : int
+        The product's output entries (bytes are counted per entry).
+
+    Returns
+    -------
+    dict
+        Per stage, largest non-GEMM bytes first: ``launches`` (kernels and CuPy operations),
+        ``gemms`` and their ``gemm_work`` (multiply-adds), ``syncs``, ``uploads``, and
+        ``bytes_per_entry`` (non-GEMM bytes read and written per output entry; of them
+        ``kernel_bytes_per_entry`` and ``cupy_bytes_per_entry``).
+    """
+    out: dict[str, dict[str, float]] = {}
+    per = max(entries, 1)
+    for r in records:
+        s = out.setdefault(GEMM_STAGE if r.kind == "gemm" else stage_of(r),
+                           {**dict.fromkeys(_STAGE_COUNTS, 0), **dict.fromkeys(_STAGE_BYTES, 0.0)})
+        if r.kind in ("launch", "cupy"):
+            moved = (r.bytes_read + r.bytes_written) / per
+            s["launches"] += 1
+            s["bytes_per_entry"] += moved
+            s["kernel_bytes_per_entry" if r.kind == "launch" else "cupy_bytes_per_entry"] += moved
+        elif r.kind == "gemm":
+            s["gemms"] += 1
+            s["gemm_work"] += r.work
+        elif r.kind in ("sync", "upload"):
+            s[r.kind + "s"] += 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["bytes_per_entry"]))
 
 
 # ----------------------------------------------------------------------------- the paths
@@ -191,8 +239,9 @@ def _matmul_case(name: str, p: int) -> Case:
 def planned_at(N: int) -> Iterator[None]:
     """Inside, the device's plans (``modlin.plan(..., device="cuda")``, as
     :func:`modlin.gaussian.matmul` makes them) are those of an ``N x N x N`` product:
-    the planner picks other plans for the small products the stand-in runs."""
-    from cupy_standin import Patcher
+    the planner picks other plans for the small products the stand-in runs (and for a
+    GPU's smaller products: ``benchmarks/gpu_report.py`` runs the ledger's plans there,
+    so this needs no stand-in)."""
     from modlin import _planner
 
     real = _planner.plan
@@ -200,9 +249,11 @@ def planned_at(N: int) -> Iterator[None]:
     def plan(p, m, k, n, **kw):
         return real(p, N, N, N, **kw) if kw.get("device") == "cuda" else real(p, m, k, n, **kw)
 
-    with Patcher() as patch:
-        patch.setattr(_planner, "plan", plan)
+    _planner.plan = plan
+    try:
         yield
+    finally:
+        _planner.plan = real
 
 
 def _gaussian_case(name: str, m: int) -> Case:
@@ -275,14 +326,13 @@ def _tilings() -> Iterator[list]:
 def measure(case: Case, to_gpu, n: int, N: int, seed: int = 0) -> dict[str, Any]:
     """The ledger of one ``n``-sized product of ``case`` (plans of an ``N``-sized one):
     :meth:`~cupy_standin.Ledger.summary`, plus ``tiles`` (the tiles of the tilings run),
-    ``stages`` (bytes per entry and launches by :func:`stage_of`) and ``records``."""
+    ``stages`` (:func:`stages_of`) and ``records``."""
     ops = case.operands(np.random.default_rng(seed), n)
     with _tilings() as made, to_gpu.ledger as led:
         case.run(to_gpu, ops, N)
     out = led.summary(n * n)
     out["tiles"] = max((t.count for t in made), default=1)
-    out["stages"] = {k: {"launches": v["count"], "bytes_per_entry": v["bytes"] / (n * n)}
-                     for k, v in led.by(stage_of).items()}
+    out["stages"] = stages_of(led.records, n * n)
     out["records"] = list(led.records)
     return out
 
@@ -297,6 +347,25 @@ def extrapolate(small: dict, n1: int, big: dict, n2: int, N: int) -> dict[str, f
 
     keys = ("bytes_per_entry", "kernel_bytes_per_entry", "cupy_bytes_per_entry", "gemm_bytes_per_entry")
     return {**{k: fit(k) for k in keys}, "gemm_work": big["gemm_work"] * (N / n2) ** 3}
+
+
+def fit_stages(small: dict, n1: int, big: dict, n2: int) -> dict[str, dict[str, float]]:
+    """Each stage of :func:`stages_of` at any size ``n``, from its values at ``n1 < n2``:
+    per-entry bytes as ``a + b / n`` (keys ``<name>_a`` and ``<name>_b`` for each of
+    :func:`stages_of`'s bytes), GEMM work as ``gemm_work_n3 * n**3``, the counts those at
+    ``n2`` (``same_counts``: equal at ``n1``). :func:`stage_model` evaluates them."""
+    zero = {**dict.fromkeys(_STAGE_COUNTS, 0), **dict.fromkeys(_STAGE_BYTES, 0.0)}
+    out = {}
+    for label in big.keys() | small.keys():
+        s, b = small.get(label, zero), big.get(label, zero)
+        row = {k: b[k] for k in _STAGE_COUNTS if k != "gemm_work"}
+        row["gemm_work_n3"] = b["gemm_work"] / n2**3
+        row["same_counts"] = all(s[k] == b[k] for k in _STAGE_COUNTS if k != "gemm_work")
+        for k in _STAGE_BYTES:
+            slope = 0.0 if n1 == n2 else (s[k] - b[k]) / (1 / n1 - 1 / n2)
+            row[k + "_a"], row[k + "_b"] = b[k] - slope / n2, slope
+        out[label] = row
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["bytes_per_entry_a"]))
 
 
 # ----------------------------------------------------------------------------- the model
@@ -326,6 +395,47 @@ def modelled(row: dict, device: str, f: float | tuple[float, float], N: int) -> 
     traffic = N * N * (row["cupy_bytes_per_entry"] / f_cupy + row["kernel_bytes_per_entry"] / f_kernel) / bw
     overhead = (row["launches"] + row["gemms"] + row["uploads"]) * _c("launch_s") + row["syncs"] * _c("sync_s")
     return {"gemm": gemm, "traffic": traffic, "overhead": overhead, "total": gemm + traffic + overhead}
+
+
+def stage_model(stage: dict, n: int, device: str, f: float,
+                constants: dict[str, dict[str, Any]] | None = None) -> dict[str, float]:
+    """The model's time of one stage (of :func:`fit_stages`) in a square product of size ``n``.
+
+    Parameters
+    ----------
+    stage : dict
+        One stage of :func:`fit_stages` (a path's ``stage_fit`` in :func:`run`'s results).
+    n : int
+        The product's size.
+    device : {"h100", "h200"}
+        Whose peak bandwidth.
+    f : float
+        The share of the peak bandwidth the stage's bytes move at.
+    constants : dict, optional
+        The constants to use (default :data:`CONSTANTS`; the JSON's own when modelling a
+        saved ledger, so that ``f`` and its constants belong together).
+
+    Returns
+    -------
+    dict
+        Seconds: ``gemm`` (GEMM work at the int8 rate, :func:`gemm_time`), ``traffic`` (the
+        non-GEMM bytes at ``f`` of the peak), ``overhead`` (launches, GEMM calls and uploads
+        at ``launch_s`` each, host syncs at ``sync_s``) and ``total``, their sum; and
+        ``bytes``, the non-GEMM bytes moved. Over a path's stages these add up to
+        :func:`modelled`'s parts.
+    """
+    c = CONSTANTS if constants is None else constants
+
+    def val(key):
+        return c[key]["value"]
+
+    gemm = stage["gemm_work_n3"] * n**3 * val("int8_gemm_per_dgemm") * val("dgemm_8192_s") / 8192**3
+    moved = n * n * (stage["bytes_per_entry_a"] + stage["bytes_per_entry_b"] / n)
+    traffic = moved / (f * val(f"{device}_bandwidth"))
+    calls = stage["launches"] + stage["gemms"] + stage["uploads"]
+    overhead = calls * val("launch_s") + stage["syncs"] * val("sync_s")
+    return {"gemm": gemm, "traffic": traffic, "overhead": overhead, "total": gemm + traffic + overhead,
+            "bytes": moved}
 
 
 def _golden(loss: Callable[[float], float], lo: float = 0.01, hi: float = 1.0) -> float:
@@ -389,13 +499,15 @@ def run(N: int, measure_n: int, harness=None, names: list[str] | None = None) ->
             row.update(extrapolate(small, n1, big, measure_n, N))
             row.update(plan=case.plan(N), native=case.native, counts_independent_of_n=same,
                        tiles_measured=big["tiles"], tiles_at_N=tiles, k_split=N > _cuda.KMAX,
-                       measured_bytes_per_entry=big["bytes_per_entry"], stages=big["stages"])
+                       measured_bytes_per_entry=big["bytes_per_entry"], stages=big["stages"],
+                       stage_fit=fit_stages(small["stages"], n1, big["stages"], measure_n))
             row["at_8192"] = extrapolate(small, n1, big, measure_n, 8192)
             results["paths"][case.name] = row
     at_8192 = {k: {**v, **v["at_8192"]} for k, v in results["paths"].items()}
     fit = fit_bandwidth(at_8192)
     results["fit"] = fit
     results["fit_split"] = fit_bandwidth(at_8192, split=True)
+    results["gemm_stage"] = GEMM_STAGE
     for name, row in results["paths"].items():
         row["model"] = {d: modelled(row, d, fit["f"], N) for d in ("h100", "h200")}
         row["model_split"] = {d: modelled(row, d, results["fit_split"]["f"], N) for d in ("h100", "h200")}
@@ -450,11 +562,12 @@ def table(results: dict[str, Any], stages: bool = False) -> list[str]:
     if stages:
         for name, r in results["paths"].items():
             lines += ["", f"## {name}: bytes per output entry by stage (at n = {results['measure_n']})", "",
-                      "| stage | launches | B/entry | share |", "|:---|---:|---:|---:|"]
+                      "| stage | launches | GEMM calls | host syncs | uploads | B/entry | share |",
+                      "|:---|---:|---:|---:|---:|---:|---:|"]
             total = sum(s["bytes_per_entry"] for s in r["stages"].values()) or 1.0
             for label, s in r["stages"].items():
-                lines.append(f"| {label} | {s['launches']} | {s['bytes_per_entry']:.0f} "
-                             f"| {s['bytes_per_entry'] / total:.0%} |")
+                lines.append(f"| {label} | {s['launches']} | {s['gemms']} | {s['syncs']} | {s['uploads']} "
+                             f"| {s['bytes_per_entry']:.0f} | {s['bytes_per_entry'] / total:.0%} |")
     return lines
 
 

@@ -1,4 +1,25 @@
-"""GPU report: check modlin's public functions on CuPy arrays, then time them.
+r"""GPU report: check modlin's public functions on CuPy arrays, then time them.
+
+How to run on a lent GPU (15 minutes of device time in all, the machine's start
+included): first, on any machine with nvcc (no GPU; about 10 s), the traffic ledger
+that the *model* section compares with the GPU, saved where the working tree carries it
+to the GPU (untracked and not ignored; do not commit it)::
+
+    PYTHONPATH=. python benchmarks/gpu_ledger.py --json > ledger.json
+
+then, on the GPU, in one call with a limit of 480 s (``timeout_s``), everything::
+
+    set -o pipefail; PYTHONUNBUFFERED=1 PYTHONPATH=. timeout 420 python3 benchmarks/gpu_report.py \
+        --sizes 4096 8192 --repeats 3 --ledger ledger.json --out $OUT/gpu-results.md 2>&1 | tee $OUT/gpu-report.log
+
+Each section's wall time on an H100, estimated from the H200's runs in
+``docs/gpu-results.md`` (they are mostly host work, inputs made and CPU results computed,
+so an H100 takes about as long; its memory is 30 % slower): check 40 s (plus up to a
+minute compiling the kernels and numba's CPU code on a fresh machine), passes 10 s, memory
+60 s, table 30 s, stages 20 s, model 30 s (inputs made on the host for five paths at two
+sizes): 4 to 5 minutes, 6 to 8 with the machine's start. ``--out`` is written after every
+section, so a run cut short keeps what it measured, and the 420 s limit leaves the time to
+rerun what is missing (``--sections model``, say) on the warm machine.
 
 Run on a machine with a CUDA GPU and CuPy::
 
@@ -24,21 +45,39 @@ they imply, and the modelled against the measured time of each plan.
 modelled peak; then the same products with the device's free memory squeezed
 (a filler array) so that they must tile: bit-identical results, the peak
 within the budget.
+
+*Stages*: where ozaki's time goes, each stage's functions timed with the stream
+synchronised around every call (:func:`_spied`). *Model*: the same timing for every
+stage of the traffic ledger (``benchmarks/gpu_ledger.py``) on each of its five paths,
+beside the ledger's model of that stage (``--ledger``, its JSON) and the share of the
+peak bandwidth each stage's measured time implies: what recalibrates the ledger's
+constants after a GPU run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
+import functools
+import importlib
+import importlib.util
+import inspect
+import json
+import pathlib
 import platform
 import sys
 import time
 import traceback
+import types
 
 import numpy as np
 
 PRIMES = {20: 1048573, 31: 2147483647, 50: 2**50 - 27, 61: 2**61 - 1}
+
+#: The sections, in the order they run by default (``--sections``).
+SECTIONS = ("check", "passes", "memory", "table", "stages", "model")
 
 
 def _timeit(fn, repeats: int) -> float:
@@ -457,21 +496,118 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
         _free_pool()
 
 
+class _Spent:
+    """Seconds spent in spied functions (:func:`_spied`), by key: ``inclusive`` (the calls'
+    wall times), ``exclusive`` (less the spied calls made inside them, so that each second
+    counts once, where the innermost spied function spent it: the ledger's rule for bytes,
+    :func:`gpu_ledger.stage_of`) and ``calls``."""
+
+    def __init__(self) -> None:
+        self.inclusive: dict[str, float] = {}
+        self.exclusive: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.open: list[float] = []  # per spied call under way: the seconds of spied calls inside it
+
+    def add(self, key: str, seconds: float, inner: float) -> None:
+        self.inclusive[key] = self.inclusive.get(key, 0.0) + seconds
+        self.exclusive[key] = self.exclusive.get(key, 0.0) + seconds - inner
+        self.calls[key] = self.calls.get(key, 0) + 1
+
+
+@contextlib.contextmanager
+def _spied(targets):
+    """Time functions on the GPU, the stream synchronised before and after every call.
+
+    Parameters
+    ----------
+    targets : iterable of (str, object, str)
+        ``(key, owner, name)``: the function ``owner.name`` (a module's function or a class's
+        method), its seconds added up under ``key`` (several functions may share one).
+
+    Yields
+    ------
+    _Spent
+        The seconds, filled in as the spied functions run inside the block.
+
+    Notes
+    -----
+    A module's function is replaced wherever modlin holds it, not only where it is defined:
+    as any modlin module's attribute (a ``from ... import`` copy), and as a field of a
+    dataclass instance there (the GPU's stage functions reach the tile loop through
+    :data:`modlin._ozaki_gpu.KERNELS`). The synchronisation before a call drains what the
+    caller queued, which so counts as the caller's; the host's own time between the calls
+    counts as the innermost spied function's under way (the device idles meanwhile: in an
+    unsynchronised run it overlaps the queue), and the synchronisations add a little.
+    """
+    import cupy as cp
+
+    spent = _Spent()
+    undo = []
+
+    def sync():
+        cp.cuda.get_current_stream().synchronize()
+
+    def timed(f, key):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            sync()
+            spent.open.append(0.0)
+            t0 = time.perf_counter()
+            try:
+                out = f(*args, **kwargs)
+                sync()
+            finally:
+                seconds = time.perf_counter() - t0
+                spent.add(key, seconds, spent.open.pop())
+                if spent.open:
+                    spent.open[-1] += seconds
+            return out
+        return wrapper
+
+    def put(obj, name, value):
+        missing = isinstance(obj, type) and name not in vars(obj)  # an inherited method
+        old = getattr(obj, name)
+        setattr(obj, name, value)
+        undo.append(lambda: delattr(obj, name) if missing else setattr(obj, name, old))
+
+    modules = [m for n, m in list(sys.modules.items()) if m is not None and (n == "modlin" or n.startswith("modlin."))]
+    try:
+        for key, owner, name in targets:
+            orig = getattr(owner, name)
+            new = timed(orig, key)
+            if isinstance(owner, type):
+                put(owner, name, new)
+                continue
+            for m in modules if owner in modules else [owner, *modules]:
+                for attr, v in list(vars(m).items()):
+                    if v is orig:
+                        put(m, attr, new)
+                    elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+                        hit = {fl.name: new for fl in dataclasses.fields(v) if getattr(v, fl.name, None) is orig}
+                        if hit:
+                            put(m, attr, dataclasses.replace(v, **hit))
+        yield spent
+    finally:
+        while undo:  # last first: a dataclass replaced twice comes back as it was
+            undo.pop()()
+
+
 def stages(lines: list[str], sizes, repeats: int) -> None:
     """Where ``ozaki``'s time goes on the GPU: each stage's functions timed with the stream
     synchronised around every call (one run after a warm-up), in shares of the whole."""
-    import dataclasses
-
     import cupy as cp
 
     from modlin import _cuda, _ozaki_core, _ozaki_gpu, ozaki
 
-    spied = [(_ozaki_core, "scales", "(a) scales and exponents"),
+    spied = [(_ozaki_core, "scales", "(a) scales and exponents (line statistics, fast scales)"),
              (_ozaki_gpu, "_panel_residues", "(b) quantisation and int8 residues (2M images)"),
              (_cuda, "gemm_i8_tn", "(b) int8 GEMMs"),
              (_cuda, "products_tn", "(b) real moduli: GEMMs and their reductions"),
              (_ozaki_gpu, "_twom_products", "(b) 2M moduli: GEMMs and their combination"),
              (_ozaki_core, "finish", "(c) CRT and rounding"), (_ozaki_core, "native_lines", "(c) native lines")]
+    # the whole of stage b: the GPU kernels' gemm_residues, which the tile loop reaches
+    # through _ozaki_gpu.KERNELS (replaced there by _spied)
+    targets = [(attr, mod, attr) for mod, attr, _ in spied] + [("b", _ozaki_gpu, "gemm_residues")]
     rng = np.random.default_rng(4)
     lines += ["| n | product | whole s | " + " | ".join(label for *_, label in spied) + " | (b) all of stage b |",
               "|---:|:---|---:|" + "---:|" * (len(spied) + 1)]
@@ -485,35 +621,256 @@ def stages(lines: list[str], sizes, repeats: int) -> None:
                           lambda count=count: ozaki.zgemm(Z, W, moduli=count, algorithm="2m")))
         for name, fn in cases:
             fn()
-            spent = {}
-
-            def timed(f, key):
-                def wrapper(*args, **kwargs):
-                    cp.cuda.get_current_stream().synchronize()
-                    t0 = time.perf_counter()
-                    out = f(*args, **kwargs)
-                    cp.cuda.get_current_stream().synchronize()
-                    spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
-                    return out
-                return wrapper
-
-            saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in spied]
-            kernels = _ozaki_gpu.KERNELS
-            try:
-                for mod, attr, orig in saved:
-                    setattr(mod, attr, timed(orig, attr))
-                _ozaki_gpu.KERNELS = dataclasses.replace(kernels, gemm_residues=timed(kernels.gemm_residues, "b"))
+            with _spied(targets) as spent:
                 t_all = _timeit(fn, 1)  # one warm run, then one timed: spent holds both
-            finally:
-                for mod, attr, orig in saved:
-                    setattr(mod, attr, orig)
-                _ozaki_gpu.KERNELS = kernels
-            half = {key: v / 2 for key, v in spent.items()}
+            half = {key: v / 2 for key, v in spent.inclusive.items()}
             cells = " | ".join(f"{half.get(attr, 0.0) / t_all:.0%}" for _, attr, _ in spied)
             lines.append(f"| {n} | {name} | {t_all:.4f} | {cells} | {half.get('b', 0.0) / t_all:.0%} |")
         A = B = Z = W = None
         _free_pool()
     lines.append("")
+
+
+# ----------------------------------------------------------------------------- model
+
+def _ledger_module():
+    """``benchmarks/gpu_ledger.py`` (its paths, stages and model), imported by its path: this
+    script is run by its path, or loaded by it in the tests, with no package around it."""
+    name = "gpu_ledger"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name("gpu_ledger.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _resolve(dotted: str):
+    """``(owner, name)`` of the function ``dotted`` (``module.qualname``, as the ledger's
+    stages name them), or None where it cannot be replaced from outside (a closure)."""
+    if "<locals>" in dotted:
+        return None
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:-1]:
+            owner = getattr(owner, attr, None)
+        raw = inspect.getattr_static(owner, parts[-1], None) if owner is not None else None
+        return (owner, parts[-1]) if isinstance(raw, types.FunctionType) else None
+    return None
+
+
+def _stage_targets(bench):
+    """The spies of the ledger's stages (:data:`gpu_ledger.STAGES`, each label's functions,
+    and :data:`gpu_ledger.GEMM_STAGE`: cuBLAS' int8 GEMMs), and the functions no spy reaches."""
+    from modlin import _cuda
+
+    targets, missed = [(bench.GEMM_STAGE, _cuda, "gemm_i8_tn")], []
+    for label, prefixes in bench.STAGES:
+        for dotted in prefixes:
+            where = _resolve(dotted)
+            if where is None:
+                missed.append(dotted)
+            else:
+                targets.append((label, *where))
+    return targets, missed
+
+
+def _text(x) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _peak_bandwidth(props) -> float | None:
+    """The memory's peak bandwidth (bytes/s) from the device's properties: twice the memory
+    clock (double data rate) times the bus width; None where the properties lack them
+    (CUDA 13 dropped ``memoryClockRate`` from its device properties: then the device
+    attributes, where CuPy has them)."""
+    clock, width = props.get("memoryClockRate"), props.get("memoryBusWidth")
+    if not (clock and width):
+        try:
+            import cupy as cp
+
+            dev = cp.cuda.Device().id
+            clock = cp.cuda.runtime.deviceGetAttribute(36, dev)  # cudaDevAttrMemoryClockRate, kHz
+            width = cp.cuda.runtime.deviceGetAttribute(37, dev)  # cudaDevAttrGlobalMemoryBusWidth, bits
+        except Exception:
+            return None
+    return 2 * clock * 1e3 * width / 8 if clock and width else None
+
+
+def _device_constants(props, constants: dict):
+    """``(name, key, constants, note)``: the GPU's name, the key of its constants in the
+    ledger's (``h100``, ``h200``; for another GPU ``this``, its peak bandwidth read from its
+    properties, else the H100's), the constants with that key's, and a line saying which."""
+    name = _text(props.get("name", "unknown GPU"))
+    peak = _peak_bandwidth(props)
+    read = f"; {peak / 1e12:.2f} TB/s from the device's properties" if peak else ""
+    key = "h200" if "H200" in name.upper() else "h100" if "H100" in name.upper() else None
+    if key is None:
+        constants = {**constants, "this_bandwidth": {"value": peak or constants["h100_bandwidth"]["value"],
+                                                     "source": "the device's properties" if peak else "the H100's"}}
+        key = "this"
+        note = (f"GPU: {name}: neither an H100 nor an H200; its peak bandwidth "
+                f"{constants['this_bandwidth']['value'] / 1e12:.2f} TB/s ({constants['this_bandwidth']['source']}), "
+                "the H200's GEMM times")
+    else:
+        note = (f"GPU: {name}: the model's {key.upper()} constants "
+                f"({constants[key + '_bandwidth']['value'] / 1e12:.2f} TB/s peak{read})")
+    return name, key, constants, note
+
+
+def _ms(t) -> str:
+    return "" if t is None else f"{1e3 * t:.2f}"
+
+
+def model(lines: list[str], sizes, repeats: int, ledger: str | None = None, device: dict | None = None) -> None:
+    """The traffic ledger's model of each stage against the stage timed on the GPU.
+
+    Parameters
+    ----------
+    lines : list of str
+        The report; the section's lines are appended.
+    sizes : sequence of int
+        The products' sizes (square).
+    repeats : int
+        Timed runs per path and size (after a warm-up), unsynchronised and synchronised each.
+    ledger : str, optional
+        The JSON of ``python benchmarks/gpu_ledger.py --json`` (run beforehand where nvcc is:
+        the stand-in of CuPy cannot run on a GPU). Without it the section says that the model
+        is unavailable.
+    device : dict, optional
+        The device's properties (``cupy.cuda.runtime.getDeviceProperties``), by default the
+        current device's: its name picks the H100's or the H200's constants.
+
+    Notes
+    -----
+    Each path of the ledger (:func:`gpu_ledger.cases`: the same products on the same kind of
+    inputs, with the plans of the ledger's size) runs ``repeats`` times as a whole, then
+    ``repeats`` times with every function of every ledger stage timed (:func:`_spied`,
+    exclusive times: a stage's own seconds, as the ledger counts a stage's own bytes). Beside
+    each stage, the model's time (:func:`gpu_ledger.stage_model`: GEMM work at the int8
+    rate; non-GEMM bytes at the ledger's fitted share ``f`` of the peak bandwidth, plus
+    launches and syncs at their overheads) and the share ``f`` its measured time implies.
+    """
+    import cupy as cp
+
+    if ledger is None:
+        lines += ["The model is unavailable: no ledger was given. Run `python benchmarks/gpu_ledger.py --json "
+                  "> ledger.json` where nvcc is (no GPU needed; about 10 s), then this script with "
+                  "`--ledger ledger.json`.", ""]
+        return
+    with open(ledger) as fh:
+        saved = json.load(fh)
+    if not all("stage_fit" in row for row in saved["paths"].values()):
+        lines += [f"The model is unavailable: `{ledger}` has no stages fitted for any n (a ledger from before "
+                  "``gpu_ledger.fit_stages``): run `python benchmarks/gpu_ledger.py --json > ledger.json` again.", ""]
+        return
+    bench = _ledger_module()
+    props = device if device is not None else cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    _, key, constants, note = _device_constants(props, saved["constants"])
+    bw, f, N = constants[key + "_bandwidth"]["value"], saved["fit"]["f"], saved["N"]
+    targets, missed = _stage_targets(bench)
+    timed_labels = {label for label, *_ in targets}
+    lines += [note + f"; f = {f:.3f}, the ledger's share fitted to the H200's totals "
+              f"(`{ledger}`: measured on the stand-in at n = {saved['measure_n']}, modelled at n = {N}).",
+              f"The products run with the plans of n = {N}, as the ledger ran them; its bytes per entry are "
+              "extrapolated to each n as a + b / n, its GEMM work as n**3. Not timed apart (closures): "
+              + (", ".join(f"`{m}`" for m in missed) or "none") + ": their time is in *the rest*.", ""]
+    for name, row in saved["paths"].items():
+        if not row.get("counts_independent_of_n", True) or row.get("tiles_at_N", {}).get(key, 1) != 1:
+            lines += [f"Caution: {name}: the ledger's counts vary with n or the product tiles at n = {N} "
+                      f"({row.get('tiles_at_N')}): the model is rougher there.", ""]
+    header = ["| n | path | stage | launches | GEMM calls | syncs | uploads | MB moved | measured ms | model ms "
+              "| measured / model | implied f |", "|---:|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rng = np.random.default_rng(5)
+    totals, cal = {}, {}
+    for n in sizes:
+        F = cp.asarray(rng.random((n, n)))
+        t_dgemm = _timeit(lambda: F @ F, repeats)
+        F = None
+        lines += [f"### n = {n}", "", f"DGEMM (cupy): {_ms(t_dgemm)} ms measured; the ledger's constant "
+                  f"{_ms(constants['dgemm_8192_s']['value'] * (n / 8192) ** 3)} ms (``dgemm_8192_s`` x (n / 8192)**3).",
+                  ""] + header
+        cal[n] = {"gemm_s": 0.0, "gemm_dgemms": 0.0, "bytes": 0.0, "free_s": 0.0}
+        for case in bench.cases():
+            if case.name not in saved["paths"]:
+                continue
+            row = saved["paths"][case.name]
+            try:
+                ops = tuple(cp.asarray(x) for x in case.operands(rng, n))
+
+                def fn(ops=ops, case=case):
+                    return case.run(lambda x: x, ops, N)
+
+                t_whole = _timeit(fn, repeats)
+                with _spied(targets) as spent:
+                    t0 = time.perf_counter()
+                    for _ in range(repeats):
+                        fn()
+                    cp.cuda.get_current_stream().synchronize()
+                    t_synced = (time.perf_counter() - t0) / repeats
+                ops = None
+                _free_pool()
+            except Exception as exc:
+                traceback.print_exc()
+                lines.append(f"| {n} | {case.name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} "
+                             "| | | | | | | | | |")
+                continue
+            totals.setdefault(n, {})[case.name] = t_whole
+            stages_ = row["stage_fit"]
+            labels = list(stages_) + [k for k in spent.calls if k not in stages_]
+            timed_sum = model_sum = untimed_model = 0.0
+            for label in labels:
+                st = stages_.get(label)
+                m = bench.stage_model(st, n, key, f, constants) if st else None
+                t = spent.exclusive[label] / repeats if label in spent.calls else None
+                if label not in timed_labels:
+                    untimed_model += m["total"] if m else 0.0
+                timed_sum += t or 0.0
+                model_sum += m["total"] if m else 0.0
+                implied = ""
+                if label == bench.GEMM_STAGE and t and st:
+                    dgemms = st["gemm_work_n3"] * t_dgemm  # the GEMMs' work in DGEMMs of size n
+                    implied = f"int8 GEMM / DGEMM {t / dgemms:.4f}"
+                    cal[n]["gemm_s"] += t
+                    cal[n]["gemm_dgemms"] += dgemms
+                elif t and m and m["bytes"] > 0 and t > m["overhead"]:
+                    implied = f"{m['bytes'] / (bw * (t - m['overhead'])):.3f}"
+                    cal[n]["bytes"] += m["bytes"]
+                    cal[n]["free_s"] += t - m["overhead"]
+                meas = "untimed" if label not in timed_labels else "not called" if t is None else _ms(t)
+                # bytes are a fit (a + b / n): a stage of none may come out a hair below zero
+                counts = ("", "", "", "", "") if st is None else (
+                    st["launches"], st["gemms"], st["syncs"], st["uploads"], f"{max(m['bytes'], 0.0) / 1e6:.1f}")
+                ratio = f"{t / m['total']:.2f}" if t and m and m["total"] > 0 else ""
+                lines.append(f"| {n} | {case.name} | {label} | " + " | ".join(str(c) for c in counts)
+                             + f" | {meas} | {_ms(m['total']) if m else 'no traffic in the ledger'} | {ratio} "
+                             f"| {implied} |")
+            rest = t_synced - timed_sum
+            lines.append(f"| {n} | {case.name} | the rest: untimed stages, host time between timed calls "
+                         f"| | | | | | {_ms(rest)} | {_ms(untimed_model)} | | |")
+            lines.append(f"| {n} | {case.name} | **whole** (synchronised run; unsynchronised: {_ms(t_whole)} ms) "
+                         f"| {row['launches']} | {row['gemms']} | {row['syncs']} | {row['uploads']} | "
+                         f"| {_ms(t_synced)} | {_ms(model_sum)} "
+                         f"| {t_whole / model_sum if model_sum else float('inf'):.2f} (unsynchronised) | |")
+        c = cal[n]
+        lines += [""]
+        if c["gemm_dgemms"]:
+            lines.append(f"At n = {n}: int8 GEMMs {c['gemm_s'] / c['gemm_dgemms']:.4f} DGEMM times per n**3 of work "
+                         f"(``int8_gemm_per_dgemm`` = {constants['int8_gemm_per_dgemm']['value']:.4f}).")
+        if c["free_s"]:
+            lines.append(f"At n = {n}: the timed non-GEMM stages moved {c['bytes'] / 1e9:.2f} GB in "
+                         f"{1e3 * c['free_s']:.1f} ms beyond their launch and sync overheads: f = "
+                         f"{c['bytes'] / (bw * c['free_s']):.3f} of the peak (the ledger's fit: {f:.3f}).")
+        lines.append("")
+    if 8192 in totals:
+        lines += [f"Totals at n = 8192 on this {key.upper()} (unsynchronised medians), what "
+                  "``gpu_ledger.fit_bandwidth`` fits f to (``MEASURED_H200_8192`` holds an H200's; another GPU's "
+                  "need its own constants): ``" + json.dumps({k: round(v, 4) for k, v in totals[8192].items()})
+                  + "``", ""]
 
 
 def main(argv=None) -> int:
@@ -522,15 +879,16 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     parser.add_argument("--no-table", action="store_true", help="only the correctness checks")
-    parser.add_argument("--sections", nargs="+", default=["check", "passes", "memory", "table", "stages"],
-                        choices=["check", "passes", "memory", "table", "stages"], help="what to run, in this order")
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS,
+                        help="what to run, in this order")
+    parser.add_argument("--ledger", help="the JSON of `python benchmarks/gpu_ledger.py --json`, for the model section")
     args = parser.parse_args(argv)
     sections = ["check"] if args.no_table else args.sections
 
     import cupy as cp
 
     dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = dev["name"].decode() if isinstance(dev["name"], bytes) else dev["name"]
+    name = _text(dev["name"])
     lines = [f"# modlin on the GPU ({datetime.date.today().isoformat()})", "",
              f"GPU: {name}; CuPy {cp.__version__}; CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}; "
              f"Python {platform.python_version()}; NumPy {np.__version__}.", "",
@@ -563,6 +921,21 @@ def main(argv=None) -> int:
                           "slows the whole a little), as a share of the whole product; nested ones "
                           "(int8 GEMMs inside the reductions and inside stage b) overlap.", ""]
                 stages(lines, args.sizes, args.repeats)
+            elif section == "model":
+                lines += ["## Model: the traffic ledger against the stages on this GPU", "",
+                          "Per path of ``benchmarks/gpu_ledger.py`` and stage of its ledger: the stage's time "
+                          "measured here (its functions timed with the stream synchronised around every call, "
+                          "each second counted in the innermost; means of the runs) beside the ledger's model "
+                          "of it: int8 GEMMs at the ledger's int8 rate (``int8_gemm_per_dgemm`` DGEMMs per n**3 "
+                          "multiply-adds), every other stage's bytes at a share f "
+                          "of the peak bandwidth plus its launches and syncs at their overheads. *Implied f*: "
+                          "the share the measured time implies, launch and sync overheads taken off.",
+                          "This section recalibrates the ledger's constants (``gpu_ledger.CONSTANTS``) after one "
+                          "GPU run: ``int8_gemm_per_dgemm`` from the GEMM rows, ``dgemm_8192_s`` from the DGEMM "
+                          "line, f from the implied shares (or refitted, ``gpu_ledger.fit_bandwidth``, to the "
+                          "totals at n = 8192 below); a stage whose implied f stays far below the others is not "
+                          "bound by its bytes, and bytes are the wrong measure of it.", ""]
+                model(lines, args.sizes, args.repeats, args.ledger, dev)
             elif section == "memory":
                 lines += ["## Memory: CuPy's pool against the tile scheduler's model", ""]
                 for n in args.sizes:

@@ -276,6 +276,13 @@ def test_the_ledger_report_runs(harness):
         assert row["tiles_at_N"] == {"h100": 1, "h200": 1} and not row["k_split"], name
         assert row["model"]["h200"]["total"] < row["model"]["h100"]["total"], name
         assert row["gemm_work"] > 0 and row["measured_h200_s"] == bench.MEASURED_H200_8192[name]
+        # the stages fitted for any n (what gpu_report.py's model section reads) add up to the path
+        assert all(s["same_counts"] for s in row["stage_fit"].values()), name
+        assert row["stage_fit"][bench.GEMM_STAGE]["gemms"] == row["gemms"], name
+        for device in ("h100", "h200"):
+            parts = [bench.stage_model(s, 8192, device, results["fit"]["f"]) for s in row["stage_fit"].values()]
+            for key in ("gemm", "traffic", "overhead", "total"):
+                assert sum(p[key] for p in parts) == pytest.approx(row["model"][device][key]), (name, key)
     lines = bench.table(results, stages=True)
     assert len(lines) > 40 and not any("nan" in line for line in lines), "\n".join(lines)
     json.dumps(results, default=str)

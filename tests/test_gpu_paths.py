@@ -308,15 +308,21 @@ def test_fake_launch_passes_pointers():
         _arg(3, ctypes.c_int)  # a Python int would reach CUDA as 64 bits
 
 
-def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
+def test_gpu_report_runs_on_the_stand_in(harness, tmp_path, gpu, monkeypatch):
     # GPU time is scarce: the report's own checks and table code must work before it gets any
     import importlib.util
+    import json
     import pathlib
 
     spec = importlib.util.spec_from_file_location(
         "gpu_report", pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
+    # the model section's ledger, made beforehand as on a machine without a GPU (its own
+    # stand-in inside ours, undone on return), at a small size
+    bench = report._ledger_module()
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps(bench.run(8192, 128, harness=harness), default=str))
     stream = types.SimpleNamespace(synchronize=lambda: None)
 
     class MemoryHook:  # CuPy's hooks see the device pool; here they see nothing
@@ -334,9 +340,12 @@ def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
             return 0
 
     cp = sys.modules["cupy"]
-    cp.cuda = types.SimpleNamespace(get_current_stream=lambda: stream, MemoryHook=MemoryHook,
-                                    Device=lambda: types.SimpleNamespace(mem_info=(2**27, 2**30)))
+    runtime = types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"NVIDIA H100 80GB HBM3"},
+                                    runtimeGetVersion=lambda: 13020)
+    cp.cuda = types.SimpleNamespace(get_current_stream=lambda: stream, MemoryHook=MemoryHook, runtime=runtime,
+                                    Device=lambda: types.SimpleNamespace(id=0, mem_info=(2**27, 2**30)))
     cp.get_default_memory_pool = Pool
+    monkeypatch.setattr(cp, "__version__", "stand-in", raising=False)
     lines: list[str] = []
     assert report.check(lines), "\n".join(lines)
     assert len(lines) > 20 and all("| ok |" in line for line in lines)
@@ -352,6 +361,24 @@ def test_gpu_report_runs_on_the_stand_in(gpu, monkeypatch):
     rows = []
     report.stages(rows, [40], 1)
     assert len(rows) == 2 + 3 + 1 and all("%" in r for r in rows[2:-1]), "\n".join(rows)
+    # the model section through the command line, as on the GPU: every path of the ledger,
+    # each stage timed (the GEMMs, stage a, the CRT) beside its model, the whole beside its sum
+    out = tmp_path / "report.md"
+    assert report.main(["--sections", "model", "--sizes", "48", "--repeats", "1", "--ledger", str(ledger),
+                        "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "GPU: NVIDIA H100 80GB HBM3: the model's H100 constants" in text and "nan" not in text, text
+    assert "FAILED" not in text and "stopped by an error" not in text, text
+    for name in bench.MEASURED_H200_8192:
+        whole = [r for r in text.splitlines() if r.startswith(f"| 48 | {name} | **whole**")]
+        assert len(whole) == 1, (name, text)
+        stage_rows = [r for r in text.splitlines() if r.startswith(f"| 48 | {name} | ")]
+        gemms = [r for r in stage_rows if f"| {bench.GEMM_STAGE} |" in r]
+        assert len(gemms) == 1 and "int8 GEMM / DGEMM" in gemms[0], stage_rows
+        assert any("| (c) CRT |" in r and "untimed" not in r for r in stage_rows), stage_rows
+    rows = []
+    report.model(rows, [48], 1)  # no ledger: said so, nothing run
+    assert len(rows) == 2 and "unavailable" in rows[0]
 
 
 def test_gpu_front_doors_refuse_what_they_cannot_read(gpu):
