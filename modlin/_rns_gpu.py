@@ -93,16 +93,58 @@ def multiply(pl, a, b, out) -> None:
         reconstruct_modp(res, pl.moduli, pl.p, out[idx], constants)
 
 
+def _gauss_images(re, im, m: int, s: int, table, N: int, transpose: bool):
+    """The balanced int8 residues of 2M's images ``re +- s im mod m`` of a Gaussian operand
+    (int64 parts of any values and strides; ``im`` None: a real one), for the ``N`` RNS
+    moduli of ``table``, laid out as :func:`residues`'s: ``(plus, minus)``."""
+    cp = _cuda._cupy()
+    R, C = re.shape
+    rows, width, Rp, Cp = _layout(R, C, transpose)
+    plus, minus = (cp.empty((N, rows, width), dtype=cp.int8) for _ in range(2))
+    mu, c63 = _cuda.wide_constants(m)
+    imag = (im, *_strides(im)) if im is not None else (np.uint64(0), np.int64(0), np.int64(0))
+    _cuda.launch("gauss_twom_residues_i8", Rp * Cp, re, *_strides(re), *imag, np.int64(R), np.int64(C), np.uint64(m),
+                 mu, c63, np.int64(s), table, np.int32(N), plus, minus, np.int64(rows * width), np.int64(width),
+                 np.int64(Rp), np.int64(Cp), np.int32(transpose), shape=(Rp, Cp), tiled=True)
+    return plus, minus
+
+
+def _pair_products(pa, ma, pb, mb, k: int, table, rx, ry, X, Y) -> None:
+    """Per RNS modulus ``i``: ``rx[i] = pa[i] pb[i]^T`` and ``ry[i] = ma[i] mb[i]^T`` mod ``m_i``
+    (uint8), by two GEMMs into the reused int32 buffers ``X``, ``Y`` and one kernel reducing
+    both, per :data:`modlin._cuda.KCHUNK` of ``k`` (added up)."""
+    N, mt, nt = rx.shape
+    for i in range(N):
+        for k0 in range(0, max(k, 1), _cuda.KCHUNK):
+            k1 = min(_cuda.pad4(k), k0 + _cuda.KCHUNK)
+            _cuda.gemm_i8_tn(pa[i][:, k0:k1], pb[i][:, k0:k1], X)
+            _cuda.gemm_i8_tn(ma[i][:, k0:k1], mb[i][:, k0:k1], Y)
+            _cuda.launch("reduce_pair_i32_u8", mt * nt, X, Y, np.int64(X.shape[1]), np.int64(mt), np.int64(nt),
+                         table, np.int32(i), np.int32(k0 > 0), rx[i], ry[i], shape=(mt, nt))
+
+
+def _twom_crt(rx, ry, moduli, constants, m: int, s: int, re, im) -> None:
+    """``X``, ``Y`` modulo ``m`` from their residues ``rx``, ``ry`` by the CRT, and 2M's
+    ``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` written into the int64 tiles ``re``, ``im``."""
+    N, mt, nt = rx.shape
+    table, limbs, minv, L = constants
+    M = int(np.prod([int(q) for q in moduli], dtype=object))
+    _cuda.launch("crt_twom_modp_u8", mt * nt, rx, ry, np.int32(N), np.int64(mt), np.int64(nt), table, limbs, minv,
+                 np.int32(L), np.uint64(m), _p_row(m, table), np.uint64(M % m), np.int64((m + 1) // 2),
+                 np.int64(pow(2 * s, -1, m)), re, np.int64(re.strides[0] // 8 if mt > 1 else 0), im,
+                 np.int64(im.strides[0] // 8 if mt > 1 else 0), shape=(mt, nt))
+
+
 def twom_multiply(pl, x, y, s: int, out) -> None:
     """Gaussian 2M modulo ``m = pl.p < 2**52`` on the RNS engine: ``out = [re, im]`` (int64
     tiles, rows contiguous) of ``(x_re + i x_im) @ (y_re + i y_im) mod m`` for int64 parts of
     any values (``x[1]`` or ``y[1]`` None: a real matrix), with ``s`` a square root of -1.
 
     One kernel per operand writes the balanced int8 residues of both images ``re +- s im
-    mod m`` for every RNS modulus; per modulus two GEMMs (``X = A+ B+``, ``Y = A- B-``) into
-    two reused int32 buffers and one kernel reducing both (per k chunk, added up); one
-    kernel takes ``X`` and ``Y`` mod ``m`` by the CRT and writes ``(X + Y)/2`` and
-    ``(X - Y)/(2s)`` into the output tiles."""
+    mod m`` for every RNS modulus (:func:`_gauss_images`); per modulus two GEMMs (``X = A+
+    B+``, ``Y = A- B-``) into two reused int32 buffers and one kernel reducing both
+    (:func:`_pair_products`); one kernel takes ``X`` and ``Y`` mod ``m`` by the CRT and writes
+    ``(X + Y)/2`` and ``(X - Y)/(2s)`` into the output tiles (:func:`_twom_crt`)."""
     cp = _cuda._cupy()
     m = pl.p
     if pl.engine != "int8" or m is None or m >= 2**52 or max(pl.moduli) > 256:
@@ -110,39 +152,17 @@ def twom_multiply(pl, x, y, s: int, out) -> None:
     batch = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2])
     N, k = len(pl.moduli), x[0].shape[-1]
     mt, nt = out[0].shape[-2:]
-    table, limbs, minv, L = _cuda.crt_constants(pl.moduli)  # one table for residues, reductions, CRT
-    M = int(np.prod([int(q) for q in pl.moduli], dtype=object))
-    small_p = _p_row(m, table)
-    mu, c63 = _cuda.wide_constants(m)
+    constants = _cuda.crt_constants(pl.moduli)  # one table for residues, reductions, CRT
+    table = constants[0]
     rx, ry = cp.empty((N, mt, nt), dtype=cp.uint8), cp.empty((N, mt, nt), dtype=cp.uint8)
     X, Y = (cp.empty((mt, _cuda.pad4(nt)), dtype=cp.int32) for _ in range(2))
-
-    def images(re, im, transpose):
-        R, C = re.shape
-        rows, width, Rp, Cp = _layout(R, C, transpose)
-        plus, minus = (cp.empty((N, rows, width), dtype=cp.int8) for _ in range(2))
-        imag = (im, *_strides(im)) if im is not None else (np.uint64(0), np.int64(0), np.int64(0))
-        _cuda.launch("gauss_twom_residues_i8", Rp * Cp, re, *_strides(re), *imag, np.int64(R), np.int64(C),
-                     np.uint64(m), mu, c63, np.int64(s), table, np.int32(N), plus, minus, np.int64(rows * width),
-                     np.int64(width), np.int64(Rp), np.int64(Cp), np.int32(transpose), shape=(Rp, Cp), tiled=True)
-        return plus, minus
 
     def part(t, idx):
         return None if t is None else cp.broadcast_to(t, batch + t.shape[-2:])[idx]
 
     for idx in np.ndindex(*batch):
-        pa, ma = images(part(x[0], idx), part(x[1], idx), False)
-        pb, mb = images(part(y[0], idx), part(y[1], idx), True)
-        for i in range(N):
-            for k0 in range(0, max(k, 1), _cuda.KCHUNK):
-                k1 = min(_cuda.pad4(k), k0 + _cuda.KCHUNK)
-                _cuda.gemm_i8_tn(pa[i][:, k0:k1], pb[i][:, k0:k1], X)
-                _cuda.gemm_i8_tn(ma[i][:, k0:k1], mb[i][:, k0:k1], Y)
-                _cuda.launch("reduce_pair_i32_u8", mt * nt, X, Y, np.int64(X.shape[1]), np.int64(mt), np.int64(nt),
-                             table, np.int32(i), np.int32(k0 > 0), rx[i], ry[i], shape=(mt, nt))
+        pa, ma = _gauss_images(part(x[0], idx), part(x[1], idx), m, s, table, N, False)
+        pb, mb = _gauss_images(part(y[0], idx), part(y[1], idx), m, s, table, N, True)
+        _pair_products(pa, ma, pb, mb, k, table, rx, ry, X, Y)
         del pa, ma, pb, mb
-        re, im = out[0][idx], out[1][idx]
-        _cuda.launch("crt_twom_modp_u8", mt * nt, rx, ry, np.int32(N), np.int64(mt), np.int64(nt), table, limbs,
-                     minv, np.int32(L), np.uint64(m), small_p, np.uint64(M % m), np.int64((m + 1) // 2),
-                     np.int64(pow(2 * s, -1, m)), re, np.int64(re.strides[0] // 8 if mt > 1 else 0), im,
-                     np.int64(im.strides[0] // 8 if mt > 1 else 0), shape=(mt, nt))
+        _twom_crt(rx, ry, pl.moduli, constants, m, s, out[0][idx], out[1][idx])
