@@ -286,3 +286,23 @@ def test_the_ledger_report_runs(harness):
     lines = bench.table(results, stages=True)
     assert len(lines) > 40 and not any("nan" in line for line in lines), "\n".join(lines)
     json.dumps(results, default=str)
+
+
+@pytest.mark.parametrize("p, words, budget", [(2**31 - 1, (1, 2), 88), (2**50 - 27, (2, 3), 176)])
+def test_multiword_gpu_path_is_kernels_only(gpu, p, words, budget):
+    """The fp64 multiword path on the GPU (what the planner picks for small products): the
+    words of both operands, the Horner steps between its DGEMMs and the finish are one
+    kernel each, with no CuPy pass and no host sync: 8 B read and 8 B written per step and
+    output entry, 8 B per operand entry and word."""
+    n = 256
+    rng = np.random.default_rng(5)
+    A, B = (gpu(rng.integers(0, p, (n, n))) for _ in range(2))
+    pl = modlin.plan(p, n, n, n, device="cuda", algorithm="multiword", words=words)
+    with gpu.ledger as led:
+        got = modlin.matmul(A, B, p, plan=pl)
+    sm = led.summary(n * n)
+    assert sm["cupy_ops"] == 0 and sm["syncs"] == 0 and sm["uploads"] == 0
+    # the words of A and B, then at most one step or the finish per GEMM
+    assert sm["kernels"] <= 2 + pl.gemm_count() and sm["gemms"] == pl.gemm_count()
+    assert sm["bytes_per_entry"] <= budget
+    np.testing.assert_array_equal(got.get(), modlin.matmul(A.get(), B.get(), p))
