@@ -1,12 +1,13 @@
 // Per-element arithmetic of modlin's GPU kernels, shared by the CUDA kernels
 // (kernels/modlin_kernels.cu) and by the host harness that checks them on the CPU
-// (tests/kernels_harness.cu) against the numba kernels they mirror.
+// (tests/kernels_harness.cu) against the numba kernels and Python's integers.
 //
-// Every function repeats its numba counterpart operation for operation: the
-// exactness proofs in modlin/_modular.py, _quantize.py, _rns.py and _crtfloat.py
-// bound the rounding of exactly that sequence. Compile with --fmad=false (and a
-// host compiler that does not contract either): a fused multiply-add rounds once
-// where the CPU rounds twice, which changes results the proofs were made for.
+// The floating-point steps (the multiword reductions, the quantisation, the bounds of
+// stage (a)) repeat their numba counterparts operation for operation: the exactness
+// proofs in modlin/_modular.py and _quantize.py bound the rounding of exactly that
+// sequence. Compile with --fmad=false (and a host compiler that does not contract
+// either): a fused multiply-add rounds once where the CPU rounds twice. Residues,
+// reductions and the CRT are integer arithmetic with unique results.
 //
 // The code is plain C++ that NVRTC accepts: no standard headers on the device
 // side (NVRTC has rint, floor, ldexp and frexp built in), only long long and
