@@ -460,6 +460,13 @@ MODLIN_HD void combine_entry(int X, int Y, const Small& s, unsigned inv2, unsign
     *im = (unsigned char)(acc ? add_mod(*im, b, s) : b);
 }
 
+// Real SYRK's and HERK's 2M combination of two products' residues x, y (in [0, m)) of one
+// modulus: re = (x + y)/2 and im = (x - y)/(2s) mod m (inv2s = (2s)**-1 mod m).
+MODLIN_HD void sym_combine(unsigned x, unsigned y, const Small& s, unsigned inv2s, unsigned* re, unsigned* im) {
+    *re = mod_u32(add_mod(x, y, s) * ((s.m + 1) >> 1), s);
+    *im = mod_u32(sub_mod(x, y, s) * inv2s, s);
+}
+
 // ------------------------------------------------------------------ CRT in O(N), exact
 //
 // C = sum_i d_i (M / m_i) - q M with d_i = r_i y_i mod m_i and q = floor(sum_i d_i / m_i):
@@ -670,6 +677,23 @@ MODLIN_HD unsigned long long crt_modp(const unsigned char* res, long long plane,
     }
     if (neg) s = s >= mp ? s - mp : s + (p - mp);
     return s;
+}
+
+// syrk_combine_u8 at entry (r, c) of modulus i's planes.
+MODLIN_HD void syrk_combine_at(const unsigned char* x, const unsigned char* y, int i, long long plane, long long R,
+                               long long C, long long r, long long c, const Small& s, unsigned inv2s,
+                               unsigned char* re, unsigned char* im, unsigned char* ret, unsigned char* imt) {
+    const unsigned char* xi = x + i * plane;
+    unsigned a = xi[r * C + c];
+    unsigned b = y != nullptr ? y[i * plane + r * C + c] : xi[c * C + r];
+    unsigned u, v;
+    sym_combine(a, b, s, inv2s, &u, &v);
+    re[i * plane + r * C + c] = (unsigned char)u;
+    if (im != nullptr) im[i * plane + r * C + c] = (unsigned char)v;
+    if (ret != nullptr) {
+        ret[i * plane + c * R + r] = (unsigned char)u;
+        if (imt != nullptr) imt[i * plane + c * R + r] = (unsigned char)(v == 0 ? 0 : s.m - v);
+    }
 }
 
 // ------------------------------------------------------------------ multiword kernels, one entry

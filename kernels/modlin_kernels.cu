@@ -208,6 +208,26 @@ extern "C" __global__ void twom_combine_i32_u8(const int* __restrict__ X, const 
     }
 }
 
+// Real SYRK's / HERK's 2M combination, every modulus of table at once: from the residues x
+// of X_IJ and y of (X^T)_IJ (y NULL: a diagonal tile, whose y is x transposed; R = C),
+// re = (x + y)/2 and, with im not NULL, im = (x - y)/(2s) mod m, planes (N, R, C); with ret
+// not NULL, the pair's tile (J, I) too: re transposed into ret and, with imt, -im
+// transposed into imt (planes (N, C, R)).
+extern "C" __global__ void syrk_combine_u8(const unsigned char* __restrict__ x, const unsigned char* __restrict__ y,
+                                           int N, long long R, long long C, const unsigned* __restrict__ table,
+                                           const unsigned* __restrict__ inv2s, unsigned char* __restrict__ re,
+                                           unsigned char* __restrict__ im, unsigned char* __restrict__ ret,
+                                           unsigned char* __restrict__ imt) {
+    MODLIN_SHARED_TABLE(table, N)
+    long long plane = R * C;
+    MODLIN_GRID_2D(r, c, R, C) {
+        for (int i = 0; i < N; ++i) {
+            modlin::Small s = modlin::load_small(tab, i);
+            modlin::syrk_combine_at(x, y, i, plane, R, C, r, c, s, inv2s[i], re, im, ret, imt);
+        }
+    }
+}
+
 // ------------------------------------------------------------------ CRT
 
 #define MODLIN_CRT_SHARED(table, limbs, minv, N, L)                                   \

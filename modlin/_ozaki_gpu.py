@@ -209,7 +209,7 @@ def syrk_residues(mods, ap, bp=None):
     2M (real SYRK's ``Z = A_1 + i A_2``, or ``A`` itself): ``X = Z_I^+ (Z_J^-)^T`` and
     ``Y = Z_I^- (Z_J^+)^T`` give ``C_IJ`` as 2M's combination; ``C_JI`` is its transpose
     (real part) and its negated transpose (imaginary part), and a diagonal tile has
-    ``Y = X^T``: so these are combined from uint8 residues, in array expressions."""
+    ``Y = X^T``: one kernel combines every modulus' residues into both tiles."""
     cp = _cp()
     pair = bp is not None
     bq = bp if pair else ap
@@ -233,20 +233,28 @@ def syrk_residues(mods, ap, bp=None):
             else (pa, ma)
         shape = (len(qs), t, u)
         x = _products(pa[:, :t], mb, table, k, shape)
-        y = _products(ma[:, :t], pb, table, k, shape) if pair else x.transpose(0, 2, 1)
-        q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
-        inv2 = cp.asarray([(v + 1) // 2 for v in qs], dtype=cp.int32)[:, None, None]
-        inv2s = cp.asarray([pow(2 * s, -1, v) for v, s in zip(qs, roots)], dtype=cp.int32)[:, None, None]
-        xi, yi = x.astype(cp.int32), y.astype(cp.int32)
-        re = ((xi + yi) * inv2 % q).astype(cp.uint8)
-        _scatter(rc[0], idx, re)
-        if pair:
-            _scatter(rt[0], idx, T(re))
-        if not real:
-            im = (xi - yi) * inv2s % q
-            _scatter(rc[1], idx, im.astype(cp.uint8))
-            if pair:
-                _scatter(rt[1], idx, T(((q - im) % q).astype(cp.uint8)))
+        y = _products(ma[:, :t], pb, table, k, shape) if pair else None  # a diagonal tile's is x^T
+        del pa, ma, pb, mb
+        inv2s = cp.asarray([pow(2 * s, -1, v) for v, s in zip(qs, roots)], dtype=cp.uint32)
+        direct = _contiguous(idx)
+        sl = slice(idx[0], idx[-1] + 1)
+
+        def target(dst, want, rows, cols):  # the residues' own planes, or a temporary to scatter
+            if not want:
+                return None
+            return dst[sl] if direct else cp.empty((len(qs), rows, cols), dtype=cp.uint8)
+
+        outs = [target(rc[0], True, t, u), target(rc[1] if not real else None, not real, t, u),
+                target(rt[0] if pair else None, pair, u, t), target(rt[1] if pair and not real else None,
+                                                                 pair and not real, u, t)]
+        null = np.uint64(0)
+        _cuda.launch("syrk_combine_u8", t * u, x, null if y is None else y, np.int32(len(qs)), np.int64(t),
+                     np.int64(u), table, inv2s, *[null if o is None else o for o in outs], shape=(t, u))
+        if not direct:
+            for dst, o in zip((rc[0], rc[1] if not real else None, rt[0] if pair else None,
+                               rt[1] if pair and not real else None), outs):
+                if o is not None:
+                    _scatter(dst, idx, o)
     idx, qs = _moduli(mods, "real")
     if qs:
         table = _cuda.small_table(qs)

@@ -261,6 +261,8 @@ HARNESS_SIGNATURES = {
     "crt_to_double_u8": (P, P, I32, I64, I64, P, P, P, I32, P, P, P, I64, I64),
     # res, N, R, C, table, limbs, minv, L, p, sp, mp, out, ldo
     "crt_to_modp_u8": (P, I32, I64, I64, P, P, P, I32, U64, P, U64, P, I64),
+    # x, y, N, R, C, table, inv2s, re, im, ret, imt
+    "syrk_combine_u8": (P, P, I32, I64, I64, P, P, P, P, P, P),
     # x, ldx, R, C, off1, step, nparts, tbits, bad, ex, need, sq, bars, ldb, hist
     "line_stats_rows": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64, P),
     "line_stats_cols": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64, P),

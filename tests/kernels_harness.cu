@@ -118,6 +118,18 @@ void twom_combine_i32_u8(const int* X, const int* Y, long long ldx, long long R,
     }
 }
 
+void syrk_combine_u8(const unsigned char* x, const unsigned char* y, int N, long long R, long long C,
+                     const unsigned* table, const unsigned* inv2s, unsigned char* re, unsigned char* im,
+                     unsigned char* ret, unsigned char* imt) {
+    long long plane = R * C;
+    HOST_2D(r, c, R, C) {
+        for (int i = 0; i < N; ++i) {
+            modlin::Small s = modlin::load_small(table, i);
+            modlin::syrk_combine_at(x, y, i, plane, R, C, r, c, s, inv2s[i], re, im, ret, imt);
+        }
+    }
+}
+
 void crt_to_double_u8(const unsigned char* res, const unsigned char* res_im, int N, long long R, long long C,
                       const unsigned* table, const unsigned* limbs, const double* minv, int L, const long long* sa,
                       const long long* sb, double* out, long long ldo, long long ostep) {

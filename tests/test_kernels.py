@@ -854,3 +854,31 @@ def _raw_fast(sq_a, sq_b, lb, need_a, need_b):
         return _quantize.fast_exponents(sq_a, sq_b, lb, need_a, need_b)
     finally:
         _quantize._check_bits = saved
+
+
+@pytest.mark.parametrize("pair", [False, True])
+@pytest.mark.parametrize("complex_", [False, True])
+def test_syrk_combine(harness, rng, pair, complex_):
+    """Real SYRK's / HERK's 2M combination of every modulus at once: (x + y)/2 and (x - y)/(2s)
+    into the tile and, for a pair, transposed (and negated) into the other; a diagonal
+    tile's y is x transposed. Against Python's integers."""
+    moduli = list(twom_moduli()[:7])
+    roots = [sqrt_minus_one(m) for m in moduli]
+    R, C = (9, 13) if pair else (11, 11)
+    x = np.stack([rng.integers(0, m, (R, C)) for m in moduli]).astype(np.uint8)
+    y = np.stack([rng.integers(0, m, (R, C)) for m in moduli]).astype(np.uint8) if pair else None
+    inv2s = np.array([pow(2 * s, -1, m) for m, s in zip(moduli, roots)], dtype=np.uint32)
+    re, im = np.full((len(moduli), R, C), 255, dtype=np.uint8), np.full((len(moduli), R, C), 255, dtype=np.uint8)
+    ret, imt = np.full((len(moduli), C, R), 255, dtype=np.uint8), np.full((len(moduli), C, R), 255, dtype=np.uint8)
+    harness.syrk_combine_u8(_ptr(x), _ptr(y), len(moduli), R, C, _ptr(_table(moduli, roots)), _ptr(inv2s), _ptr(re),
+                            _ptr(im) if complex_ else None, _ptr(ret) if pair else None,
+                            _ptr(imt) if pair and complex_ else None)
+    for i, (m, s) in enumerate(zip(moduli, roots)):
+        X = x[i].astype(object)
+        Y = (y[i] if pair else x[i].T).astype(object)
+        want_re, want_im = (X + Y) * pow(2, -1, m) % m, (X - Y) * pow(2 * s, -1, m) % m
+        assert re[i].tolist() == want_re.tolist()
+        assert (im[i].tolist() == want_im.tolist()) if complex_ else (im[i] == 255).all()
+        if pair:
+            assert ret[i].tolist() == want_re.T.tolist()
+            assert (imt[i].tolist() == ((-want_im) % m).T.tolist()) if complex_ else (imt[i] == 255).all()
