@@ -243,6 +243,7 @@ def test_kernel_roles_found_agree_with_the_kernel_sources(gpu):
         p = 2**40 - 87  # a multiword plan: the words, its steps (in place) and its finish
         pl = modlin.plan(p, 64, 64, 64, device="cuda", words=(2, 2), variant="horner")
         modlin.matmul(gpu(np.arange(64 * 64).reshape(64, 64)), gpu(np.ones((64, 64), dtype=np.int64)), p, plan=pl)
+        modlin.ozaki.zherk(gpu(np.arange(64 * 64).reshape(64, 64) * (1 + 0.5j)))  # rank-k updates' combination
     for r in led.of("launch"):
         want = tuple("rw" if i in IN_PLACE.get(r.name, ()) and d == "w" else d for i, d in enumerate(declared[r.name]))
         got = tuple(g if g else ("" if d == "" else d) for g, d in zip(r.roles, want))  # NULL: an absent operand
