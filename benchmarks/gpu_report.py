@@ -420,7 +420,7 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
     import cupy as cp
 
     import modlin
-    from modlin import _cuda, _plan, _rns_gpu, _rnsplan
+    from modlin import _cuda, _gpu, _plan, _rnsplan
 
     rng = np.random.default_rng(3)
     lines += ["| n | p | plan | measured / DGEMM | modelled / DGEMM | residues | int8 GEMMs | reductions | CRT "
@@ -439,20 +439,20 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
                 t_all = _timeit(lambda: modlin.matmul(X, Y, p), repeats)
                 row = f"| {n} | {bits}-bit | {pl.summary} | {t_all / t_d:.2f} | {pl.relative_cost():.2f} |"
                 if isinstance(pl, modlin.RNSPlan) and n <= _cuda.KMAX:
-                    # the pipeline of _rns_gpu.multiply stage by stage: residues of both operands,
+                    # the pipeline of _gpu.rns_multiply stage by stage: residues of both operands,
                     # the GEMMs alone (one per modulus into one int32 buffer), GEMMs with their
                     # reductions (the difference: the reductions), the CRT into the result
                     mods, N = pl.moduli, len(pl.moduli)
                     table = _cuda.small_table(mods)
-                    t_res = _timeit(lambda: (_rns_gpu.residues(X, p, table, N, False),
-                                             _rns_gpu.residues(Y, p, table, N, True)), repeats)
-                    ra, rb = _rns_gpu.residues(X, p, table, N, False), _rns_gpu.residues(Y, p, table, N, True)
+                    t_res = _timeit(lambda: (_gpu.int_residues(X, p, table, N, False),
+                                             _gpu.int_residues(Y, p, table, N, True)), repeats)
+                    ra, rb = _gpu.int_residues(X, p, table, N, False), _gpu.int_residues(Y, p, table, N, True)
                     buf = cp.empty((n, rb.shape[1]), dtype=cp.int32)
                     t_g = _timeit(lambda: [_cuda.gemm_i8_tn(ra[i], rb[i], buf) for i in range(N)], repeats)
                     prod = cp.empty((N, n, n), dtype=cp.uint8)
                     t_pm = _timeit(lambda: _cuda.products_tn(ra, rb, table, n, prod, buf), repeats)
                     out = cp.empty((n, n), dtype=cp.int64)
-                    t_crt = _timeit(lambda: _rns_gpu.reconstruct_modp(prod, mods, p, out), repeats)
+                    t_crt = _timeit(lambda: _gpu.reconstruct_modp(prod, mods, p, out), repeats)
                     ra = rb = prod = buf = out = None
                     factor = _rnsplan.GPU_PASS_FACTOR
                     try:
@@ -534,7 +534,7 @@ def _spied(targets):
     A module's function is replaced wherever modlin holds it, not only where it is defined:
     as any modlin module's attribute (a ``from ... import`` copy), and as a field of a
     dataclass instance there (the GPU's stage functions reach the tile loop through
-    :data:`modlin._ozaki_gpu.KERNELS`). The synchronisation before a call drains what the
+    :data:`modlin._gpu.OZAKI`). The synchronisation before a call drains what the
     caller queued, which so counts as the caller's; the host's own time between the calls
     counts as the innermost spied function's under way (the device idles meanwhile: in an
     unsynchronised run it overlaps the queue), and the synchronisations add a little.
@@ -597,17 +597,17 @@ def stages(lines: list[str], sizes, repeats: int) -> None:
     synchronised around every call (one run after a warm-up), in shares of the whole."""
     import cupy as cp
 
-    from modlin import _cuda, _ozaki_core, _ozaki_gpu, ozaki
+    from modlin import _cuda, _gpu, _ozaki_core, ozaki
 
     spied = [(_ozaki_core, "scales", "(a) scales and exponents (line statistics, fast scales)"),
-             (_ozaki_gpu, "_panel_residues", "(b) quantisation and int8 residues (2M images)"),
+             (_gpu, "_panel_residues", "(b) quantisation and int8 residues (2M images)"),
              (_cuda, "gemm_i8_tn", "(b) int8 GEMMs"),
              (_cuda, "products_tn", "(b) real moduli: GEMMs and their reductions"),
-             (_ozaki_gpu, "_twom_products", "(b) 2M moduli: GEMMs and their combination"),
+             (_gpu, "_twom_products", "(b) 2M moduli: GEMMs and their combination"),
              (_ozaki_core, "finish", "(c) CRT and rounding"), (_ozaki_core, "native_lines", "(c) native lines")]
     # the whole of stage b: the GPU kernels' gemm_residues, which the tile loop reaches
-    # through _ozaki_gpu.KERNELS (replaced there by _spied)
-    targets = [(attr, mod, attr) for mod, attr, _ in spied] + [("b", _ozaki_gpu, "gemm_residues")]
+    # through _gpu.OZAKI (replaced there by _spied)
+    targets = [(attr, mod, attr) for mod, attr, _ in spied] + [("b", _gpu, "gemm_residues")]
     rng = np.random.default_rng(4)
     lines += ["| n | product | whole s | " + " | ".join(label for *_, label in spied) + " | (b) all of stage b |",
               "|---:|:---|---:|" + "---:|" * (len(spied) + 1)]

@@ -368,7 +368,7 @@ def _device_residues(x, p: int):
 def _gpu_matmul(A, B, p, out, plan):
     """:func:`matmul` on CuPy arrays: the plan is made for the GPU's engines and every
     pass runs on the device."""
-    from . import _rns_gpu
+    from . import _gpu
 
     xp = namespace(A, B, out)
     if p is None:
@@ -396,9 +396,10 @@ def _gpu_matmul(A, B, p, out, plan):
             if into:
                 direct[(rows.start, cols.start)] = part
             if isinstance(plan, Plan):
-                _multiword.multiply(plan, xp.ascontiguousarray(x), xp.ascontiguousarray(y), part)
+                _multiword.multiply(plan, xp.ascontiguousarray(x), xp.ascontiguousarray(y), part,
+                                    stages=_gpu.MULTIWORD)
             else:
-                _rns_gpu.multiply(plan, x, y, part)
+                _gpu.rns_multiply(plan, x, y, part)
             return part
 
         def add(acc, part):

@@ -14,11 +14,12 @@ n = 2048 went from 2.4 to 3.6 dgemm times with ``parallel=True``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import is_cupy, namespace
+from ._backend import is_cupy
 from ._jit import njit
 from ._threads import each, each_row
 from ._tiles import scratch
@@ -430,9 +431,6 @@ def twom_words(re: np.ndarray, im: np.ndarray, s: int, m: int, shift: int, u: in
 def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``(re + s*im, re - s*im) mod m`` as int64 arrays in ``[0, m)``, for int64 parts of any
     values and ``0 <= s < m < 2**52``: the images of a Gaussian matrix under 2M's two maps."""
-    if is_cupy(re):
-        r, t = re % m, _gpu_mulmod(im % m, s, m)
-        return (r + t) % m, (r - t) % m
     re, im = np.broadcast_arrays(re, im)
     shape = re.shape
     re = np.ascontiguousarray(re, dtype=np.int64).reshape(-1)
@@ -446,8 +444,6 @@ def twom_split(re: np.ndarray, im: np.ndarray, s: int, m: int) -> tuple[np.ndarr
 
 def twom_combine(X: np.ndarray, Y: np.ndarray, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``((X + Y)/2, (X - Y)/(2s)) mod m`` for ``X, Y`` in ``[0, m)``, odd ``m < 2**52``."""
-    if is_cupy(X):
-        return _gpu_mulmod((X + Y) % m, (m + 1) // 2, m), _gpu_mulmod((X - Y) % m, pow(2 * s, -1, m), m)
     shape = np.broadcast_shapes(np.shape(X), np.shape(Y))
     X = np.ascontiguousarray(np.broadcast_to(X, shape), dtype=np.int64).reshape(-1)
     Y = np.ascontiguousarray(np.broadcast_to(Y, shape), dtype=np.int64).reshape(-1)
@@ -713,8 +709,6 @@ def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype,
     ``x`` is an int64 array (any values); the words are written as ``dtype``,
     into ``out`` (C-contiguous, of that shape and dtype) when given.
     """
-    if is_cupy(x):
-        return _gpu_words(x, p, s, u, dtype)
     flat = np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
     words = scratch((u, flat.size), dtype) if out is None else out.reshape(u, flat.size)
     p64, s64 = np.int64(p), np.int64(s)
@@ -725,7 +719,8 @@ def balanced_words(x: np.ndarray, p: int, s: int, u: int, dtype: np.dtype,
     return words.reshape((u,) + x.shape)
 
 
-def _consts(red: Reduction | None) -> tuple[float, float, float]:
+def reduction_constants(red: Reduction | None) -> tuple[float, float, float]:
+    """``red``'s constants ``(q, hi, lo)``, or the identity's (``q = 0``) for ``None``."""
     return red.constants() if red is not None else _NO_REDUCTION
 
 
@@ -745,9 +740,7 @@ def step(
     added, so that the GEMM that wrote it needs no room for the accumulator: the
     caller bounds the sum (a reduced ``x`` plus a reduced ``t``) within ``x``'s type.
     """
-    q1, q2, qt = _consts(reduce), _consts(scaled), _consts(t_reduce)
-    if is_cupy(x):
-        return _gpu_step(x, t, reduce, scale_exp, scaled, t_reduce, q1, q2, qt)
+    q1, q2, qt = reduction_constants(reduce), reduction_constants(scaled), reduction_constants(t_reduce)
     if not x.size:
         return
     for xs, ts in _slices(x, t):
@@ -764,9 +757,7 @@ def finalize(x: np.ndarray, out: np.ndarray, reduce: Reduction, t: np.ndarray | 
              pre: Reduction | None = None, scale_exp: int = 0, scaled: Reduction | None = None) -> None:
     """``out <- reduce(scaled(2**scale_exp * pre(x)) + reduce(t)) mod p`` with entries in
     ``[0, p)``; ``reduce`` bounds ``t`` and the sum, ``pre`` and ``scaled`` are optional."""
-    q1, q2, q = _consts(pre), _consts(scaled), reduce.constants()
-    if is_cupy(x):
-        return _gpu_finalize(x, out, reduce, t, pre, scale_exp, scaled, q1, q2)
+    q1, q2, q = reduction_constants(pre), reduction_constants(scaled), reduce.constants()
     if x.size:
         plain = t is None and pre is None and scaled is None and scale_exp == 0
         p64 = np.int64(reduce.p)
@@ -782,91 +773,20 @@ def finalize(x: np.ndarray, out: np.ndarray, reduce: Reduction, t: np.ndarray | 
                 _finalize(xs, ts, t is not None, *q1, float(2**scale_exp), *q2, *q, p64, outs)
 
 
-# --------------------------------------------------------------------------- GPU
+@dataclass(frozen=True)
+class Stages:
+    """The element-wise stages of the multiword path and of 2M's images on one kind of
+    array: ``words`` (:func:`balanced_words`), ``step``, ``finalize``, ``twom_split`` and
+    ``twom_combine``, and the ``device`` they run on. The algorithms are written once and
+    take these from a table: :data:`CPU` here, :data:`modlin._gpu.MULTIWORD` for CuPy."""
 
-def _gpu_words(x, p: int, s: int, u: int, dtype):
-    """:func:`balanced_words` on CuPy arrays: the ``balanced_words_f64`` kernel, or for
-    the int8 engine (``p <= 256``, one word) the balanced residue itself."""
-    from . import _cuda
-
-    cp = _cuda._cupy()
-
-    flat = cp.ascontiguousarray(x, dtype=cp.int64).reshape(-1)
-    if np.dtype(dtype) == np.int8:
-        r = flat % p
-        r -= p * (r > (p - 1) // 2)
-        return r.astype(cp.int8).reshape((1,) + x.shape)
-    if np.dtype(dtype) != np.float64:
-        raise ValueError(f"GPU words are float64 or int8, not {np.dtype(dtype)}")
-    words = cp.empty((u, flat.size), dtype=cp.float64)
-    _cuda.launch("balanced_words_f64", flat.size, flat, np.int64(flat.size), np.int64(p), *_cuda.wide_constants(p),
-                 np.int32(s), np.int32(u), words)
-    return words.reshape((u,) + x.shape)
+    words: Callable
+    step: Callable
+    finalize: Callable
+    twom_split: Callable
+    twom_combine: Callable
+    device: str
 
 
-def _gpu_operands(x, t):
-    from . import _cuda
-
-    cp = _cuda._cupy()
-    xc = cp.ascontiguousarray(x)
-    tc = np.uint64(0) if t is None else cp.ascontiguousarray(cp.broadcast_to(t, x.shape), dtype=cp.float64)
-    return xc, tc
-
-
-def _gpu_balanced(y, red: Reduction | None):
-    """Integer CuPy ``y`` reduced as ``red`` would, into the balanced range (``None``: as is)."""
-    if red is not None:
-        y %= red.p
-        y -= red.p * (y > (red.p - 1) // 2)
-    return y
-
-
-def _gpu_int_step(x, t, reduce, scale_exp, scaled, t_reduce):
-    """:func:`step`'s value on the int32 sums of the int8 engine: exact integers, reduced
-    with integer arithmetic (as int64)."""
-    cp = namespace(x)
-    y = _gpu_balanced(x.astype(cp.int64), reduce)
-    if scale_exp:
-        y <<= scale_exp
-    y = _gpu_balanced(y, scaled)
-    if t is not None:
-        y += _gpu_balanced(t.astype(cp.int64), t_reduce)
-    return y
-
-
-def _gpu_step(x, t, reduce, scale_exp, scaled, t_reduce, q1, q2, qt) -> None:
-    from . import _cuda
-
-    if x.dtype != np.float64:
-        x[...] = _gpu_int_step(x, t, reduce, scale_exp, scaled, t_reduce)
-        return
-    xc, tc = _gpu_operands(x, t)
-    _cuda.launch("mw_step", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1), np.float64(2.0**scale_exp),
-                 *map(np.float64, q2), *map(np.float64, qt))
-    if xc is not x:
-        x[...] = xc
-
-
-def _gpu_finalize(x, out, reduce: Reduction, t, pre, scale_exp, scaled, q1, q2) -> None:
-    from . import _cuda
-
-    cp = _cuda._cupy()
-
-    if x.dtype != np.float64:
-        out[...] = _gpu_int_step(x, t, pre, scale_exp, scaled, reduce) % reduce.p
-        return
-    xc, tc = _gpu_operands(x, t)
-    res = out if out.flags.c_contiguous and out.dtype == np.int64 else cp.empty(out.shape, dtype=cp.int64)
-    q = tuple(map(np.float64, reduce.constants()))
-    _cuda.launch("mw_finalize", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1),
-                 np.float64(2.0**scale_exp), *map(np.float64, q2), *q, *q, np.int64(reduce.p), res)
-    if res is not out:
-        out[...] = res
-
-
-def _gpu_mulmod(x, c: int, m: int):
-    """``x * c mod m`` in ``[0, m)`` for CuPy int64 ``0 <= x < m < 2**52`` and ``0 <= c < m``:
-    :func:`_mulmod1`'s float quotient (a few units off), the remainder exact modulo
-    ``2**64`` (wrapping int64 products) and so, being small, exactly the integer."""
-    q = (x.astype(np.float64) * float(c) * (1.0 / m)).astype(np.int64)
-    return (x * c - q * m) % m
+#: The CPU's stages (numba kernels).
+CPU = Stages(balanced_words, step, finalize, twom_split, twom_combine, "cpu")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _modular
-from ._backend import is_cupy, namespace
+from ._backend import namespace
 from ._engines import get_engine
 from ._plan import Plan
 from ._threads import gemm_workers, region, run, slabs
@@ -32,10 +32,10 @@ class Words:
         ``(u, ..., m, k)``, as :func:`multiply` would split ``a`` for ``pl``.
     """
 
-    def __init__(self, pl: Plan, a: np.ndarray):
+    def __init__(self, pl: Plan, a: np.ndarray, stages: _modular.Stages = _modular.CPU):
         self.key = _words_key(pl)
         self.shape = a.shape
-        self.words = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, get_engine(pl.engine).dtype)
+        self.words = stages.words(a, pl.p, pl.a_shift, pl.u, get_engine(pl.engine).dtype)
 
 
 def _words_key(pl: Plan) -> tuple:
@@ -44,14 +44,16 @@ def _words_key(pl: Plan) -> tuple:
 
 
 def multiply(pl: Plan, a: np.ndarray | Words, b: np.ndarray, out: np.ndarray,
-             arena: Arena | None = None) -> np.ndarray:
+             arena: Arena | None = None, stages: _modular.Stages = _modular.CPU) -> np.ndarray:
     """Write ``a @ b mod p`` into ``out`` (int64, entries in ``[0, p)``).
 
     ``a`` and ``b`` are int64 arrays of shape ``(..., m, k)`` and ``(..., k, n)``
     (any values: they are reduced here), or ``a`` is the :class:`Words` of one
     split for a plan with the same left words; ``out`` has the broadcast shape.
     Only the words, an accumulator and one workspace are allocated (taken from
-    ``arena`` when given, so that the tiles of one product reuse them).
+    ``arena`` when given, so that the tiles of one product reuse them). ``stages``: the
+    element-wise stages of the arrays' device (:data:`modlin._modular.CPU`, or
+    :data:`modlin._gpu.MULTIWORD` for CuPy arrays).
     """
     eng = get_engine(pl.engine)
     if isinstance(a, Words):
@@ -59,15 +61,16 @@ def multiply(pl: Plan, a: np.ndarray | Words, b: np.ndarray, out: np.ndarray,
             raise ValueError("these Words were split for a plan with other left words")
         aw = a.words
     else:
-        aw = _modular.balanced_words(a, pl.p, pl.a_shift, pl.u, eng.dtype,
-                                     None if arena is None else arena.take("aw", (pl.u,) + a.shape, eng.dtype))
-    bw = _modular.balanced_words(b, pl.p, pl.b_shift, pl.v, eng.dtype,
-                                 None if arena is None else arena.take("bw", (pl.v,) + b.shape, eng.dtype))
-    return multiply_words(pl, aw, bw, out, arena)
+        aw = stages.words(a, pl.p, pl.a_shift, pl.u, eng.dtype,
+                          None if arena is None else arena.take("aw", (pl.u,) + a.shape, eng.dtype))
+    bw = stages.words(b, pl.p, pl.b_shift, pl.v, eng.dtype,
+                      None if arena is None else arena.take("bw", (pl.v,) + b.shape, eng.dtype))
+    return multiply_words(pl, aw, bw, out, arena, stages=stages)
 
 
 def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
-                   arena: Arena | None = None, keep: bool = False) -> np.ndarray:
+                   arena: Arena | None = None, keep: bool = False,
+                   stages: _modular.Stages = _modular.CPU) -> np.ndarray:
     """:func:`multiply` on words already split (``aw``: ``(u, ..., m, k)``, ``bw``: ``(v, ..., k, n)``,
     in the engine's dtype and within the plan's word bounds). ``out`` may be int64 or float64.
 
@@ -90,18 +93,19 @@ def multiply_words(pl: Plan, aw: np.ndarray, bw: np.ndarray, out: np.ndarray,
                                                       b.dtype, xp))
     rows = c.shape[-2]
     depth = min(a.shape[-1], pl.block)
-    t = 1 if is_cupy(out) else gemm_workers(c.size * a.shape[-1] * pl.gemm_count(), rows, depth)
+    # on a GPU the device runs each pass whole: no host threads
+    t = 1 if stages.device != "cpu" else gemm_workers(c.size * a.shape[-1] * pl.gemm_count(), rows, depth)
     if t == 1:
-        algorithm(pl, a, b, c, eng, arena, keep=keep)
+        algorithm(pl, a, b, c, eng, arena, keep=keep, stages=stages)
         return out
     # each worker runs the whole schedule on its slab of rows, sharing the other side's words
     with region(t):
-        run(lambda job: algorithm(pl, a[..., job[1], :], b, c[..., job[1], :], eng, arena, job[0], keep),
+        run(lambda job: algorithm(pl, a[..., job[1], :], b, c[..., job[1], :], eng, arena, job[0], keep, stages),
             list(enumerate(slabs(rows, t))))
     return out
 
 
-def _pass(op, C, T, out, pl: Plan, keep: bool = False) -> None:
+def _pass(op, C, T, out, pl: Plan, keep: bool = False, stages: _modular.Stages = _modular.CPU) -> None:
     """Run a ``"step"`` or ``"final"`` operation of the schedule: ``C <- pre(C) + red(T)``
     (into ``out``, reduced into ``[0, p)``, for the final one; ``T`` may be ``None``).
 
@@ -111,17 +115,18 @@ def _pass(op, C, T, out, pl: Plan, keep: bool = False) -> None:
     g, reduce = op[-2], op[-1]
     pre = acc if reduce or g else None
     if op[0] == "step":
-        _modular.step(C, T, pre, g, scaled.get(g), acc)
+        stages.step(C, T, pre, g, scaled.get(g), acc)
     elif not keep:
-        _modular.finalize(C, out, acc, T, pre, g, scaled.get(g))
+        stages.finalize(C, out, acc, T, pre, g, scaled.get(g))
     else:
         if T is not None or pre is not None or g:
-            _modular.step(C, T, pre, g, scaled.get(g), acc)
+            stages.step(C, T, pre, g, scaled.get(g), acc)
         if not np.may_share_memory(C, out):  # C is out itself, or a buffer of its own
             out[...] = C
 
 
-def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0, keep: bool = False) -> None:
+def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0, keep: bool = False,
+            stages: _modular.Stages = _modular.CPU) -> None:
     k = aw.shape[-1]
     xp = namespace(out)
     if out.flags.c_contiguous and eng.acc_dtype.itemsize == out.dtype.itemsize:
@@ -140,10 +145,11 @@ def _horner(pl: Plan, aw, bw, out, eng, arena, slab: int = 0, keep: bool = False
         elif k == 0:
             out[...] = 0
         else:
-            _pass(op, C, T if op[0] == "step" or op[1] == "T" else None, out, pl, keep)
+            _pass(op, C, T if op[0] == "step" or op[1] == "T" else None, out, pl, keep, stages)
 
 
-def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0, keep: bool = False) -> None:
+def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0, keep: bool = False,
+            stages: _modular.Stages = _modular.CPU) -> None:
     """Alg 3.3: ``aw`` holds the words iterated over, ``bcat`` the other side's words
     concatenated along their columns (``slab``: which of the row slabs running in
     parallel this is, naming its buffers in ``arena``)."""
@@ -166,8 +172,8 @@ def _concat(pl: Plan, aw, bcat, out, eng, arena, slab: int = 0, keep: bool = Fal
             eng.gemm(aw[i][..., k0:k1], bcat[..., k0:k1, :], out=tcat)
         elif kind == "combine":
             _, j, g = op
-            _modular.step(S, tcat[..., j * n:(j + 1) * n], acc, g, scaled[g], acc)
+            stages.step(S, tcat[..., j * n:(j + 1) * n], acc, g, scaled[g], acc)
         elif k == 0:
             out[...] = 0
         else:
-            _pass(op, C, S, out, pl, keep)
+            _pass(op, C, S, out, pl, keep, stages)

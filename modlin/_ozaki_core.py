@@ -1,7 +1,7 @@
 """Ozaki-II's product in three stages, on NumPy arrays: scales, residues of a tile, finish.
 
 :mod:`modlin.ozaki` runs them tile by tile within the memory budget (the CuPy
-path too, with the residues and CRT of :mod:`modlin._ozaki_gpu`); other schedulers (task graphs) may run them anywhere, since each
+path too, with the residues and CRT of :mod:`modlin._gpu`); other schedulers (task graphs) may run them anywhere, since each
 stage's contract names only its own inputs:
 
 (a) :func:`scales` reads the *whole* operands once and returns the row shifts of
@@ -16,7 +16,7 @@ stage's contract names only its own inputs:
     one rounding, unscaling, and the native product on lines holding Inf or NaN.
 
 Stages (b) and (c) run through :class:`Kernels`: :data:`CPU` here, the CuPy ones in
-:mod:`modlin._ozaki_gpu`; the tile loop (:mod:`modlin.ozaki`) is the same for both.
+:mod:`modlin._gpu`; the tile loop (:mod:`modlin.ozaki`) is the same for both.
 
 For any cut of the output into tiles and of ``k`` into panels, (a), then (b) summed
 over the k-panels with :func:`add_residues`, then (c) give the bits of the uncut
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +38,11 @@ from ._crtfloat import to_double
 from ._engines import get_engine
 from ._plan import _best_plan
 from . import _rns
-from ._quantize import Panel
+from ._quantize import SCALE_PASS, Kernels, Panel, Scales  # noqa: F401 (Kernels, Scales: named here too)
 from ._rns import Basis
 from ._threads import side_by_side
 from ._tiles import run, scratch
-from .gaussian import sqrt_minus_one
+from ._twom import sqrt_minus_one
 
 __all__ = ["CPU", "Kernels", "Moduli", "Panel", "Scales", "add_residues", "finish", "gemm_residues", "halves",
            "scales", "syrk_residues", "workspace", "exact_overflow", "overflow_fixes", "may_overflow"]
@@ -94,36 +93,6 @@ def halves(x):
 
 
 # --------------------------------------------------------------------------- (a) scales
-
-@dataclass(frozen=True)
-class Scales:
-    """Stage (a)'s result: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by
-    columns (int64 shifts, shapes ``(m,)`` and ``(n,)``), the rows of ``A`` and
-    columns of ``B`` holding Inf or NaN (bool), quantised as zeros and computed natively
-    in :func:`native_lines`, and the exponents ``ea``, ``eb`` of each line's largest part
-    (``max |x| < 2**e``; 0 for zero lines and those holding Inf or NaN), which tell
-    :func:`exact_overflow` where a result may overflow."""
-
-    sa: np.ndarray
-    sb: np.ndarray
-    bad_a: np.ndarray
-    bad_b: np.ndarray
-    ea: np.ndarray
-    eb: np.ndarray
-    #: What the host knows without reading the device, when stage (a) sent it in its one
-    #: transfer: whether any row of ``A``, any column of ``B`` holds Inf or NaN, the
-    #: largest ``ea`` and ``eb``, and how many nonzero entries of ``A`` and ``B`` the shifts
-    #: round to zero (None: read the arrays, count the entries, when needed).
-    summary: tuple[bool, bool, int, int, int, int] | None = None
-
-    def any_bad(self) -> tuple[bool, bool] | None:
-        """Whether any row of ``A`` and any column of ``B`` hold Inf or NaN, if known on the host."""
-        return None if self.summary is None else self.summary[:2]
-
-    def lost(self) -> tuple[int, int] | None:
-        """The nonzero entries of ``A`` and ``B`` that round to zero, if stage (a) counted them."""
-        return None if self.summary is None else self.summary[4:6]
-
 
 def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarray | None):
     """Per line of ``x`` (rows, ``axis=1``; columns, ``axis=0``): Inf/NaN, the exponent of
@@ -375,7 +344,7 @@ def finish(res: list[np.ndarray], mods: Moduli, sa: np.ndarray, sb: np.ndarray, 
     """Stage (c): ``out[...] = C' * 2**-(sa_i + sb_j)`` correctly rounded, from the residues of
     an output tile (stage (b), summed over its k-panels): ``sa`` the shifts of its rows,
     ``sb`` of its columns, ``out`` a float64 or complex128 tile (``crt``: the CRT of
-    :mod:`modlin._ozaki_gpu` on CuPy arrays). Lines holding Inf or NaN are left to
+    :mod:`modlin._gpu` on CuPy arrays). Lines holding Inf or NaN are left to
     :func:`native_lines`."""
     crt(res, mods.basis, sa, sb, out)
     return out
@@ -559,11 +528,6 @@ _PRODUCTS = {"real": 3, "2m": 4, "3m": 6, "4m": 7}
 #: Live words of a panel's size, per modulus: the real residues, 2M's two images, 3M's two
 #: parts and their sum, 4M's two parts.
 _WORDS = {"real": 1, "2m": 2, "3m": 3, "4m": 2}
-#: Live float64 arrays of a piece's size while stage (a) reads it with array expressions
-#: (part_bounds, exact_bits: CuPy's path; NumPy's one-pass kernels make none).
-SCALE_PASS = 8
-
-
 def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int, parts: int) -> int:
     """Bytes the CPU's stage (b) allocates for a tile beside the residues it returns: the
     words and products of one modulus at a time (``pairs`` tiles at once). The quantised
@@ -576,30 +540,6 @@ def _kernel_memory(mods: Moduli, tile: tuple[int, int, int], pairs: int, parts: 
     if mods.engine == "int8":  # the CPU emulates the int8 GEMM with float64 copies of one GEMM's words
         products += 8 * (mt * kt + kt * nt + mt * nt)
     return words + products
-
-
-@dataclass(frozen=True)
-class Kernels:
-    """Stages (b) and (c) on one kind of array: :func:`gemm_residues`, :func:`syrk_residues`
-    and :func:`add_residues` of a tile, the CRT of :func:`finish` (``crt(res, basis, sa, sb,
-    out)``, writing every part's residues into the tile ``out``), and ``memory``,
-    the bytes the residue kernels allocate for a tile beside the residues they return
-    (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
-    :func:`workspace`), and ``scale_pass``, the live float64 arrays of a piece's size
-    while stage (a) reads the operands on that device (:data:`SCALE_PASS`, or none)."""
-
-    gemm_residues: Callable
-    syrk_residues: Callable
-    add_residues: Callable
-    crt: Callable
-    memory: Callable[[Moduli, tuple[int, int, int], int, int], int]
-    scale_pass: int = 0
-    #: Stage (a) on the device, where it has its own kernels: ``line_stats(x, axis, lines,
-    #: inner, bars)`` as :func:`_line_stats` (its tuple may carry more after the four), and
-    #: ``fast_scales(stats_a, stats_b, lb, symmetric)`` giving "fast" mode's :class:`Scales`
-    #: (with its summary) from them.
-    line_stats: Callable | None = None
-    fast_scales: Callable | None = None
 
 
 def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: tuple[int, int, int],

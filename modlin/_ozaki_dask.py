@@ -160,7 +160,7 @@ def _finish(res, sa, bad_a, sb, bad_b, *, mods: core.Moduli, dtype, kernels: cor
 def _gemm2d(a: da.Array, b: da.Array, mods: core.Moduli, mode: str, dtype, warn: Callable) -> da.Array:
     """The emulated ``a @ b`` of two 2-D dask arrays (both float64 or both complex128)."""
     if is_cupy(a._meta):  # CuPy chunks: the device's kernels, as in memory
-        from ._ozaki_gpu import KERNELS as kernels
+        from ._gpu import OZAKI as kernels
     else:
         kernels = core.CPU
     sc = scales(a, b, mods, mode)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -181,6 +183,70 @@ def accurate_exponents(sq_a: np.ndarray, sq_b: np.ndarray, code: np.ndarray, lb:
     return g, h
 
 
+# --------------------------------------------------------------------------- the stages' types
+
+@dataclass(frozen=True)
+class Scales:
+    """Stage (a)'s result: ``A' = rint(A * 2**sa)`` by rows, ``B' = rint(B * 2**sb)`` by
+    columns (int64 shifts, shapes ``(m,)`` and ``(n,)``), the rows of ``A`` and
+    columns of ``B`` holding Inf or NaN (bool), quantised as zeros and computed natively
+    in :func:`~modlin._ozaki_core.native_lines`, and the exponents ``ea``, ``eb`` of each line's largest part
+    (``max |x| < 2**e``; 0 for zero lines and those holding Inf or NaN), which tell
+    :func:`~modlin._ozaki_core.exact_overflow` where a result may overflow."""
+
+    sa: np.ndarray
+    sb: np.ndarray
+    bad_a: np.ndarray
+    bad_b: np.ndarray
+    ea: np.ndarray
+    eb: np.ndarray
+    #: What the host knows without reading the device, when stage (a) sent it in its one
+    #: transfer: whether any row of ``A``, any column of ``B`` holds Inf or NaN, the
+    #: largest ``ea`` and ``eb``, and how many nonzero entries of ``A`` and ``B`` the shifts
+    #: round to zero (None: read the arrays, count the entries, when needed).
+    summary: tuple[bool, bool, int, int, int, int] | None = None
+
+    def any_bad(self) -> tuple[bool, bool] | None:
+        """Whether any row of ``A`` and any column of ``B`` hold Inf or NaN, if known on the host."""
+        return None if self.summary is None else self.summary[:2]
+
+    def lost(self) -> tuple[int, int] | None:
+        """The nonzero entries of ``A`` and ``B`` that round to zero, if stage (a) counted them."""
+        return None if self.summary is None else self.summary[4:6]
+
+
+#: Live float64 arrays of a piece's size while stage (a) reads it with array expressions
+#: (part_bounds, exact_bits: CuPy's path; NumPy's one-pass kernels make none).
+SCALE_PASS = 8
+
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Ozaki-II's stages on one kind of array, the table the tile loop takes them from
+    (:data:`modlin._ozaki_core.CPU`, :data:`modlin._gpu.OZAKI`): stage (b)'s
+    ``gemm_residues``, ``syrk_residues`` and ``add_residues`` of a tile, the CRT of
+    :func:`~modlin._ozaki_core.finish` (``crt(res, basis, sa, sb,
+    out)``, writing every part's residues into the tile ``out``), and ``memory``,
+    the bytes the residue kernels allocate for a tile beside the residues they return
+    (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
+    :func:`~modlin._ozaki_core.workspace`), and ``scale_pass``, the live float64 arrays of a piece's size
+    while stage (a) reads the operands on that device (:data:`SCALE_PASS`, or none)."""
+
+    gemm_residues: Callable
+    syrk_residues: Callable
+    add_residues: Callable
+    crt: Callable
+    memory: Callable[..., int]
+    scale_pass: int = 0
+    #: Stage (a) on the device, where it has its own kernels: ``line_stats(x, axis, lines,
+    #: inner, bars)`` as :func:`modlin._ozaki_core._line_stats` (its tuple may carry more after the four), and
+    #: ``fast_scales(stats_a, stats_b, lb, symmetric)`` giving "fast" mode's :class:`Scales`
+    #: (with its summary) from them.
+    line_stats: Callable | None = None
+    fast_scales: Callable | None = None
+
+
 # --------------------------------------------------------------------------- residues
 
 #: Entries per chunk of the residue kernels: their buffers stay in the L1 cache.
@@ -193,7 +259,7 @@ class Panel:
     integers ``rint(x * 2**shift)`` (lines holding Inf or NaN, ``bad``, as zeros).
 
     The residue kernels (:func:`residues`, :func:`twom_residues`; on CuPy arrays those of
-    :mod:`modlin._ozaki_gpu`) quantise each entry as they read it: the integers are never
+    :mod:`modlin._gpu`) quantise each entry as they read it: the integers are never
     stored (they took as much memory as the panel, and a pass of their own). :meth:`lost`
     counts the nonzero entries they round to zero.
     """

@@ -238,7 +238,7 @@ class RNSPlan:
 
     @staticmethod
     def _gpu_memory(ea: int, eb: int, e: int, k: int, N: int) -> int:
-        """:meth:`_memory` of :func:`modlin._rns_gpu.multiply` on a tile: every modulus' int8
+        """:meth:`_memory` of :func:`modlin._gpu.rns_multiply` on a tile: every modulus' int8
         residues of both operands (padded to the GEMM's multiples of 4), the residues of the
         product (one uint8 per modulus and result entry) and the one int32 buffer the GEMMs
         share; a k-panel's int64 sum beside the tile. The operands are read as they are (no

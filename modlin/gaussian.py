@@ -20,180 +20,29 @@ for ``m > 2**63``, as :func:`modlin.matmul` returns them).
 
 from __future__ import annotations
 
-import itertools
 import math
 import sys
-from functools import lru_cache
 
 import numpy as np
 
 from . import _rns
 from ._backend import cpu_only, is_dask, namespace
-from ._convert import (_index, balanced_halves, balanced_lift, float_integers, integer_operands, integers, max_abs,
+from ._convert import (balanced_halves, balanced_lift, float_integers, integer_operands, integers, max_abs,
                        residues_int64, unwrap_fields)
 from ._flint import FlintType
 from ._limits import current as current_limits
 
 from ._matmul import matmul as _matmul
-from ._modular import add_into, twom_combine, twom_finish, twom_split, twom_words
+from . import _modular
+from ._modular import add_into, twom_combine, twom_finish, twom_words
 from ._plan import MAX_MODULUS, _check_modulus
-from ._primes import RHO_STEPS, factor
 from ._rnsplan import RNSPlan
+from ._twom import _twom_primes, _why_not_twom, is_twom_modulus, sqrt_minus_one, twom_moduli
 
 __all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
            "herk", "syrk", "her2k", "syr2k"]
 
 ALGORITHMS = ("auto", "2m", "3m", "4m")
-
-
-# --------------------------------------------------------------------- number theory
-
-#: The least root is the least of ``2**(r-1)`` CRT combinations for ``r`` distinct
-#: prime factors: more than this many are refused.
-MAX_DISTINCT_FACTORS = 20
-
-
-def _factors(m: int) -> dict[int, int]:
-    """The prime factorisation of ``m``, or ValueError when the bounded search cannot finish it."""
-    found, left = factor(m)
-    if left > 1:
-        raise ValueError(_unfactored(m, left))
-    return found
-
-
-def _unfactored(m: int, left: int) -> str:
-    return (f"m = {m} has a {left.bit_length()}-bit composite factor that modlin cannot factor quickly "
-            f"(trial division below 2**16, then {RHO_STEPS} steps of Pollard's rho); 2M needs the prime "
-            "factors of m: pass a prime or a product of known primes, or use algorithm='3m'")
-
-
-def _why_not_twom(m: int) -> str | None:
-    """None if ``m`` admits 2M, else the reason (naming the offending factor).
-
-    ValueError when that depends on a factor the bounded factoring cannot find.
-    """
-    if m % 2 == 0:
-        return f"m = {m} is even (2M divides by 2)"
-    found, left = factor(m)
-    for q in sorted(found):
-        if q % 4 == 3:
-            return f"m = {m} has the prime factor {q} = 3 (mod 4), so -1 has no square root mod m"
-    if left % 4 == 3:  # an odd number of its prime factors are 3 (mod 4)
-        return (f"m = {m} has a factor {left} = 3 (mod 4), so it has a prime factor 3 (mod 4) "
-                "and -1 has no square root mod m")
-    if left > 1:
-        raise ValueError(_unfactored(m, left))
-    return None
-
-
-def is_twom_modulus(m: int) -> bool:
-    """True when 2M works modulo ``m``: ``m`` odd, every prime factor ``1 (mod 4)``.
-
-    ``m = 1`` gives False (there is nothing to multiply modulo 1).
-
-    Raises
-    ------
-    ValueError
-        ``m < 1``, or a composite ``m`` that cannot be factored quickly (see
-        :func:`sqrt_minus_one`) and is not ruled out by the factors found.
-
-    Examples
-    --------
-    >>> from modlin import gaussian
-    >>> gaussian.is_twom_modulus(221), gaussian.is_twom_modulus(231), gaussian.is_twom_modulus(1)
-    (True, False, False)
-    """
-    if _index(m) == 1:
-        return False
-    m = _check_modulus(m)
-    return m > 2 and _why_not_twom(m) is None
-
-
-@lru_cache(maxsize=256)
-def sqrt_minus_one(m: int) -> int:
-    """The least ``s`` in ``[0, m)`` with ``s**2 = -1 (mod m)``, of an odd ``m`` whose
-    prime factors are all ``1 (mod 4)``.
-
-    ``m`` is factored (:func:`modlin._primes.factor`: trial division below
-    ``2**16``, an exact primality test and a bounded Pollard rho; every
-    ``m < 2**68`` factors). Modulo each prime factor ``q`` the root is
-    ``c**((q-1)/4)`` for the least quadratic non-residue ``c`` (Euler's
-    criterion: building ``galois.GF(q)`` for its ``sqrt`` costs most of a
-    second per prime, this a few modular powers). Roots are lifted to prime
-    powers by Hensel's step and combined by CRT; the least of the
-    ``2**r`` combinations (``r`` distinct prime factors) is returned.
-
-    Raises
-    ------
-    ValueError
-        If no square root of -1 exists modulo ``m`` (the message names why),
-        or ``m`` cannot be factored quickly (a composite part without prime
-        factors below about ``2**34``), or it has more than 20 distinct prime
-        factors.
-
-    Examples
-    --------
-    >>> from modlin import gaussian
-    >>> s = gaussian.sqrt_minus_one(221)
-    >>> s, (s * s + 1) % 221
-    (21, 0)
-    >>> gaussian.sqrt_minus_one(2**127 + 29)  # a prime 1 (mod 4): no factoring needed
-    70132397335041220679553555900003183873
-    """
-    m = _check_modulus(m)
-    if m == 1 or m < 5:
-        raise ValueError(f"m = {m} has no square root of -1 usable by 2M; use algorithm='3m'")
-    why = _why_not_twom(m)
-    if why:
-        raise ValueError(f"{why}; use algorithm='3m' or 'auto'")
-    factors = _factors(m)
-    if len(factors) > MAX_DISTINCT_FACTORS:
-        raise ValueError(f"m = {m} has {len(factors)} distinct prime factors; the least square root of -1 "
-                         f"is one of 2**{len(factors) - 1} candidates, too many to search (at most "
-                         f"{MAX_DISTINCT_FACTORS} factors)")
-    roots, mods = [], []
-    for q, e in factors.items():
-        c = 2
-        while pow(c, (q - 1) // 2, q) != q - 1:
-            c += 1
-        s = pow(c, (q - 1) // 4, q)
-        qe = q
-        for _ in range(1, e):  # Hensel: s <- s - (s^2 + 1) / (2 s)  mod q^(j+1)
-            qe *= q
-            s = (s - (s * s + 1) * pow(2 * s, -1, qe)) % qe
-        roots.append(s)
-        mods.append(qe)
-    # each prime power has two roots (s and -s): the roots of m are the sums of +-s_i e_i
-    # (e_i the CRT idempotents); s and m - s are one pair, so the first sign stays fixed
-    terms = [r * (m // q) * pow(m // q, -1, q) % m for r, q in zip(roots, mods)]
-    best = m
-    for signs in itertools.product((1, -1), repeat=len(terms) - 1):
-        x = (terms[0] + sum(t if g > 0 else -t for g, t in zip(signs, terms[1:]))) % m
-        best = min(best, x, m - x)
-    assert (best * best + 1) % m == 0
-    return best
-
-
-def twom_moduli(limit: int = 255, count: int | None = None) -> tuple[int, ...]:
-    """Pairwise-coprime 2M moduli up to ``limit``, greedily from the top.
-
-    With the default ``limit = 255`` these are the int8-compatible 2M moduli:
-    241, 233, 229, 221, 205, 197, 193, 181, 173, 157, 149, 137, 113, 109, 101,
-    97, 89, 73, 61, 53, 37, 29.
-
-    Examples
-    --------
-    >>> from modlin import gaussian
-    >>> gaussian.twom_moduli()[:5]
-    (241, 233, 229, 221, 205)
-    """
-    chosen: list[int] = []
-    for q in range(int(limit), 4, -1):
-        if count is not None and len(chosen) >= count:
-            break
-        if q % 2 and all(math.gcd(q, c) == 1 for c in chosen) and _why_not_twom(q) is None:
-            chosen.append(q)
-    return tuple(chosen)
 
 
 # --------------------------------------------------------------------- operands
@@ -314,8 +163,8 @@ def _choose(algorithm: str, m: int) -> str:
     return algorithm
 
 
-def _twom_combine(X, Y, s: int, m: int):
-    re, im = twom_combine(X, Y, s, m)
+def _twom_combine(X, Y, s: int, m: int, stages=_modular.CPU):
+    re, im = stages.twom_combine(X, Y, s, m)
     # a 1-D @ 1-D product is a scalar, as in numpy.matmul
     return (re[()], im[()]) if re.ndim == 0 else (re, im)
 
@@ -464,14 +313,15 @@ def _rns_matmul(a, b, m: int, alg: str):
     return _shaped(*out, shape)
 
 
-def _gauss(ar, ai, br, bi, m: int, alg: str, mul) -> tuple[np.ndarray, np.ndarray]:
+def _gauss(ar, ai, br, bi, m: int, alg: str, mul, stages=_modular.CPU) -> tuple[np.ndarray, np.ndarray]:
     """A Gaussian product mod ``m`` from the real products ``mul(x, y)``: 2M on parts
-    congruent mod ``m``, 3M or 4M on parts in ``[0, m)``."""
+    congruent mod ``m`` (its images and combination by ``stages``, those of the arrays'
+    device), 3M or 4M on parts in ``[0, m)``."""
     if alg == "2m":
         s = sqrt_minus_one(m)
-        ap, am = twom_split(ar, ai, s, m)
-        bp, bm = twom_split(br, bi, s, m)
-        return _twom_combine(mul(ap, bp), mul(am, bm), s, m)
+        ap, am = stages.twom_split(ar, ai, s, m)
+        bp, bm = stages.twom_split(br, bi, s, m)
+        return _twom_combine(mul(ap, bp), mul(am, bm), s, m, stages)
     rr, ii = mul(ar, br), mul(ai, bi)
     if alg == "4m":
         return _sub_mod(rr, ii, m), _add_mod(mul(ar, bi), mul(ai, br), m)
@@ -579,6 +429,12 @@ class _TileProduct:
         from ._engines import get_engine
 
         self.pl, self.alg, self.words, self.m = pl, alg, words, m
+        if pl.device == "cuda":  # the element-wise stages of the device's arrays
+            from . import _gpu
+
+            self.stages = _gpu.MULTIWORD
+        else:
+            self.stages = _modular.CPU
         self.s = sqrt_minus_one(m) if alg == "2m" else 0
         self.dtype = get_engine(pl.engine).dtype if words else None
 
@@ -600,19 +456,19 @@ class _TileProduct:
 
         m, s, pl = self.m, self.s, self.pl
         if pl.device == "cuda" and self.alg == "2m" and len(x) == 2 and isinstance(pl, RNSPlan):
-            from . import _rns_gpu
+            from . import _gpu
 
             xp = namespace(x[0])
             shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
             out = [xp.empty(shape, dtype=np.int64) for _ in range(2)] if out is None else out
-            _rns_gpu.twom_multiply(pl, x, y, s, out)  # images, GEMMs, CRT and combination: fused kernels
+            _gpu.twom_multiply(pl, x, y, s, out)  # images, GEMMs, CRT and combination: fused kernels
             return out
         if len(x) == 1:
             parts = [self.real(x[0], y[0])]
         elif not self.words:
             if self.alg != "2m":
                 x, y = [t % m for t in x], [t % m for t in y]
-            parts = list(_gauss(*x, *y, m, self.alg, self.real))
+            parts = list(_gauss(*x, *y, m, self.alg, self.real, self.stages))
         else:
             ap, am = twom_words(*x, s, m, pl.a_shift, pl.u, self.dtype)
             bp, bm = twom_words(*y, s, m, pl.b_shift, pl.v, self.dtype)
@@ -970,20 +826,6 @@ def _real(X) -> bool:
 
 
 # --------------------------------------------------------------------- exact products
-
-@lru_cache(maxsize=64)
-def _twom_primes(bits: int, count: int) -> tuple[int, ...]:
-    """The ``count`` largest primes ``1 (mod 4)`` below ``2**bits``."""
-    from ._primes import prev_prime
-
-    out: list[int] = []
-    q = 2**bits
-    while len(out) < count:
-        q = prev_prime(q - 1)
-        if q % 4 == 1:
-            out.append(q)
-    return tuple(out)
-
 
 def _intmul_moduli(bound: int, k: int, engine: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """Moduli covering ``bound`` and the algorithm for each: 2M where it applies."""

@@ -36,7 +36,7 @@ from ._matmul import _matmul_shapes
 from ._ozaki_core import Moduli as _Moduli
 from ._rns import Basis, int8_moduli
 from ._tiles import budget, choose, holding, pair_count, progress, run, square
-from .gaussian import _twom_primes, _why_not_twom, twom_moduli
+from ._twom import _twom_primes, _why_not_twom, twom_moduli
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "spread_bits", "AccuracyWarning"]
 
@@ -333,9 +333,9 @@ def _kernels(xp) -> core.Kernels:
     """The kernels of stages (b) and (c) on ``xp``'s arrays: NumPy's or CuPy's."""
     if xp is np:
         return core.CPU
-    from . import _ozaki_gpu
+    from . import _gpu
 
-    return _ozaki_gpu.KERNELS
+    return _gpu.OZAKI
 
 
 def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, xp=np):

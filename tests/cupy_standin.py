@@ -579,6 +579,8 @@ def _method(name: str) -> Callable:
     def method(self, *args, **kwargs):
         return _device_call(name, base, (self,) + args, kwargs)
 
+    # not NumPy's docstring: its examples would run as doctests of this module
+    method.__doc__ = f"``numpy.ndarray.{name}``, recorded as a device operation."
     return method
 
 

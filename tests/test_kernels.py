@@ -26,7 +26,7 @@ import pytest
 from modlin import _crtfloat, _cuda, _modular, _quantize, _rns
 from modlin._modular import Reduction
 from modlin._rns import Basis, int8_moduli
-from modlin._ozaki_gpu import GAPS
+from modlin._gpu import GAPS
 from modlin.gaussian import sqrt_minus_one, twom_moduli
 
 from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS, _nvcc
@@ -49,11 +49,13 @@ def test_kernels_compile(arch, tmp_path):
     assert out.stat().st_size > 0
 
 
-def test_kernels_have_no_fused_multiply_add(tmp_path):
-    """The PTX holds no fused multiply-add: contraction is off, no math function brings one
-    in, and the kernels' arithmetic is integer where it used to need fma (float64 fmod)."""
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kernels_have_no_fused_multiply_add_nor_division(arch, tmp_path):
+    """The PTX holds no fused multiply-add (contraction is off, no math function brings one
+    in, and the kernels' arithmetic is integer where it used to need fma: float64 fmod) and
+    no integer division or remainder, for sm_80 and sm_90."""
     out = tmp_path / "modlin_kernels.ptx"
-    _nvcc(*NVCC_FLAGS, "-arch=sm_90", "-ptx", "-o", str(out), str(SOURCE))
+    _nvcc(*NVCC_FLAGS, f"-arch={arch}", "-ptx", "-o", str(out), str(SOURCE))
     _check_ptx(out.read_text())
 
 

@@ -1,29 +1,38 @@
-"""Ozaki-II's stages (b) and (c) on CuPy arrays: fused kernels around int8 tensor-core GEMMs.
+"""The CUDA backend: every stage modlin runs on a GPU, in one place.
 
-Per operand panel, one kernel reads each entry once, quantises it with its line's shift
-(stage (a)'s result) and writes its balanced int8 residues (2M's two images for complex
-operands) for every modulus, ``B``'s transposed so that every GEMM is cuBLAS' "TN" int8
-GEMM with no copy. Per modulus, one GEMM into a reused int32 buffer and one kernel that
-reduces it (2M: combines the two products) into the tile's residues, with 32-bit Barrett
-arithmetic. Then one O(N) CRT kernel per part writes the correctly rounded doubles into
-the output tile itself (a complex tile's parts in place). These are the GPU's
-:class:`modlin._ozaki_core.Kernels` (:data:`KERNELS`): the tile loop and stage (a) are the
-CPU's.
+The algorithms are written once; each takes its element-wise stages from a table for
+the arrays it is given: this module's tables for CuPy arrays, the CPU's (numba kernels)
+for NumPy arrays. What is here launches the kernels of ``kernels/`` and cuBLAS' int8
+GEMMs through :mod:`modlin._cuda` (the raw bindings):
+
+* :data:`OZAKI`: Ozaki-II's stages (a), (b) and (c), :class:`modlin._ozaki_core.Kernels`.
+  Stage (a): one line-statistics kernel per operand and one kernel for the shifts and a
+  summary, the product's one host synchronisation. Stage (b): per operand panel one kernel
+  reads each entry once, quantises it and writes its int8 residues (2M's images for
+  complex operands) for every modulus, ``B``'s transposed for cuBLAS' "TN" GEMM; per
+  modulus one GEMM (2M: two) into a reused int32 buffer and one kernel reducing (2M:
+  combining) it into the tile's residues, with 32-bit Barrett arithmetic. Stage (c): one
+  O(N) CRT kernel, exact in 32-bit limbs and correctly rounded, writing the output tile.
+* The residue number systems of ``modlin.matmul`` (:func:`rns_multiply`) and of Gaussian
+  2M (:func:`twom_multiply`): the same three kinds of kernel.
+* :data:`MULTIWORD`: the fp64 multiword path's stages (:class:`modlin._modular.Stages`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _cuda
-from ._ozaki_core import SCALE_PASS, Kernels, Scales
-from ._quantize import G_MAX, T_BITS, check_bits
+from . import _cuda, _modular
+from ._quantize import G_MAX, SCALE_PASS, T_BITS, Kernels, Scales, check_bits
+from ._twom import sqrt_minus_one
+
+__all__ = ["OZAKI", "MULTIWORD", "rns_multiply", "twom_multiply", "int_residues", "reconstruct_modp", "GAPS"]
 
 #: Gap bins per line of :func:`line_stats`' counts (MODLIN_GAPS in kernels/modlin_elem.cuh).
 GAPS = G_MAX + 2
 
-__all__ = ["KERNELS", "add_residues", "fast_scales", "gemm_residues", "line_stats", "syrk_residues", "to_double"]
 
+# --------------------------------------------------------------------------- Ozaki-II
 
 def _cp():
     return _cuda._cupy()
@@ -35,8 +44,6 @@ def _moduli(mods, alg: str) -> tuple[list[int], list[int]]:
 
 
 def _roots(qs) -> list[int]:
-    from .gaussian import sqrt_minus_one
-
     return [sqrt_minus_one(q) for q in qs]
 
 
@@ -393,6 +400,271 @@ def fast_scales(stats_a, stats_b, top: int, symmetric: bool) -> Scales:
     return Scales(sa, sb, bad_a, bad_b, ex_a, ex_b, (bool(any_a), bool(any_b), max_ea, max_eb, lost_a, lost_b))
 
 
-#: The CuPy kernels of stages (a), (b) and (c).
-KERNELS = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, scale_pass=SCALE_PASS,
+#: Ozaki-II's stages (a), (b) and (c) on CuPy arrays: the GPU's :class:`modlin._ozaki_core.Kernels`.
+OZAKI = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, scale_pass=SCALE_PASS,
                   line_stats=line_stats, fast_scales=fast_scales)
+
+
+# --------------------------------------------------------------------------- residue number systems
+
+def int_residues(x, p: int, table, N: int, transpose: bool):
+    """Balanced int8 residues of the int64 matrix ``x`` (any values, taken modulo ``p`` and
+    balanced first) for the ``N`` moduli of ``table``: ``(N, m, pad4(k))`` of an ``m x k``
+    ``x``, or with ``transpose`` ``(N, pad4(n), pad4(k))`` of a ``k x n`` one; pads zero."""
+    cp = _cp()
+    R, C = x.shape
+    rows, width, Rp, Cp = _layout(R, C, transpose)
+    out = cp.empty((N, rows, width), dtype=cp.int8)
+    mu, c63 = _cuda.wide_constants(p)
+    _cuda.launch("int_residues_i8", Rp * Cp, x, *_strides(x), np.int64(R), np.int64(C), np.uint64(p), mu, c63, table,
+                 np.int32(N), out, np.int64(rows * width), np.int64(width), np.int64(Rp), np.int64(Cp),
+                 np.int32(transpose), shape=(Rp, Cp), tiled=True)
+    return out
+
+
+def _layout(R: int, C: int, transpose: bool) -> tuple[int, int, int, int]:
+    """The residues' ``(rows, width)`` of an ``R x C`` operand (padded to the GEMM's multiples
+    of 4; transposed, ``B``'s), and the source positions ``(Rp, Cp)`` the kernel covers."""
+    rows, width = (_cuda.pad4(C), _cuda.pad4(R)) if transpose else (R, _cuda.pad4(C))
+    Rp, Cp = (width, rows) if transpose else (rows, width)
+    return rows, width, Rp, Cp
+
+
+def _strides(x) -> tuple[np.int64, np.int64]:
+    """An int64 matrix's row and column strides in entries (0 on a broadcast axis: the
+    kernels read any strides)."""
+    return np.int64(x.strides[0] // 8), np.int64(x.strides[1] // 8)
+
+
+def reconstruct_modp(res, moduli, p: int, out, constants=None) -> None:
+    """``out[...]`` (an int64 ``m x n`` matrix with contiguous rows) = the integers whose
+    residues are ``res`` (``(N, m, n)``, entries in ``[0, m_i)``, balanced: ``|C| < M/2``)
+    modulo ``p < 2**63``, in ``[0, p)``; ``constants``: :func:`modlin._cuda.crt_constants`
+    of ``moduli`` when the caller has them on the device already."""
+    cp = _cp()
+    N, m, n = res.shape
+    table, limbs, minv, L = _cuda.crt_constants(moduli) if constants is None else constants
+    M = int(np.prod([int(q) for q in moduli], dtype=object))
+    small_p = _p_row(p, table)
+    _cuda.launch("crt_to_modp_u8", m * n, cp.ascontiguousarray(res, dtype=cp.uint8), np.int32(N), np.int64(m),
+                 np.int64(n), table, limbs, minv, np.int32(L), np.uint64(p), small_p, np.uint64(M % p), out,
+                 np.int64(out.strides[0] // 8 if m > 1 else 0), shape=(m, n))
+
+
+def _p_row(p: int, table):
+    """The kernels' row of constants of ``p``, read only where ``p <= 2**16`` (elsewhere any
+    row will do: ``table``'s, already on the device)."""
+    return _cuda.small_table([p]) if p <= 2**16 else table
+
+
+def rns_multiply(pl, a, b, out) -> None:
+    """:func:`modlin._rns.multiply` on the GPU: ``out[...] = a @ b mod pl.p`` for an int8
+    :class:`RNSPlan` and int64 CuPy matrices of
+    any values (2-D, or stacks of one shape after broadcasting); ``out`` int64 of the
+    result's shape, its last axis contiguous (an output tile)."""
+    cp = _cp()
+    if pl.engine != "int8" or pl.p is None or pl.p >= 2**63:
+        raise ValueError("GPU residue number systems take int8 moduli and p < 2**63")
+    if max(pl.moduli) > 256:
+        raise ValueError("int8 moduli are at most 256")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = cp.broadcast_to(a, batch + a.shape[-2:])
+    b = cp.broadcast_to(b, batch + b.shape[-2:])
+    N, k = len(pl.moduli), a.shape[-1]
+    constants = _cuda.crt_constants(pl.moduli)
+    table = constants[0]  # the CRT's table serves the residues and reductions too
+    res = cp.empty((N,) + out.shape[-2:], dtype=cp.uint8)
+    X = cp.empty((out.shape[-2], _cuda.pad4(out.shape[-1])), dtype=cp.int32)
+    for idx in np.ndindex(*batch):
+        ra = int_residues(a[idx], pl.p, table, N, False)
+        rbt = int_residues(b[idx], pl.p, table, N, True)
+        _cuda.products_tn(ra, rbt, table, k, res, X)
+        del ra, rbt
+        reconstruct_modp(res, pl.moduli, pl.p, out[idx], constants)
+
+
+def _gauss_images(re, im, m: int, s: int, table, N: int, transpose: bool):
+    """The balanced int8 residues of 2M's images ``re +- s im mod m`` of a Gaussian operand
+    (int64 parts of any values and strides; ``im`` None: a real one), for the ``N`` RNS
+    moduli of ``table``, laid out as :func:`int_residues`'s: ``(plus, minus)``."""
+    cp = _cp()
+    R, C = re.shape
+    rows, width, Rp, Cp = _layout(R, C, transpose)
+    plus, minus = (cp.empty((N, rows, width), dtype=cp.int8) for _ in range(2))
+    mu, c63 = _cuda.wide_constants(m)
+    imag = (im, *_strides(im)) if im is not None else (np.uint64(0), np.int64(0), np.int64(0))
+    _cuda.launch("gauss_twom_residues_i8", Rp * Cp, re, *_strides(re), *imag, np.int64(R), np.int64(C), np.uint64(m),
+                 mu, c63, np.int64(s), table, np.int32(N), plus, minus, np.int64(rows * width), np.int64(width),
+                 np.int64(Rp), np.int64(Cp), np.int32(transpose), shape=(Rp, Cp), tiled=True)
+    return plus, minus
+
+
+def _pair_products(pa, ma, pb, mb, k: int, table, rx, ry, X, Y) -> None:
+    """Per RNS modulus ``i``: ``rx[i] = pa[i] pb[i]^T`` and ``ry[i] = ma[i] mb[i]^T`` mod ``m_i``
+    (uint8), by two GEMMs into the reused int32 buffers ``X``, ``Y`` and one kernel reducing
+    both, per :data:`modlin._cuda.KCHUNK` of ``k`` (added up)."""
+    N, mt, nt = rx.shape
+    for i in range(N):
+        for k0 in range(0, max(k, 1), _cuda.KCHUNK):
+            k1 = min(_cuda.pad4(k), k0 + _cuda.KCHUNK)
+            _cuda.gemm_i8_tn(pa[i][:, k0:k1], pb[i][:, k0:k1], X)
+            _cuda.gemm_i8_tn(ma[i][:, k0:k1], mb[i][:, k0:k1], Y)
+            _cuda.launch("reduce_pair_i32_u8", mt * nt, X, Y, np.int64(X.shape[1]), np.int64(mt), np.int64(nt),
+                         table, np.int32(i), np.int32(k0 > 0), rx[i], ry[i], shape=(mt, nt))
+
+
+def _twom_crt(rx, ry, moduli, constants, m: int, s: int, re, im) -> None:
+    """``X``, ``Y`` modulo ``m`` from their residues ``rx``, ``ry`` by the CRT, and 2M's
+    ``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` written into the int64 tiles ``re``, ``im``."""
+    N, mt, nt = rx.shape
+    table, limbs, minv, L = constants
+    M = int(np.prod([int(q) for q in moduli], dtype=object))
+    _cuda.launch("crt_twom_modp_u8", mt * nt, rx, ry, np.int32(N), np.int64(mt), np.int64(nt), table, limbs, minv,
+                 np.int32(L), np.uint64(m), _p_row(m, table), np.uint64(M % m), np.int64((m + 1) // 2),
+                 np.int64(pow(2 * s, -1, m)), re, np.int64(re.strides[0] // 8 if mt > 1 else 0), im,
+                 np.int64(im.strides[0] // 8 if mt > 1 else 0), shape=(mt, nt))
+
+
+def twom_multiply(pl, x, y, s: int, out) -> None:
+    """Gaussian 2M modulo ``m = pl.p < 2**52`` on the RNS engine: ``out = [re, im]`` (int64
+    tiles, rows contiguous) of ``(x_re + i x_im) @ (y_re + i y_im) mod m`` for int64 parts of
+    any values (``x[1]`` or ``y[1]`` None: a real matrix), with ``s`` a square root of -1.
+
+    One kernel per operand writes the balanced int8 residues of both images ``re +- s im
+    mod m`` for every RNS modulus (:func:`_gauss_images`); per modulus two GEMMs (``X = A+
+    B+``, ``Y = A- B-``) into two reused int32 buffers and one kernel reducing both
+    (:func:`_pair_products`); one kernel takes ``X`` and ``Y`` mod ``m`` by the CRT and writes
+    ``(X + Y)/2`` and ``(X - Y)/(2s)`` into the output tiles (:func:`_twom_crt`)."""
+    cp = _cp()
+    m = pl.p
+    if pl.engine != "int8" or m is None or m >= 2**52 or max(pl.moduli) > 256:
+        raise ValueError("GPU Gaussian 2M takes an int8 RNS plan and m below 2**52")
+    batch = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2])
+    N, k = len(pl.moduli), x[0].shape[-1]
+    mt, nt = out[0].shape[-2:]
+    constants = _cuda.crt_constants(pl.moduli)  # one table for residues, reductions, CRT
+    table = constants[0]
+    rx, ry = cp.empty((N, mt, nt), dtype=cp.uint8), cp.empty((N, mt, nt), dtype=cp.uint8)
+    X, Y = (cp.empty((mt, _cuda.pad4(nt)), dtype=cp.int32) for _ in range(2))
+
+    def part(t, idx):
+        return None if t is None else cp.broadcast_to(t, batch + t.shape[-2:])[idx]
+
+    for idx in np.ndindex(*batch):
+        pa, ma = _gauss_images(part(x[0], idx), part(x[1], idx), m, s, table, N, False)
+        pb, mb = _gauss_images(part(y[0], idx), part(y[1], idx), m, s, table, N, True)
+        _pair_products(pa, ma, pb, mb, k, table, rx, ry, X, Y)
+        del pa, ma, pb, mb
+        _twom_crt(rx, ry, pl.moduli, constants, m, s, out[0][idx], out[1][idx])
+
+
+# --------------------------------------------------------------------------- multiword plans
+
+def words(x, p: int, s: int, u: int, dtype, out=None):
+    """:func:`modlin._modular.balanced_words` on CuPy arrays: the ``balanced_words_f64``
+    kernel, or for the int8 engine (``p <= 256``, one word) the balanced residue itself
+    (``out`` is the CPU's scratch: unused)."""
+    cp = _cp()
+    flat = cp.ascontiguousarray(x, dtype=cp.int64).reshape(-1)
+    if np.dtype(dtype) == np.int8:
+        r = flat % p
+        r -= p * (r > (p - 1) // 2)
+        return r.astype(cp.int8).reshape((1,) + x.shape)
+    if np.dtype(dtype) != np.float64:
+        raise ValueError(f"GPU words are float64 or int8, not {np.dtype(dtype)}")
+    words = cp.empty((u, flat.size), dtype=cp.float64)
+    _cuda.launch("balanced_words_f64", flat.size, flat, np.int64(flat.size), np.int64(p), *_cuda.wide_constants(p),
+                 np.int32(s), np.int32(u), words)
+    return words.reshape((u,) + x.shape)
+
+
+def _gpu_operands(x, t):
+    cp = _cp()
+    xc = cp.ascontiguousarray(x)
+    tc = np.uint64(0) if t is None else cp.ascontiguousarray(cp.broadcast_to(t, x.shape), dtype=cp.float64)
+    return xc, tc
+
+
+def _gpu_balanced(y, red):
+    """Integer CuPy ``y`` reduced as ``red`` would, into the balanced range (``None``: as is)."""
+    if red is not None:
+        y %= red.p
+        y -= red.p * (y > (red.p - 1) // 2)
+    return y
+
+
+def _gpu_int_step(x, t, reduce, scale_exp, scaled, t_reduce):
+    """:func:`step`'s value on the int32 sums of the int8 engine: exact integers, reduced
+    with integer arithmetic (as int64)."""
+    cp = _cp()
+    y = _gpu_balanced(x.astype(cp.int64), reduce)
+    if scale_exp:
+        y <<= scale_exp
+    y = _gpu_balanced(y, scaled)
+    if t is not None:
+        y += _gpu_balanced(t.astype(cp.int64), t_reduce)
+    return y
+
+
+def _step(x, t, reduce, scale_exp, scaled, t_reduce, q1, q2, qt) -> None:
+    if x.dtype != np.float64:
+        x[...] = _gpu_int_step(x, t, reduce, scale_exp, scaled, t_reduce)
+        return
+    xc, tc = _gpu_operands(x, t)
+    _cuda.launch("mw_step", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1), np.float64(2.0**scale_exp),
+                 *map(np.float64, q2), *map(np.float64, qt))
+    if xc is not x:
+        x[...] = xc
+
+
+def _finalize(x, out, reduce, t, pre, scale_exp, scaled, q1, q2) -> None:
+    cp = _cp()
+    if x.dtype != np.float64:
+        out[...] = _gpu_int_step(x, t, pre, scale_exp, scaled, reduce) % reduce.p
+        return
+    xc, tc = _gpu_operands(x, t)
+    res = out if out.flags.c_contiguous and out.dtype == np.int64 else cp.empty(out.shape, dtype=cp.int64)
+    q = tuple(map(np.float64, reduce.constants()))
+    _cuda.launch("mw_finalize", xc.size, xc, tc, np.int64(xc.size), *map(np.float64, q1),
+                 np.float64(2.0**scale_exp), *map(np.float64, q2), *q, *q, np.int64(reduce.p), res)
+    if res is not out:
+        out[...] = res
+
+
+def _gpu_mulmod(x, c: int, m: int):
+    """``x * c mod m`` in ``[0, m)`` for CuPy int64 ``0 <= x < m < 2**52`` and ``0 <= c < m``:
+    :func:`_mulmod1`'s float quotient (a few units off), the remainder exact modulo
+    ``2**64`` (wrapping int64 products) and so, being small, exactly the integer."""
+    q = (x.astype(np.float64) * float(c) * (1.0 / m)).astype(np.int64)
+    return (x * c - q * m) % m
+
+
+def step(x, t=None, reduce=None, scale_exp: int = 0, scaled=None, t_reduce=None) -> None:
+    """:func:`modlin._modular.step` on CuPy arrays: the ``mw_step`` kernel (float64), or the
+    int8 engine's int32 sums reduced in integers."""
+    _step(x, t, reduce, scale_exp, scaled, t_reduce, *(_modular.reduction_constants(r) for r in (reduce, scaled,
+                                                                                                 t_reduce)))
+
+
+def finalize(x, out, reduce, t=None, pre=None, scale_exp: int = 0, scaled=None) -> None:
+    """:func:`modlin._modular.finalize` on CuPy arrays: the ``mw_finalize`` kernel (float64),
+    or the int8 engine's int32 sums reduced in integers."""
+    _finalize(x, out, reduce, t, pre, scale_exp, scaled, _modular.reduction_constants(pre),
+              _modular.reduction_constants(scaled))
+
+
+def twom_split(re, im, s: int, m: int):
+    """:func:`modlin._modular.twom_split` on CuPy arrays (array expressions: the fused
+    Gaussian path of the RNS engine, :func:`twom_multiply`, makes its images in its residue
+    kernel; this serves the multiword plans of small products)."""
+    r, t = re % m, _gpu_mulmod(im % m, s, m)
+    return (r + t) % m, (r - t) % m
+
+
+def twom_combine(X, Y, s: int, m: int):
+    """:func:`modlin._modular.twom_combine` on CuPy arrays (array expressions, as :func:`twom_split`)."""
+    return _gpu_mulmod((X + Y) % m, (m + 1) // 2, m), _gpu_mulmod((X - Y) % m, pow(2 * s, -1, m), m)
+
+
+#: The multiword path's element-wise stages on CuPy arrays (:data:`modlin._modular.CPU`'s twin).
+MULTIWORD = _modular.Stages(words, step, finalize, twom_split, twom_combine, "cuda")
