@@ -304,15 +304,16 @@ def standin(memory: int | None = None, harness=None) -> Iterator[Callable]:
 
 
 @contextlib.contextmanager
-def _tilings() -> Iterator[list]:
-    """The tilings the tile loop runs inside (:func:`modlin._tiles.run` spied on wherever
-    it was imported)."""
+def tilings(record: Callable = lambda tiling: tiling) -> Iterator[list]:
+    """What ``record(tiling)`` gives of each tiling the tile loop runs inside the block, in
+    the order they start (:func:`modlin._tiles.run` spied on wherever it was imported;
+    ``benchmarks/gpu_report.py`` records the device memory live as each starts)."""
     from modlin import _tiles
 
     made, run = [], _tiles.run
 
     def spy(tiling, *args, **kwargs):
-        made.append(tiling)
+        made.append(record(tiling))
         return run(tiling, *args, **kwargs)
 
     users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "run", None) is run]
@@ -330,7 +331,7 @@ def measure(case: Case, to_gpu, n: int, N: int, seed: int = 0) -> dict[str, Any]
     :meth:`~cupy_standin.Ledger.summary`, plus ``tiles`` (the tiles of the tilings run),
     ``stages`` (:func:`stages_of`) and ``records``."""
     ops = case.operands(np.random.default_rng(seed), n)
-    with _tilings() as made, to_gpu.ledger as led:
+    with tilings() as made, to_gpu.ledger as led:
         case.run(to_gpu, ops, N)
     out = led.summary(n * n)
     out["tiles"] = max((t.count for t in made), default=1)

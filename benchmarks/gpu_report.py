@@ -274,28 +274,11 @@ def _peak_hook():
     return Peak()
 
 
-@contextlib.contextmanager
 def _tilings(hook=None):
-    """The tilings run inside the block, in the order they start (the tile loop
-    :func:`modlin._tiles.run` spied on wherever it was imported), each with the bytes
-    ``hook`` (a :func:`_peak_hook`) counted live as it started: ``(tiling, live)``."""
-    from modlin import _tiles
-
-    made = []
-    run = _tiles.run
-
-    def spy(tiling, *args, **kwargs):
-        made.append((tiling, getattr(hook, "live", 0)))
-        return run(tiling, *args, **kwargs)
-
-    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "run", None) is run]
-    for m in users:
-        m.run = spy
-    try:
-        yield made
-    finally:
-        for m in users:
-            m.run = run
+    """The tilings run inside the block, in the order they start (the ledger's spy on the tile
+    loop), each with the bytes ``hook`` (a :func:`_peak_hook`) counted live as it started:
+    ``(tiling, live)``."""
+    return _ledger_module().tilings(lambda tiling: (tiling, getattr(hook, "live", 0)))
 
 
 def _cases(n: int, rng):

@@ -322,6 +322,87 @@ MODLIN_HD long long fast_bits(long long need, double sq, long long half, int gma
     return cap < v ? cap : v;
 }
 
+// One more in a count that other threads may be counting into too (shared memory on the
+// device: an atomic add; the host harness counts alone).
+MODLIN_HD void count_one(unsigned* c) {
+#ifdef __CUDA_ARCH__
+    atomicAdd(c, 1u);
+#else
+    *c += 1u;
+#endif
+}
+
+// Stage (a)'s second reading of one entry of a good line (its parts at e0[0] and, with two
+// parts, e0[off1]): its share of the bound, its exact bits, and (bins not NULL) its gaps.
+MODLIN_HD double stat_parts(const double* e0, long long off1, int nparts, long long ex, double f1, double f2,
+                            long long* need, unsigned* bins) {
+    double bound = 0.0;
+    for (int p = 0; p < nparts; ++p) {
+        double v = e0[p ? off1 : 0];
+        stat_entry(v, ex, f1, f2, &bound, need);
+        if (bins != nullptr && v != 0.0) {
+            int bin;
+            bool power;
+            gap_of(v, ex, &bin, &power);
+            count_one(bins + bin);
+            if (power) count_one(bins + MODLIN_GAPS + bin);
+        }
+    }
+    return bound;
+}
+
+// fast_scales' accumulation over lines: least bits of a row and a column, whether any holds
+// Inf or NaN, the largest exponents, the lost entries.
+struct FastSummary {
+    long long min_g, min_h, any_a, any_b, max_ea, max_eb, lost_a, lost_b;
+};
+
+MODLIN_HD FastSummary fast_summary() {
+    FastSummary f;
+    f.min_g = f.min_h = 1LL << 62;
+    f.any_a = f.any_b = f.max_ea = f.max_eb = f.lost_a = f.lost_b = 0;
+    return f;
+}
+
+// Row i of A: its bits g (symmetric: min(g, h) of the same line, written to sb too), its
+// shift, and its share of the summary.
+MODLIN_HD void fast_row(long long i, const long long* ex_a, const long long* need_a, const double* sq_a,
+                        const unsigned char* bad_a, const long long* ex_b, const long long* need_b, const double* sq_b,
+                        int symmetric, long long ha, long long hb, int tbits, int gmax, const unsigned* hist_a,
+                        long long* sa, long long* sb, FastSummary* f) {
+    long long g = fast_bits(need_a[i], sq_a[i], ha, gmax);
+    f->min_g = g < f->min_g ? g : f->min_g;
+    if (symmetric) {
+        long long h = fast_bits(need_b[i], sq_b[i], hb, gmax);
+        f->min_h = h < f->min_h ? h : f->min_h;
+        g = h < g ? h : g;
+        sb[i] = g - ex_b[i];
+    }
+    sa[i] = g - ex_a[i];
+    f->max_ea = ex_a[i] > f->max_ea ? ex_a[i] : f->max_ea;
+    f->any_a |= bad_a[i];
+    if (hist_a != nullptr && g >= tbits) f->lost_a += lost_of(hist_a + i * 2 * MODLIN_GAPS, g);
+}
+
+// Column j of B (not symmetric): its bits h, its shift, its share of the summary.
+MODLIN_HD void fast_col(long long j, const long long* ex_b, const long long* need_b, const double* sq_b,
+                        const unsigned char* bad_b, long long hb, int tbits, int gmax, const unsigned* hist_b,
+                        long long* sb, FastSummary* f) {
+    long long h = fast_bits(need_b[j], sq_b[j], hb, gmax);
+    f->min_h = h < f->min_h ? h : f->min_h;
+    sb[j] = h - ex_b[j];
+    f->max_eb = ex_b[j] > f->max_eb ? ex_b[j] : f->max_eb;
+    f->any_b |= bad_b[j];
+    if (hist_b != nullptr && h >= tbits) f->lost_b += lost_of(hist_b + j * 2 * MODLIN_GAPS, h);
+}
+
+// A symmetric product's B is A: the columns' share is the rows'.
+MODLIN_HD void fast_mirror(FastSummary* f) {
+    f->max_eb = f->max_ea;
+    f->any_b = f->any_a;
+    f->lost_b = f->lost_a;
+}
+
 // ------------------------------------------------------------------ Ozaki: quantisation
 
 // rint(x 2**s) of an entry of a line with shift s, as _quantize._load computes it: by the
@@ -677,6 +758,18 @@ MODLIN_HD unsigned long long crt_modp(const unsigned char* res, long long plane,
     }
     if (neg) s = s >= mp ? s - mp : s + (p - mp);
     return s;
+}
+
+// Gaussian 2M's result at one entry: X and Y modulo p < 2**52 from their residues (rx, ry),
+// combined into *re = (X + Y)/2 and *im = (X - Y)/(2s).
+template <int L>
+MODLIN_HD void crt_twom_entry(const unsigned char* rx, const unsigned char* ry, long long plane, long long pos, int N,
+                              const unsigned* table, const unsigned* limbs, const double* minv, unsigned long long p,
+                              double invp, const Small& sp, unsigned long long mp, long long inv2, long long inv2s,
+                              long long* re, long long* im) {
+    long long x = (long long)crt_modp<L>(rx, plane, pos, N, table, limbs, minv, p, invp, sp, mp);
+    long long y = (long long)crt_modp<L>(ry, plane, pos, N, table, limbs, minv, p, invp, sp, mp);
+    twom_finish_modp(x, y, (long long)p, inv2, inv2s, invp, re, im);
 }
 
 // syrk_combine_u8 at entry (r, c) of modulus i's planes.

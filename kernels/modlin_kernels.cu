@@ -327,18 +327,8 @@ extern "C" __global__ void line_stats_rows(const double* __restrict__ x, long lo
             double f1, f2;
             modlin::stat_factors(e, tbits, &f1, &f2);
             _Pragma("unroll 1") for (long long c = threadIdx.x; c < C; c += blockDim.x) {
-                double bound = 0.0;
-                for (int p = 0; p < nparts; ++p) {
-                    double v = row[(p ? off1 : 0) + c * step];
-                    modlin::stat_entry(v, e, f1, f2, &bound, &nd);
-                    if (hist != nullptr && v != 0.0) {
-                        int bin;
-                        bool power;
-                        modlin::gap_of(v, e, &bin, &power);
-                        atomicAdd(&hs[bin], 1u);
-                        if (power) atomicAdd(&hs[MODLIN_GAPS + bin], 1u);
-                    }
-                }
+                double bound = modlin::stat_parts(row + c * step, off1, nparts, e, f1, f2, &nd,
+                                                  hist != nullptr ? hs : nullptr);
                 s += bound * bound;
                 if (bars != nullptr) bars[r * ldb + c] = (unsigned char)bound;
             }
@@ -401,18 +391,8 @@ extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long lo
                 double f1, f2;
                 modlin::stat_factors(e, tbits, &f1, &f2);
                 _Pragma("unroll 1") for (long long r = ty; r < R; r += 8) {
-                    double bound = 0.0;
-                    for (int p = 0; p < nparts; ++p) {
-                        double v = x[r * ldx + (p ? off1 : 0) + c * step];
-                        modlin::stat_entry(v, e, f1, f2, &bound, &nd);
-                        if (hist != nullptr && v != 0.0) {
-                            int bin;
-                            bool power;
-                            modlin::gap_of(v, e, &bin, &power);
-                            atomicAdd(&hs[tx][bin], 1u);
-                            if (power) atomicAdd(&hs[tx][MODLIN_GAPS + bin], 1u);
-                        }
-                    }
+                    double bound = modlin::stat_parts(x + r * ldx + c * step, off1, nparts, e, f1, f2, &nd,
+                                                      hist != nullptr ? hs[tx] : nullptr);
                     s += bound * bound;
                     if (bars != nullptr) bars[r * ldb + c] = (unsigned char)bound;
                 }
@@ -471,36 +451,20 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
     use_b = MODLIN_BLOCK_REDUCE(long long, buf, use_b, a_ > b_ ? a_ : b_);
     long long ha, hb;
     modlin::fast_split(lb, tbits, use_a, use_b, &ha, &hb);
-    const long long big = 1LL << 62;
-    long long min_g = big, min_h = big, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0, lost_a = 0, lost_b = 0;
+    modlin::FastSummary f = modlin::fast_summary();
     _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
-        long long g = modlin::fast_bits(need_a[i], sq_a[i], ha, gmax);
-        min_g = g < min_g ? g : min_g;
-        if (symmetric) {
-            long long h = modlin::fast_bits(need_b[i], sq_b[i], hb, gmax);
-            min_h = h < min_h ? h : min_h;
-            g = h < g ? h : g;
-            sb[i] = g - ex_b[i];
-        }
-        sa[i] = g - ex_a[i];
-        max_ea = ex_a[i] > max_ea ? ex_a[i] : max_ea;
-        any_a |= bad_a[i];
-        if (hist_a != nullptr && g >= tbits) lost_a += modlin::lost_of(hist_a + i * 2 * MODLIN_GAPS, g);
+        modlin::fast_row(i, ex_a, need_a, sq_a, bad_a, ex_b, need_b, sq_b, symmetric, ha, hb, tbits, gmax, hist_a, sa,
+                         sb, &f);
     }
     if (!symmetric) {
         _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-            long long h = modlin::fast_bits(need_b[j], sq_b[j], hb, gmax);
-            min_h = h < min_h ? h : min_h;
-            sb[j] = h - ex_b[j];
-            max_eb = ex_b[j] > max_eb ? ex_b[j] : max_eb;
-            any_b |= bad_b[j];
-            if (hist_b != nullptr && h >= tbits) lost_b += modlin::lost_of(hist_b + j * 2 * MODLIN_GAPS, h);
+            modlin::fast_col(j, ex_b, need_b, sq_b, bad_b, hb, tbits, gmax, hist_b, sb, &f);
         }
     } else {
-        max_eb = max_ea;
-        any_b = any_a;
-        lost_b = lost_a;
+        modlin::fast_mirror(&f);
     }
+    long long min_g = f.min_g, min_h = f.min_h, any_a = f.any_a, any_b = f.any_b, max_ea = f.max_ea,
+              max_eb = f.max_eb, lost_a = f.lost_a, lost_b = f.lost_b;
     min_g = MODLIN_BLOCK_REDUCE(long long, buf, min_g, a_ < b_ ? a_ : b_);
     min_h = MODLIN_BLOCK_REDUCE(long long, buf, min_h, a_ < b_ ? a_ : b_);
     any_a = MODLIN_BLOCK_REDUCE(long long, buf, any_a, a_ | b_);
@@ -536,8 +500,7 @@ extern "C" __global__ void crt_twom_modp_u8(const unsigned char* __restrict__ rx
     double invp = 1.0 / (double)p;
     modlin::Small spc = modlin::load_small(sp, 0);
     MODLIN_SWITCH_L(L, MODLIN_GRID_2D(r, c, R, C) {
-        long long x = (long long)modlin::crt_modp<K>(rx, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp);
-        long long y = (long long)modlin::crt_modp<K>(ry, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp);
-        modlin::twom_finish_modp(x, y, (long long)p, inv2, inv2s, invp, re + r * ld_re + c, im + r * ld_im + c);
+        modlin::crt_twom_entry<K>(rx, ry, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp, inv2, inv2s,
+                                  re + r * ld_re + c, im + r * ld_im + c);
     })
 }

@@ -97,9 +97,8 @@ void crt_twom_modp_u8(const unsigned char* rx, const unsigned char* ry, int N, l
     double invp = 1.0 / (double)p;
     modlin::Small spc = modlin::load_small(sp, 0);
     MODLIN_SWITCH_L(L, HOST_2D(r, c, R, C) {
-        long long x = (long long)modlin::crt_modp<K>(rx, plane, r * C + c, N, table, limbs, minv, p, invp, spc, mp);
-        long long y = (long long)modlin::crt_modp<K>(ry, plane, r * C + c, N, table, limbs, minv, p, invp, spc, mp);
-        modlin::twom_finish_modp(x, y, (long long)p, inv2, inv2s, invp, re + r * ld_re + c, im + r * ld_im + c);
+        modlin::crt_twom_entry<K>(rx, ry, plane, r * C + c, N, table, limbs, minv, p, invp, spc, mp, inv2, inv2s,
+                                  re + r * ld_re + c, im + r * ld_im + c);
     })
 }
 
@@ -178,17 +177,7 @@ static void host_line_stats(const double* x, long long ldx, long long R, long lo
             long long r = by_cols ? t : l, c = by_cols ? l : t;
             double bound = 0.0;
             if (!b) {
-                for (int p = 0; p < nparts; ++p) {
-                    double v = x[r * ldx + (p ? off1 : 0) + c * step];
-                    modlin::stat_entry(v, e, f1, f2, &bound, &nd);
-                    if (v != 0.0) {
-                        int bin;
-                        bool power;
-                        modlin::gap_of(v, e, &bin, &power);
-                        hs[bin] += 1;
-                        if (power) hs[MODLIN_GAPS + bin] += 1;
-                    }
-                }
+                bound = modlin::stat_parts(x + r * ldx + c * step, off1, nparts, e, f1, f2, &nd, hs);
                 s += bound * bound;
             }
             if (bars) bars[r * ldb + c] = (unsigned char)bound;
@@ -228,37 +217,17 @@ void fast_scales(const long long* ex_a, const long long* need_a, const double* s
     }
     long long ha, hb;
     modlin::fast_split(lb, tbits, use_a, use_b, &ha, &hb);
-    long long min_g = 1LL << 62, min_h = 1LL << 62, max_ea = 0, max_eb = 0, any_a = 0, any_b = 0, lost_a = 0,
-              lost_b = 0;
+    modlin::FastSummary f = modlin::fast_summary();
     for (long long i = 0; i < m; ++i) {
-        long long g = modlin::fast_bits(need_a[i], sq_a[i], ha, gmax);
-        min_g = g < min_g ? g : min_g;
-        if (symmetric) {
-            long long h = modlin::fast_bits(need_b[i], sq_b[i], hb, gmax);
-            min_h = h < min_h ? h : min_h;
-            g = h < g ? h : g;
-            sb[i] = g - ex_b[i];
-        }
-        sa[i] = g - ex_a[i];
-        max_ea = ex_a[i] > max_ea ? ex_a[i] : max_ea;
-        any_a |= bad_a[i];
-        if (hist_a != nullptr && g >= tbits) lost_a += modlin::lost_of(hist_a + i * 2 * MODLIN_GAPS, g);
+        modlin::fast_row(i, ex_a, need_a, sq_a, bad_a, ex_b, need_b, sq_b, symmetric, ha, hb, tbits, gmax, hist_a, sa,
+                         sb, &f);
     }
     if (!symmetric) {
-        for (long long j = 0; j < n; ++j) {
-            long long h = modlin::fast_bits(need_b[j], sq_b[j], hb, gmax);
-            min_h = h < min_h ? h : min_h;
-            sb[j] = h - ex_b[j];
-            max_eb = ex_b[j] > max_eb ? ex_b[j] : max_eb;
-            any_b |= bad_b[j];
-            if (hist_b != nullptr && h >= tbits) lost_b += modlin::lost_of(hist_b + j * 2 * MODLIN_GAPS, h);
-        }
+        for (long long j = 0; j < n; ++j) modlin::fast_col(j, ex_b, need_b, sq_b, bad_b, hb, tbits, gmax, hist_b, sb, &f);
     } else {
-        max_eb = max_ea;
-        any_b = any_a;
-        lost_b = lost_a;
+        modlin::fast_mirror(&f);
     }
-    long long out[8] = {min_g, min_h, any_a, any_b, max_ea, max_eb, lost_a, lost_b};
+    long long out[8] = {f.min_g, f.min_h, f.any_a, f.any_b, f.max_ea, f.max_eb, f.lost_a, f.lost_b};
     for (int t = 0; t < 8; ++t) summary[t] = out[t];
 }
 
