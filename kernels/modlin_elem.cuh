@@ -365,20 +365,23 @@ MODLIN_HD FastSummary fast_summary() {
 }
 
 // Row i of A: its bits g (symmetric: min(g, h) of the same line, written to sb too), its
-// shift, and its share of the summary.
+// shift (sa, sb NULL: not wanted), and its share of the summary; the bits themselves,
+// before that min, into g_out and h_out when given ("accurate" mode starts from them).
 MODLIN_HD void fast_row(long long i, const long long* ex_a, const long long* need_a, const double* sq_a,
                         const unsigned char* bad_a, const long long* ex_b, const long long* need_b, const double* sq_b,
                         int symmetric, long long ha, long long hb, int tbits, int gmax, const unsigned* hist_a,
-                        long long* sa, long long* sb, FastSummary* f) {
+                        long long* sa, long long* sb, long long* g_out, long long* h_out, FastSummary* f) {
     long long g = fast_bits(need_a[i], sq_a[i], ha, gmax);
     f->min_g = g < f->min_g ? g : f->min_g;
+    if (g_out != nullptr) g_out[i] = g;
     if (symmetric) {
         long long h = fast_bits(need_b[i], sq_b[i], hb, gmax);
         f->min_h = h < f->min_h ? h : f->min_h;
+        if (h_out != nullptr) h_out[i] = h;
         g = h < g ? h : g;
-        sb[i] = g - ex_b[i];
+        if (sb != nullptr) sb[i] = g - ex_b[i];
     }
-    sa[i] = g - ex_a[i];
+    if (sa != nullptr) sa[i] = g - ex_a[i];
     f->max_ea = ex_a[i] > f->max_ea ? ex_a[i] : f->max_ea;
     f->any_a |= bad_a[i];
     if (hist_a != nullptr && g >= tbits) f->lost_a += lost_of(hist_a + i * 2 * MODLIN_GAPS, g);
@@ -387,10 +390,11 @@ MODLIN_HD void fast_row(long long i, const long long* ex_a, const long long* nee
 // Column j of B (not symmetric): its bits h, its shift, its share of the summary.
 MODLIN_HD void fast_col(long long j, const long long* ex_b, const long long* need_b, const double* sq_b,
                         const unsigned char* bad_b, long long hb, int tbits, int gmax, const unsigned* hist_b,
-                        long long* sb, FastSummary* f) {
+                        long long* sb, long long* h_out, FastSummary* f) {
     long long h = fast_bits(need_b[j], sq_b[j], hb, gmax);
     f->min_h = h < f->min_h ? h : f->min_h;
-    sb[j] = h - ex_b[j];
+    if (h_out != nullptr) h_out[j] = h;
+    if (sb != nullptr) sb[j] = h - ex_b[j];
     f->max_eb = ex_b[j] > f->max_eb ? ex_b[j] : f->max_eb;
     f->any_b |= bad_b[j];
     if (hist_b != nullptr && h >= tbits) f->lost_b += lost_of(hist_b + j * 2 * MODLIN_GAPS, h);
@@ -401,6 +405,44 @@ MODLIN_HD void fast_mirror(FastSummary* f) {
     f->max_eb = f->max_ea;
     f->any_b = f->any_a;
     f->lost_b = f->lost_a;
+}
+
+// "accurate" mode (_quantize.accurate_exponents): the room g_i + h_j may take at (i, j),
+// from code = ceil(log2 w_ij) of the bound product (255: w_ij = 0, no constraint).
+MODLIN_HD long long acc_room(unsigned char code, long long top, int gmax) {
+    return code != 255 ? top - (long long)code : 4LL * gmax;
+}
+
+// A row's new bits from the least slack over its columns (the half of it on the first pass,
+// all of it on the last): max(g, min(cap, g + slack // 2)) or max(g, min(cap, slack)).
+MODLIN_HD long long acc_row_bits(long long g, long long cap, long long least, bool first) {
+    long long v = first ? g + (least >> 1) : least;  // >> 1 on a signed value: floor division by 2
+    v = cap < v ? cap : v;
+    return g > v ? g : v;
+}
+
+// The shifts and the summary of given bits g (rows) and h (columns): fast_row / fast_col
+// with the bits known (the check of the least bits is the fast pass's, as on the CPU).
+MODLIN_HD void bits_row(long long i, const long long* g, const long long* h, const long long* ex_a, const long long* ex_b,
+                        const unsigned char* bad_a, int symmetric, int tbits, const unsigned* hist_a, long long* sa,
+                        long long* sb, FastSummary* f) {
+    long long gi = g[i];
+    if (symmetric) {
+        gi = h[i] < gi ? h[i] : gi;
+        sb[i] = gi - ex_b[i];
+    }
+    sa[i] = gi - ex_a[i];
+    f->max_ea = ex_a[i] > f->max_ea ? ex_a[i] : f->max_ea;
+    f->any_a |= bad_a[i];
+    if (hist_a != nullptr && gi >= tbits) f->lost_a += lost_of(hist_a + i * 2 * MODLIN_GAPS, gi);
+}
+
+MODLIN_HD void bits_col(long long j, const long long* h, const long long* ex_b, const unsigned char* bad_b, int tbits,
+                        const unsigned* hist_b, long long* sb, FastSummary* f) {
+    sb[j] = h[j] - ex_b[j];
+    f->max_eb = ex_b[j] > f->max_eb ? ex_b[j] : f->max_eb;
+    f->any_b |= bad_b[j];
+    if (hist_b != nullptr && h[j] >= tbits) f->lost_b += lost_of(hist_b + j * 2 * MODLIN_GAPS, h[j]);
 }
 
 // ------------------------------------------------------------------ Ozaki: quantisation

@@ -436,7 +436,8 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
                                        const unsigned char* __restrict__ bad_b, long long n, int symmetric,
                                        long long lb, int tbits, int gmax, const unsigned* __restrict__ hist_a,
                                        const unsigned* __restrict__ hist_b, long long* __restrict__ sa,
-                                       long long* __restrict__ sb, long long* __restrict__ summary) {
+                                       long long* __restrict__ sb, long long* __restrict__ g_out,
+                                       long long* __restrict__ h_out, long long* __restrict__ summary) {
     __shared__ long long buf[1024];
     long long use_a = 0, use_b = 0;
     _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
@@ -454,11 +455,11 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
     modlin::FastSummary f = modlin::fast_summary();
     _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
         modlin::fast_row(i, ex_a, need_a, sq_a, bad_a, ex_b, need_b, sq_b, symmetric, ha, hb, tbits, gmax, hist_a, sa,
-                         sb, &f);
+                         sb, g_out, h_out, &f);
     }
     if (!symmetric) {
         _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-            modlin::fast_col(j, ex_b, need_b, sq_b, bad_b, hb, tbits, gmax, hist_b, sb, &f);
+            modlin::fast_col(j, ex_b, need_b, sq_b, bad_b, hb, tbits, gmax, hist_b, sb, h_out, &f);
         }
     } else {
         modlin::fast_mirror(&f);
@@ -503,4 +504,95 @@ extern "C" __global__ void crt_twom_modp_u8(const unsigned char* __restrict__ rx
         modlin::crt_twom_entry<K>(rx, ry, plane, r * C + c, N, tab, lim, inv, p, invp, spc, mp, inv2, inv2s,
                                   re + r * ld_re + c, im + r * ld_im + c);
     })
+}
+
+// "accurate" mode, after the bound product: code = ceil(log2 w) (255 where w = 0) of the
+// R x C float64 bound product w (exact integers below 2**53; row stride ldw) into the codes'
+// tile (row stride ldc).
+extern "C" __global__ void bound_code_f64(const double* __restrict__ w, long long ldw, long long R, long long C,
+                                          unsigned char* __restrict__ code, long long ldc) {
+    MODLIN_GRID_2D(r, c, R, C) {
+        double v = w[r * ldw + c];
+        code[r * ldc + c] = v > 0.0 ? (unsigned char)modlin::ceil_log2(v) : (unsigned char)255;
+    }
+}
+
+// "accurate" mode's passes over the rows (a block each): g_i from the least slack of row i,
+// min_j (room_ij - g_i - h_j) halved on the first pass, min_j (room_ij - h_j) on the last.
+extern "C" __global__ void accurate_rows(const unsigned char* __restrict__ code, long long m, long long n,
+                                         long long* __restrict__ g, const long long* __restrict__ h,
+                                         const long long* __restrict__ need_a, long long top, int gmax, int first) {
+    __shared__ long long buf[256];
+    _Pragma("unroll 1") for (long long i = blockIdx.x; i < m; i += gridDim.x) {
+        long long gi = g[i], least = 1LL << 62;
+        _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+            long long v = modlin::acc_room(code[i * n + j], top, gmax) - (first ? gi : 0) - h[j];
+            least = v < least ? v : least;
+        }
+        least = MODLIN_BLOCK_REDUCE(long long, buf, least, a_ < b_ ? a_ : b_);
+        if (threadIdx.x == 0) g[i] = modlin::acc_row_bits(gi, modlin::fast_cap(need_a[i], gmax), least, first != 0);
+        __syncthreads();
+    }
+}
+
+// The pass over the columns (blocks of 32 x 8 threads over strips of 32): h_j =
+// max(h_j, min(cap_j, min_i (room_ij - g_i))).
+extern "C" __global__ void accurate_cols(const unsigned char* __restrict__ code, long long m, long long n,
+                                         const long long* __restrict__ g, long long* __restrict__ h,
+                                         const long long* __restrict__ need_b, long long top, int gmax) {
+    __shared__ long long buf[8][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    _Pragma("unroll 1") for (long long c0 = (long long)blockIdx.x * 32; c0 < n; c0 += (long long)gridDim.x * 32) {
+        long long j = c0 + tx, least = 1LL << 62;
+        if (j < n) {
+            _Pragma("unroll 1") for (long long i = ty; i < m; i += 8) {
+                long long v = modlin::acc_room(code[i * n + j], top, gmax) - g[i];
+                least = v < least ? v : least;
+            }
+        }
+        buf[ty][tx] = least;
+        __syncthreads();
+        if (ty == 0 && j < n) {
+            for (int t = 1; t < 8; ++t) least = buf[t][tx] < least ? buf[t][tx] : least;
+            long long cap = modlin::fast_cap(need_b[j], gmax), v = cap < least ? cap : least;
+            h[j] = h[j] > v ? h[j] : v;
+        }
+        __syncthreads();
+    }
+}
+
+// The shifts and the summary (entries 2..7, fast_scales' layout) of "accurate" mode's bits.
+extern "C" __global__ void bits_scales(const long long* __restrict__ g, const long long* __restrict__ h,
+                                       const long long* __restrict__ ex_a, const unsigned char* __restrict__ bad_a,
+                                       long long m, const long long* __restrict__ ex_b,
+                                       const unsigned char* __restrict__ bad_b, long long n, int symmetric, int tbits,
+                                       const unsigned* __restrict__ hist_a, const unsigned* __restrict__ hist_b,
+                                       long long* __restrict__ sa, long long* __restrict__ sb,
+                                       long long* __restrict__ summary) {
+    __shared__ long long buf[1024];
+    modlin::FastSummary f = modlin::fast_summary();
+    _Pragma("unroll 1") for (long long i = threadIdx.x; i < m; i += blockDim.x) {
+        modlin::bits_row(i, g, h, ex_a, ex_b, bad_a, symmetric, tbits, hist_a, sa, sb, &f);
+    }
+    if (!symmetric) {
+        _Pragma("unroll 1") for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+            modlin::bits_col(j, h, ex_b, bad_b, tbits, hist_b, sb, &f);
+        }
+    } else {
+        modlin::fast_mirror(&f);
+    }
+    long long any_a = MODLIN_BLOCK_REDUCE(long long, buf, f.any_a, a_ | b_);
+    long long any_b = MODLIN_BLOCK_REDUCE(long long, buf, f.any_b, a_ | b_);
+    long long max_ea = MODLIN_BLOCK_REDUCE(long long, buf, f.max_ea, a_ > b_ ? a_ : b_);
+    long long max_eb = MODLIN_BLOCK_REDUCE(long long, buf, f.max_eb, a_ > b_ ? a_ : b_);
+    long long lost_a = MODLIN_BLOCK_REDUCE(long long, buf, f.lost_a, a_ + b_);
+    long long lost_b = MODLIN_BLOCK_REDUCE(long long, buf, f.lost_b, a_ + b_);
+    if (threadIdx.x == 0) {
+        summary[2] = any_a;
+        summary[3] = any_b;
+        summary[4] = max_ea;
+        summary[5] = max_eb;
+        summary[6] = lost_a;
+        summary[7] = lost_b;
+    }
 }

@@ -391,18 +391,64 @@ def fast_scales(stats_a, stats_b, top: int, symmetric: bool) -> Scales:
     m, n = ex_a.size, ex_b.size
     sa, sb = cp.empty(m, dtype=cp.int64), cp.empty(n, dtype=cp.int64)
     summary = cp.empty(8, dtype=cp.int64)  # the kernel writes all eight
+    null = np.uint64(0)  # no bits wanted beside the shifts
     _cuda.launch("fast_scales", 1, ex_a, need_a, sq_a, bad_a.view(cp.uint8), np.int64(m), ex_b, need_b, sq_b,
                  bad_b.view(cp.uint8), np.int64(n), np.int32(symmetric), np.int64(top), np.int32(T_BITS),
-                 np.int32(G_MAX), hist_a, hist_b, sa, sb, summary, grid=((1,), (1024,)))
+                 np.int32(G_MAX), hist_a, hist_b, sa, sb, null, null, summary, grid=((1,), (1024,)))
+    return _scales_read(summary, m, n, sa, sb, bad_a, bad_b, ex_a, ex_b)
+
+
+def _scales_read(summary, m: int, n: int, sa, sb, bad_a, bad_b, ex_a, ex_b) -> Scales:
+    """The product's one transfer: the summary, read; too few moduli raise here, as on the CPU."""
     min_g, min_h, any_a, any_b, max_ea, max_eb, lost_a, lost_b = (int(v) for v in summary.get())
     for count, least, what in ((m, min_g, "A's rows"), (n, min_h, "B's columns")):
         check_bits(least if count else T_BITS, what)
     return Scales(sa, sb, bad_a, bad_b, ex_a, ex_b, (bool(any_a), bool(any_b), max_ea, max_eb, lost_a, lost_b))
 
 
+def bound_code(w, out) -> None:
+    """:func:`modlin._quantize.bound_bits` of a tile ``w`` of "accurate" mode's bound product
+    (float64, exact integers) written into ``out`` (uint8, a tile of the codes)."""
+    R, C = w.shape
+    w = w if R <= 1 or w.strides[1] == 8 else _cp().ascontiguousarray(w)
+    _cuda.launch("bound_code_f64", R * C, w, np.int64(w.strides[0] // 8 if R > 1 else 0), np.int64(R), np.int64(C),
+                 out, np.int64(out.strides[0] if R > 1 else 0), shape=(R, C))
+
+
+def accurate_scales(stats_a, stats_b, code, top: int, symmetric: bool) -> Scales:
+    """"accurate" mode's :class:`~modlin._quantize.Scales` (:func:`modlin._quantize.accurate_exponents`):
+    the fast pass's bits (:func:`fast_scales`' kernel, its least bits the check, no shifts), then one
+    kernel per pass over the codes (rows' half slack, columns, rows' rest), the shifts and
+    the summary: one transfer, as in "fast" mode."""
+    cp = _cp()
+    bad_a, ex_a, need_a, sq_a, hist_a = stats_a
+    bad_b, ex_b, need_b, sq_b, hist_b = stats_b
+    m, n = ex_a.size, ex_b.size
+    sa, sb = cp.empty(m, dtype=cp.int64), cp.empty(n, dtype=cp.int64)
+    g, h = cp.empty(m, dtype=cp.int64), cp.empty(n, dtype=cp.int64)
+    summary = cp.empty(8, dtype=cp.int64)
+    _cuda.launch("fast_scales", 1, ex_a, need_a, sq_a, bad_a.view(cp.uint8), np.int64(m), ex_b, need_b, sq_b,
+                 bad_b.view(cp.uint8), np.int64(n), np.int32(symmetric), np.int64(top), np.int32(T_BITS),
+                 np.int32(G_MAX), hist_a, hist_b, np.uint64(0), np.uint64(0), g, h, summary, grid=((1,), (1024,)))
+    if m and n:
+        room = np.int64(top + 2 * T_BITS)
+        rows = ((min(m, 2**31 - 1),), (256,))
+        for first in (1, None, 0):
+            if first is None:
+                _cuda.launch("accurate_cols", m * n, code, np.int64(m), np.int64(n), g, h, need_b, room,
+                             np.int32(G_MAX), grid=((min(-(-n // 32), 2**31 - 1),), (32, 8)))
+            else:
+                _cuda.launch("accurate_rows", m * n, code, np.int64(m), np.int64(n), g, h, need_a, room,
+                             np.int32(G_MAX), np.int32(first), grid=rows)
+    _cuda.launch("bits_scales", 1, g, h, ex_a, bad_a.view(cp.uint8), np.int64(m), ex_b, bad_b.view(cp.uint8),
+                 np.int64(n), np.int32(symmetric), np.int32(T_BITS), hist_a, hist_b, sa, sb, summary,
+                 grid=((1,), (1024,)))
+    return _scales_read(summary, m, n, sa, sb, bad_a, bad_b, ex_a, ex_b)
+
+
 #: Ozaki-II's stages (a), (b) and (c) on CuPy arrays: the GPU's :class:`modlin._ozaki_core.Kernels`.
 OZAKI = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, scale_pass=SCALE_PASS,
-                  line_stats=line_stats, fast_scales=fast_scales)
+                  line_stats=line_stats, fast_scales=fast_scales, bound_code=bound_code, accurate_scales=accurate_scales)
 
 
 # --------------------------------------------------------------------------- residue number systems

@@ -187,15 +187,21 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
         g, h = _quantize.fast_exponents(sq_a, sq_b, top, need_a, need_b)
     else:
         code = xp.empty((m, n), dtype=np.uint8)
+        put = None if kernels is None else kernels.bound_code
 
         def store(rows, cols, w):
-            code[rows, cols] = _quantize.bound_bits(w)
+            if put is not None:  # the device's kernel writes the codes' tile itself
+                put(w, code[rows, cols])
+            else:
+                code[rows, cols] = _quantize.bound_bits(w)
 
         if tiling is None:
             store(slice(None), slice(None), _bound_gemm(abars, bbars))
         else:
             run(tiling, lambda rows, inner, cols: _bound_gemm(abars[rows, inner], bbars[inner, cols]),
                 add=lambda w, part: xp.add(w, part, out=w), finish=store)
+        if kernels is not None and kernels.accurate_scales is not None:
+            return kernels.accurate_scales(stats_a, stats_b, code, top, b is None)
         g, h = _quantize.accurate_exponents(sq_a, sq_b, code, top, need_a, need_b, rows=mt)
     if b is None:  # both sides take the smaller share: the result stays symmetric
         g = h = xp.minimum(g, h)

@@ -245,6 +245,11 @@ class Kernels:
     #: (with its summary) from them.
     line_stats: Callable | None = None
     fast_scales: Callable | None = None
+    #: "accurate" mode on the device: ``bound_code(w, out)`` writes :func:`bound_bits` of a
+    #: tile of the bound product into ``out``; ``accurate_scales(stats_a, stats_b, code, lb,
+    #: symmetric)`` gives the :class:`Scales` (with its summary) from the codes.
+    bound_code: Callable | None = None
+    accurate_scales: Callable | None = None
 
 
 # --------------------------------------------------------------------------- residues

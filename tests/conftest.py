@@ -267,8 +267,16 @@ HARNESS_SIGNATURES = {
     "line_stats_rows": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64, P),
     "line_stats_cols": (P, I64, I64, I64, I64, I64, I32, I32, P, P, P, P, P, I64, P),
     # ex_a, need_a, sq_a, bad_a, m, ex_b, need_b, sq_b, bad_b, n, symmetric, lb, tbits, gmax, hist_a, hist_b, sa,
-    # sb, summary
-    "fast_scales": (P, P, P, P, I64, P, P, P, P, I64, I32, I64, I32, I32, P, P, P, P, P),
+    # sb, g_out, h_out, summary
+    "fast_scales": (P, P, P, P, I64, P, P, P, P, I64, I32, I64, I32, I32, P, P, P, P, P, P, P),
+    # w, ldw, R, C, code, ldc
+    "bound_code_f64": (P, I64, I64, I64, P, I64),
+    # code, m, n, g, h, need_a, top, gmax, first
+    "accurate_rows": (P, I64, I64, P, P, P, I64, I32, I32),
+    # code, m, n, g, h, need_b, top, gmax
+    "accurate_cols": (P, I64, I64, P, P, P, I64, I32),
+    # g, h, ex_a, bad_a, m, ex_b, bad_b, n, symmetric, tbits, hist_a, hist_b, sa, sb, summary
+    "bits_scales": (P, P, P, P, I64, P, P, I64, I32, I32, P, P, P, P, P),
 }
 
 

@@ -205,7 +205,8 @@ void line_stats_cols(const double* x, long long ldx, long long R, long long C, l
 void fast_scales(const long long* ex_a, const long long* need_a, const double* sq_a, const unsigned char* bad_a,
                  long long m, const long long* ex_b, const long long* need_b, const double* sq_b,
                  const unsigned char* bad_b, long long n, int symmetric, long long lb, int tbits, int gmax,
-                 const unsigned* hist_a, const unsigned* hist_b, long long* sa, long long* sb, long long* summary) {
+                 const unsigned* hist_a, const unsigned* hist_b, long long* sa, long long* sb, long long* g_out,
+                 long long* h_out, long long* summary) {
     long long use_a = 0, use_b = 0;
     for (long long i = 0; i < m; ++i) {
         long long v = modlin::fast_cap(need_a[i], gmax) + modlin::fast_c(sq_a[i]);
@@ -220,15 +221,61 @@ void fast_scales(const long long* ex_a, const long long* need_a, const double* s
     modlin::FastSummary f = modlin::fast_summary();
     for (long long i = 0; i < m; ++i) {
         modlin::fast_row(i, ex_a, need_a, sq_a, bad_a, ex_b, need_b, sq_b, symmetric, ha, hb, tbits, gmax, hist_a, sa,
-                         sb, &f);
+                         sb, g_out, h_out, &f);
     }
     if (!symmetric) {
-        for (long long j = 0; j < n; ++j) modlin::fast_col(j, ex_b, need_b, sq_b, bad_b, hb, tbits, gmax, hist_b, sb, &f);
+        for (long long j = 0; j < n; ++j) modlin::fast_col(j, ex_b, need_b, sq_b, bad_b, hb, tbits, gmax, hist_b, sb, h_out, &f);
     } else {
         modlin::fast_mirror(&f);
     }
     long long out[8] = {f.min_g, f.min_h, f.any_a, f.any_b, f.max_ea, f.max_eb, f.lost_a, f.lost_b};
     for (int t = 0; t < 8; ++t) summary[t] = out[t];
+}
+
+void bound_code_f64(const double* w, long long ldw, long long R, long long C, unsigned char* code, long long ldc) {
+    HOST_2D(r, c, R, C) {
+        double v = w[r * ldw + c];
+        code[r * ldc + c] = v > 0.0 ? (unsigned char)modlin::ceil_log2(v) : (unsigned char)255;
+    }
+}
+
+void accurate_rows(const unsigned char* code, long long m, long long n, long long* g, const long long* h,
+                   const long long* need_a, long long top, int gmax, int first) {
+    for (long long i = 0; i < m; ++i) {
+        long long gi = g[i], least = 1LL << 62;
+        for (long long j = 0; j < n; ++j) {
+            long long v = modlin::acc_room(code[i * n + j], top, gmax) - (first ? gi : 0) - h[j];
+            least = v < least ? v : least;
+        }
+        g[i] = modlin::acc_row_bits(gi, modlin::fast_cap(need_a[i], gmax), least, first != 0);
+    }
+}
+
+void accurate_cols(const unsigned char* code, long long m, long long n, const long long* g, long long* h,
+                   const long long* need_b, long long top, int gmax) {
+    for (long long j = 0; j < n; ++j) {
+        long long least = 1LL << 62;
+        for (long long i = 0; i < m; ++i) {
+            long long v = modlin::acc_room(code[i * n + j], top, gmax) - g[i];
+            least = v < least ? v : least;
+        }
+        long long cap = modlin::fast_cap(need_b[j], gmax), v = cap < least ? cap : least;
+        h[j] = h[j] > v ? h[j] : v;
+    }
+}
+
+void bits_scales(const long long* g, const long long* h, const long long* ex_a, const unsigned char* bad_a, long long m,
+                 const long long* ex_b, const unsigned char* bad_b, long long n, int symmetric, int tbits,
+                 const unsigned* hist_a, const unsigned* hist_b, long long* sa, long long* sb, long long* summary) {
+    modlin::FastSummary f = modlin::fast_summary();
+    for (long long i = 0; i < m; ++i) modlin::bits_row(i, g, h, ex_a, ex_b, bad_a, symmetric, tbits, hist_a, sa, sb, &f);
+    if (!symmetric) {
+        for (long long j = 0; j < n; ++j) modlin::bits_col(j, h, ex_b, bad_b, tbits, hist_b, sb, &f);
+    } else {
+        modlin::fast_mirror(&f);
+    }
+    long long out[6] = {f.any_a, f.any_b, f.max_ea, f.max_eb, f.lost_a, f.lost_b};
+    for (int t = 0; t < 6; ++t) summary[2 + t] = out[t];
 }
 
 }  // extern "C"

@@ -244,6 +244,8 @@ def test_kernel_roles_found_agree_with_the_kernel_sources(gpu):
         pl = modlin.plan(p, 64, 64, 64, device="cuda", words=(2, 2), variant="horner")
         modlin.matmul(gpu(np.arange(64 * 64).reshape(64, 64)), gpu(np.ones((64, 64), dtype=np.int64)), p, plan=pl)
         modlin.ozaki.zherk(gpu(np.arange(64 * 64).reshape(64, 64) * (1 + 0.5j)))  # rank-k updates' combination
+        x = gpu(np.arange(64.0 * 64).reshape(64, 64))
+        modlin.ozaki.dgemm(x, x, mode="accurate")  # the bound codes and the passes over them
     for r in led.of("launch"):
         want = tuple("rw" if i in IN_PLACE.get(r.name, ()) and d == "w" else d for i, d in enumerate(declared[r.name]))
         got = tuple(g if g else ("" if d == "" else d) for g, d in zip(r.roles, want))  # NULL: an absent operand
@@ -331,4 +333,24 @@ def test_rank_k_updates_are_fused(gpu, name, budget):
     assert sm["cupy_ops"] == 0 and sm["syncs"] == 1 and sm["kernels"] <= 21 and sm["gemms"] == 16
     assert sm["bytes_per_entry"] <= budget
     want = fn(a, moduli=16, engine="int8")  # the CPU on the same moduli: the same bits
+    assert np.array_equal(got.get().view(np.uint64), want.view(np.uint64))
+
+
+def test_accurate_mode_takes_one_sync_too(gpu):
+    """ozaki.zgemm in "accurate" mode on the GPU: the line statistics keep the bounds, one
+    int8 GEMM of them (with gemm_i8's padding and transposed copy, and its float64 sums),
+    one kernel for their codes, three passes over the codes, and the same single read of
+    the summary as "fast" mode. Before the fused kernels: 9 syncs, 75 CuPy operations and
+    673 B per entry."""
+    from modlin import ozaki
+
+    n = 256
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    with gpu.ledger as led:
+        got = ozaki.zgemm(gpu(z), gpu(z), moduli=16, mode="accurate")
+    sm = led.summary(n * n)
+    assert sm["syncs"] == 1 and sm["cupy_ops"] <= 4 and sm["kernels"] <= 27, sm
+    assert sm["bytes_per_entry"] <= 385
+    want = ozaki.zgemm(z, z, moduli=16, mode="accurate", engine="int8")
     assert np.array_equal(got.get().view(np.uint64), want.view(np.uint64))

@@ -823,7 +823,7 @@ def test_fast_scales(harness, rng, lb, symmetric):
     sa, sb, summary = np.zeros(m, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(8, dtype=np.int64)
     harness.fast_scales(_ptr(ex_a), _ptr(need_a), _ptr(sq_a), _ptr(bad_a), m, _ptr(ex_b), _ptr(need_b), _ptr(sq_b),
                         _ptr(bad_b), n, int(symmetric), lb, _quantize.T_BITS, _quantize.G_MAX, _ptr(hist_a),
-                        _ptr(hist_b), _ptr(sa), _ptr(sb), _ptr(summary))
+                        _ptr(hist_b), _ptr(sa), _ptr(sb), None, None, _ptr(summary))
     g, h = _quantize.fast_exponents(sq_a, sq_b, lb, need_a, need_b) if _fast_ok(sq_a, sq_b, lb, need_a, need_b) \
         else _raw_fast(sq_a, sq_b, lb, need_a, need_b)
     assert summary[:6].tolist() == [int(g.min()), int(h.min()), int(bad_a.any()), int(bad_b.any()), int(ex_a.max()),
@@ -884,3 +884,59 @@ def test_syrk_combine(harness, rng, pair, complex_):
         if pair:
             assert ret[i].tolist() == want_re.T.tolist()
             assert (imt[i].tolist() == ((-want_im) % m).T.tolist()) if complex_ else (imt[i] == 255).all()
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_accurate_scales(harness, rng, symmetric):
+    """"accurate" mode's passes over the codes of the bound product and its shifts, against
+    _quantize.accurate_exponents: the fast pass's bits (fast_scales with g_out, h_out), the
+    rows' half slack, the columns, the rows' rest; and bound_code against bound_bits."""
+    m = 23
+    n = m if symmetric else 31
+    lb = 130
+    w = rng.integers(0, 2**12, (m, n)).astype(np.float64)  # below the norms' product: room to gain
+    w[rng.random((m, n)) < 0.2] = 0.0
+    w[0, :3] = [1.0, 2.0, 3.0]
+    code = np.zeros((m, n + 3), dtype=np.uint8)
+    harness.bound_code_f64(_ptr(w), n, m, n, code.ctypes.data_as(ctypes.c_void_p), n + 3)
+    _same_bits(np.ascontiguousarray(code[:, :n]), _quantize.bound_bits(w))
+    code = np.ascontiguousarray(code[:, :n])
+
+    def stats(count):
+        ex = rng.integers(-50, 50, count).astype(np.int64)
+        need = rng.integers(_quantize.T_BITS, 200, count).astype(np.int64)
+        sq = rng.integers(1, 2**30, count).astype(np.float64)
+        bad = (rng.random(count) < 0.1).astype(np.uint8)
+        hist = rng.integers(0, 100, (count, 2 * GAPS)).astype(np.uint32)
+        return ex, need, sq, bad, hist
+
+    ex_a, need_a, sq_a, bad_a, hist_a = stats(m)
+    ex_b, need_b, sq_b, bad_b, hist_b = (ex_a, need_a, sq_a, bad_a, hist_a) if symmetric else stats(n)
+    sa, sb, g, h = (np.zeros(c, dtype=np.int64) for c in (m, n, m, n))
+    summary = np.zeros(8, dtype=np.int64)
+    harness.fast_scales(_ptr(ex_a), _ptr(need_a), _ptr(sq_a), _ptr(bad_a), m, _ptr(ex_b), _ptr(need_b), _ptr(sq_b),
+                        _ptr(bad_b), n, int(symmetric), lb, _quantize.T_BITS, _quantize.G_MAX, _ptr(hist_a),
+                        _ptr(hist_b), _ptr(sa), _ptr(sb), _ptr(g), _ptr(h), _ptr(summary))
+    fast_g, fast_h = _quantize.fast_exponents(sq_a, sq_b, lb, need_a, need_b)
+    _same_bits(g, fast_g)
+    _same_bits(h, fast_h)
+    top = lb + 2 * _quantize.T_BITS
+    harness.accurate_rows(_ptr(code), m, n, _ptr(g), _ptr(h), _ptr(need_a), top, _quantize.G_MAX, 1)
+    harness.accurate_cols(_ptr(code), m, n, _ptr(g), _ptr(h), _ptr(need_b), top, _quantize.G_MAX)
+    harness.accurate_rows(_ptr(code), m, n, _ptr(g), _ptr(h), _ptr(need_a), top, _quantize.G_MAX, 0)
+    want_g, want_h = _quantize.accurate_exponents(sq_a, sq_b, code, lb, need_a, need_b)
+    _same_bits(g, want_g)
+    _same_bits(h, want_h)
+    assert (want_g >= fast_g).all() and (want_g > fast_g).any()  # the passes add bits where the codes allow
+    harness.bits_scales(_ptr(g), _ptr(h), _ptr(ex_a), _ptr(bad_a), m, _ptr(ex_b), _ptr(bad_b), n, int(symmetric),
+                        _quantize.T_BITS, _ptr(hist_a), _ptr(hist_b), _ptr(sa), _ptr(sb), _ptr(summary))
+    if symmetric:
+        want_g = want_h = np.minimum(want_g, want_h)
+    _same_bits(sa, want_g - ex_a)
+    _same_bits(sb, want_h - ex_b)
+
+    def lost(hist, bits):
+        return sum(int(hist[i, b + 1]) + int(hist[i, GAPS + b]) for i, b in enumerate(bits) if b >= _quantize.T_BITS)
+
+    assert summary[2:].tolist() == [int(bad_a.any()), int(bad_b.any()), int(ex_a.max()), int(ex_b.max()),
+                                    lost(hist_a, want_g), lost(hist_a, want_g) if symmetric else lost(hist_b, want_h)]
