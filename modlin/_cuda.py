@@ -229,6 +229,9 @@ def gemm_i8_tn(a, bt, out) -> None:
 
     m, k = a.shape
     n = bt.shape[0]
+    if k == 0:  # an empty sum (cuBLAS would see leading dimensions of 0)
+        out[...] = 0
+        return
     if not (k % 4 == 0 and n % 4 == 0 and a.strides[0] % 4 == 0 and bt.strides[0] % 4 == 0
             and out.strides[0] % 16 == 0 and k <= KMAX):
         raise ValueError(f"gemm_i8_tn takes k and n multiples of 4 and k <= KMAX; got {a.shape}, {bt.shape}")

@@ -528,3 +528,29 @@ def test_dask_arrays_of_gpu_chunks(gpu, rng, p):
     Z = ozaki.zgemm(lazy(X, (5, 7)), lazy(Y, (6, 4)), engine="int8", algorithm="hybrid")
     assert isinstance(Z.blocks[0, 1].compute(scheduler="sync"), FakeCupyArray)
     assert same_bits(np.asarray(Z.compute(scheduler="sync")), ozaki.zgemm(X, Y, engine="int8", algorithm="hybrid"))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 2), (3, 0, 2), (2, 3, 0), (1, 1, 1), (33, 1, 37), (1, 65, 1)])
+def test_fused_gpu_paths_at_the_edges(gpu, rng, shape):
+    """Empty products, k = 0, 1 x 1, one column or row, a Fortran-ordered operand: every
+    fused GPU path gives the CPU's result, bit for bit (Ozaki on the same moduli)."""
+    m, k, n = shape
+    A, B = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    Z, W = A + 0.5j * rng.standard_normal((m, k)), B - 0.25j * rng.standard_normal((k, n))
+    cases = [(ozaki.dgemm(gpu(np.asfortranarray(A)), gpu(B)), ozaki.dgemm(A, B, engine="int8")),
+             (ozaki.zgemm(gpu(Z), gpu(W)), ozaki.zgemm(Z, W, engine="int8")),
+             (ozaki.zgemm(gpu(Z), gpu(W), mode="accurate"), ozaki.zgemm(Z, W, engine="int8", mode="accurate")),
+             (ozaki.zherk(gpu(Z)), ozaki.zherk(Z, engine="int8")),
+             (ozaki.dsyrk(gpu(A)), ozaki.dsyrk(A, engine="int8"))]
+    for got, want in cases:
+        assert same_bits(got.get(), want)
+    X, Y = rng.integers(-(2**62), 2**62, (m, k)), rng.integers(0, 2**63 - 1, (k, n))
+    for p in (251, 2**31 - 1, 2**61 - 1):
+        pl = modlin.plan(p, max(m, 1), max(k, 1), max(n, 1), device="cuda", algorithm="rns")
+        np.testing.assert_array_equal(modlin.matmul(gpu(X), gpu(Y), p, plan=pl).get(), modlin.matmul(X, Y, p))
+    parts = [rng.integers(-(2**40), 2**40, s) for s in ((m, k), (m, k), (k, n), (k, n))]
+    got = modlin.gaussian.matmul((gpu(parts[0]), gpu(parts[1])), (gpu(parts[2]), gpu(parts[3])), 2**30 - 35,
+                                 algorithm="2m")
+    want = modlin.gaussian.matmul((parts[0], parts[1]), (parts[2], parts[3]), 2**30 - 35, algorithm="2m")
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.get(), w)
