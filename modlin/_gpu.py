@@ -612,10 +612,14 @@ def words(x, p: int, s: int, u: int, dtype, out=None):
     (``out`` is the CPU's scratch: unused)."""
     cp = _cp()
     flat = cp.ascontiguousarray(x, dtype=cp.int64).reshape(-1)
-    if np.dtype(dtype) == np.int8:
-        r = flat % p
-        r -= p * (r > (p - 1) // 2)
-        return r.astype(cp.int8).reshape((1,) + x.shape)
+    if np.dtype(dtype) == np.int8:  # int_residues_i8 with p as the one modulus: x mod p, balanced, one pass
+        r = cp.empty(flat.size, dtype=cp.int8)
+        mu, c63 = _cuda.wide_constants(p)
+        n = np.int64(flat.size)
+        _cuda.launch("int_residues_i8", flat.size, flat, n, np.int64(1), np.int64(1), n, np.uint64(p), mu, c63,
+                     _cuda.small_table([p]), np.int32(1), r, n, n, np.int64(1), n, np.int32(0), shape=(1, flat.size),
+                     tiled=True)
+        return r.reshape((1,) + x.shape)
     if np.dtype(dtype) != np.float64:
         raise ValueError(f"GPU words are float64 or int8, not {np.dtype(dtype)}")
     words = cp.empty((u, flat.size), dtype=cp.float64)
