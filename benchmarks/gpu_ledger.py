@@ -122,8 +122,6 @@ MEASURED_H200_8192 = {
 #: listed here (prefixes of ``module.qualname``), else "other: <innermost function>".
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("(a) line statistics and scales", ("modlin._ozaki_core.scales",)),
-    ("(a) lost-entry counters", ("modlin._quantize.Panel.lost", "modlin.ozaki._counters",
-                                 "modlin.ozaki._totals")),
     ("operands reduced mod p", ("modlin._matmul._device_residues", "modlin._matmul._gpu_operand")),
     ("Gaussian: 2M images mod m", ("modlin._modular.twom_split",)),
     ("(b) quantisation and int8 residues (2M: images)", ("modlin._gpu._panel_residues",

@@ -460,17 +460,15 @@ MODLIN_HD double quantize(double x, long long s, bool bad) {
 
 // The value the residue kernels read at (r, c) of a panel of R rows whose part has
 // `len` columns (zero past them: the odd half of real SYRK's halves), entry x[r ldx +
-// off + c step], quantised with the shift of its row (by_cols = 0) or column; counts
-// into *lost a nonzero entry of a good line that rounds to zero (_lost_kernel's count).
+// off + c step], quantised with the shift of its row (by_cols = 0) or column. (The entries
+// that round to zero are counted in stage (a), from each line's gaps: lost_of.)
 MODLIN_HD double panel_value(const double* x, long long ldx, long long R, long long len, long long off,
                              long long step, const long long* shift, const unsigned char* bad, int by_cols,
-                             long long r, long long c, unsigned long long* lost) {
+                             long long r, long long c) {
     if (r >= R || c >= len) return 0.0;
     long long l = by_cols ? c : r;
     double v = x[r * ldx + off + c * step];
-    double q = quantize(v, shift[l], bad[l] != 0);
-    if (q == 0.0 && v != 0.0 && !bad[l]) *lost += 1ULL;
-    return q;
+    return quantize(v, shift[l], bad[l] != 0);
 }
 
 // Balanced int8 residues of an integer-valued double |q| < 2**85 modulo each of N
@@ -730,6 +728,19 @@ MODLIN_HD double crt_double(const unsigned char* res, long long plane, long long
     }
     double v = round_limbs<L>(c, S);
     return neg ? -v : v;
+}
+
+// crt_to_double_u8 at (r, c): the real part (res) and, with res_im, the imaginary one, each
+// times 2**-(sa[r] + sb[c]), into out[r ldo + c ostep] and the double after it.
+template <int L>
+MODLIN_HD void crt_double_at(const unsigned char* res, const unsigned char* res_im, long long plane, long long r,
+                             long long c, long long C, int N, const unsigned* table, const unsigned* limbs,
+                             const double* minv, const long long* sa, const long long* sb, double* out, long long ldo,
+                             long long ostep) {
+    long long S = sa[r] + sb[c];
+    double* o = out + r * ldo + c * ostep;
+    o[0] = crt_double<L>(res, plane, r * C + c, N, table, limbs, minv, S);
+    if (res_im != nullptr) o[1] = crt_double<L>(res_im, plane, r * C + c, N, table, limbs, minv, S);
 }
 
 // L, the limbs of M, as a constant K in BODY: one instantiation of the CRT per case

@@ -67,11 +67,6 @@
         }                                                                                             \
     }
 
-// A thread's count of lost entries into the product's counter (when there is one).
-__device__ inline void add_lost(unsigned long long* lost, unsigned long long mine) {
-    if (lost != nullptr && mine != 0ULL) atomicAdd(lost, mine);
-}
-
 // ------------------------------------------------------------------ multiword (fp64 engine)
 
 // Word i of x[e] mod p (p < 2**52, with its Barrett constants mu, c63), balanced, at words[i * n + e].
@@ -103,22 +98,18 @@ extern "C" __global__ void mw_finalize(const double* __restrict__ x, const doubl
 // Stage (b)'s operand in one pass: each entry of a panel of R rows (entries x[r ldx + off
 // + c step], zero past column len), quantised with its line's shift, and its balanced
 // int8 residue modulo each of N moduli at out[i plane + pos] over the padded Rp x Cp
-// positions (pads zero), transposed or not (MODLIN_TILED). Nonzero entries of good lines
-// that round to zero are counted into *lost (NULL: not counted).
+// positions (pads zero), transposed or not (MODLIN_TILED).
 extern "C" __global__ void ozaki_residues_i8(const double* __restrict__ x, long long ldx, long long R,
                                              long long len, long long off, long long step,
                                              const long long* __restrict__ shift,
                                              const unsigned char* __restrict__ bad, int by_cols,
                                              const unsigned* __restrict__ table, int N,
                                              signed char* __restrict__ out, long long plane, long long ldo,
-                                             long long Rp, long long Cp, int transpose,
-                                             unsigned long long* __restrict__ lost) {
+                                             long long Rp, long long Cp, int transpose) {
     MODLIN_SHARED_TABLE(table, N)
-    unsigned long long mine = 0;
     MODLIN_TILED(double, 1, Rp, Cp, transpose,
-                 v[0] = modlin::panel_value(x, ldx, R, len, off, step, shift, bad, by_cols, r, c, &mine),
+                 v[0] = modlin::panel_value(x, ldx, R, len, off, step, shift, bad, by_cols, r, c),
                  modlin::store_residues(v[0], tab, N, out, plane, pos))
-    add_lost(lost, mine);
 }
 
 // 2M's images of a complex panel (parts at off0 and off1, step 2) or of real SYRK's halves
@@ -130,15 +121,13 @@ extern "C" __global__ void ozaki_twom_i8(const double* __restrict__ x, long long
                                          const unsigned char* __restrict__ bad, int by_cols,
                                          const unsigned* __restrict__ table, int N,
                                          signed char* __restrict__ plus, signed char* __restrict__ minus,
-                                         long long plane, long long ldo, long long Rp, long long Cp, int transpose,
-                                         unsigned long long* __restrict__ lost) {
+                                         long long plane, long long ldo, long long Rp, long long Cp,
+                                         int transpose) {
     MODLIN_SHARED_TABLE(table, N)
-    unsigned long long mine = 0;
     MODLIN_TILED(double, 2, Rp, Cp, transpose,
-                 (v[0] = modlin::panel_value(x, ldx, R, len0, off0, step, shift, bad, by_cols, r, c, &mine),
-                  v[1] = modlin::panel_value(x, ldx, R, len1, off1, step, shift, bad, by_cols, r, c, &mine)),
+                 (v[0] = modlin::panel_value(x, ldx, R, len0, off0, step, shift, bad, by_cols, r, c),
+                  v[1] = modlin::panel_value(x, ldx, R, len1, off1, step, shift, bad, by_cols, r, c)),
                  modlin::store_twom(v[0], v[1], tab, N, plus, minus, plane, pos))
-    add_lost(lost, mine);
 }
 
 // Balanced int8 residues modulo each modulus of an R x C int64 matrix's entries (any
@@ -250,11 +239,7 @@ extern "C" __global__ void crt_to_double_u8(const unsigned char* __restrict__ re
     MODLIN_CRT_SHARED(table, limbs, minv, N, L)
     long long plane = R * C;
     MODLIN_SWITCH_L(L, MODLIN_GRID_2D(r, c, R, C) {
-        long long S = sa[r] + sb[c];
-        out[r * ldo + c * ostep] = modlin::crt_double<K>(res, plane, r * C + c, N, tab, lim, inv, S);
-        if (res_im != nullptr) {
-            out[r * ldo + c * ostep + 1] = modlin::crt_double<K>(res_im, plane, r * C + c, N, tab, lim, inv, S);
-        }
+        modlin::crt_double_at<K>(res, res_im, plane, r, c, C, N, tab, lim, inv, sa, sb, out, ldo, ostep);
     })
 }
 
@@ -420,6 +405,27 @@ extern "C" __global__ void line_stats_cols(const double* __restrict__ x, long lo
     }
 }
 
+// A one-block kernel's summary (modlin::FastSummary over its threads) reduced and stored
+// from entry `first` on: the least bits, Inf/NaN in any line, the largest exponents, the
+// lost entries.
+__device__ void store_summary(const modlin::FastSummary& f, long long* buf, long long* summary, int first) {
+    long long out[8];
+    out[0] = MODLIN_BLOCK_REDUCE(long long, buf, f.min_g, a_ < b_ ? a_ : b_);
+    out[1] = MODLIN_BLOCK_REDUCE(long long, buf, f.min_h, a_ < b_ ? a_ : b_);
+    out[2] = MODLIN_BLOCK_REDUCE(long long, buf, f.any_a, a_ | b_);
+    out[3] = MODLIN_BLOCK_REDUCE(long long, buf, f.any_b, a_ | b_);
+    out[4] = MODLIN_BLOCK_REDUCE(long long, buf, f.max_ea, a_ > b_ ? a_ : b_);
+    out[5] = MODLIN_BLOCK_REDUCE(long long, buf, f.max_eb, a_ > b_ ? a_ : b_);
+    out[6] = MODLIN_BLOCK_REDUCE(long long, buf, f.lost_a, a_ + b_);
+    out[7] = MODLIN_BLOCK_REDUCE(long long, buf, f.lost_b, a_ + b_);
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+            if (t >= first) summary[t] = out[t];  // constant indices: out stays in registers
+        }
+    }
+}
+
 // _quantize.fast_exponents and the shifts of stage (a), on one block of 1024 threads:
 // from the rows' (ex_a, need_a, sq_a) and the columns' statistics, the bits g_i, h_j each
 // line keeps (the even split of lb + 2 T_BITS, or the rest left to a side that is exact
@@ -464,26 +470,7 @@ extern "C" __global__ void fast_scales(const long long* __restrict__ ex_a, const
     } else {
         modlin::fast_mirror(&f);
     }
-    long long min_g = f.min_g, min_h = f.min_h, any_a = f.any_a, any_b = f.any_b, max_ea = f.max_ea,
-              max_eb = f.max_eb, lost_a = f.lost_a, lost_b = f.lost_b;
-    min_g = MODLIN_BLOCK_REDUCE(long long, buf, min_g, a_ < b_ ? a_ : b_);
-    min_h = MODLIN_BLOCK_REDUCE(long long, buf, min_h, a_ < b_ ? a_ : b_);
-    any_a = MODLIN_BLOCK_REDUCE(long long, buf, any_a, a_ | b_);
-    any_b = MODLIN_BLOCK_REDUCE(long long, buf, any_b, a_ | b_);
-    max_ea = MODLIN_BLOCK_REDUCE(long long, buf, max_ea, a_ > b_ ? a_ : b_);
-    max_eb = MODLIN_BLOCK_REDUCE(long long, buf, max_eb, a_ > b_ ? a_ : b_);
-    lost_a = MODLIN_BLOCK_REDUCE(long long, buf, lost_a, a_ + b_);
-    lost_b = MODLIN_BLOCK_REDUCE(long long, buf, lost_b, a_ + b_);
-    if (threadIdx.x == 0) {
-        summary[6] = lost_a;
-        summary[7] = lost_b;
-        summary[0] = min_g;
-        summary[1] = min_h;
-        summary[2] = any_a;
-        summary[3] = any_b;
-        summary[4] = max_ea;
-        summary[5] = max_eb;
-    }
+    store_summary(f, buf, summary, 0);
 }
 
 // Gaussian 2M on the RNS engine, result: X and Y mod p from their residues (crt_to_modp_u8's
@@ -581,18 +568,5 @@ extern "C" __global__ void bits_scales(const long long* __restrict__ g, const lo
     } else {
         modlin::fast_mirror(&f);
     }
-    long long any_a = MODLIN_BLOCK_REDUCE(long long, buf, f.any_a, a_ | b_);
-    long long any_b = MODLIN_BLOCK_REDUCE(long long, buf, f.any_b, a_ | b_);
-    long long max_ea = MODLIN_BLOCK_REDUCE(long long, buf, f.max_ea, a_ > b_ ? a_ : b_);
-    long long max_eb = MODLIN_BLOCK_REDUCE(long long, buf, f.max_eb, a_ > b_ ? a_ : b_);
-    long long lost_a = MODLIN_BLOCK_REDUCE(long long, buf, f.lost_a, a_ + b_);
-    long long lost_b = MODLIN_BLOCK_REDUCE(long long, buf, f.lost_b, a_ + b_);
-    if (threadIdx.x == 0) {
-        summary[2] = any_a;
-        summary[3] = any_b;
-        summary[4] = max_ea;
-        summary[5] = max_eb;
-        summary[6] = lost_a;
-        summary[7] = lost_b;
-    }
+    store_summary(f, buf, summary, 2);  // the least bits [0:2] are the fast pass's
 }

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["kernel", "launch", "gemm_i8", "gemm_i8_tn", "products_mod", "check_basis", "small_table",
+__all__ = ["kernel", "launch", "gemm_i8", "gemm_i8_tn", "products_tn", "small_table",
            "wide_constants", "crt_constants", "pad4", "KMAX", "KCHUNK"]
 
 #: cuBLAS data-type codes (``cudaDataType``): CuPy exports CUDA_R_8I but not CUDA_R_32I.
@@ -144,11 +144,6 @@ def crt_constants(moduli):
     return small_table(moduli, weights=weights), cp.asarray(limbs), cp.asarray(minv), L
 
 
-def check_basis(moduli) -> None:
-    """Refuse what the kernels' fixed-size arrays cannot hold."""
-    _crt_rows(tuple(int(m) for m in moduli))
-
-
 def gemm_i8(a, b, out=None, *, layout: str = "tn"):
     """``a @ b`` of int8 CuPy matrices (stacks broadcast as by ``numpy.matmul``), int32 sums, exactly.
 
@@ -259,16 +254,3 @@ def products_tn(ra, rbt, table, k: int, res, buffer=None) -> None:
             gemm_i8_tn(ra[i][:, k0:k1], rbt[i][:, k0:k1], X)
             launch("reduce_i32_u8", m * n, X, np.int64(np_), np.int64(m), np.int64(n), table, np.int32(i),
                    np.int32(k0 > 0), res[i], shape=(m, n))
-
-
-def products_mod(a, b, moduli):
-    """``a @ b mod q`` per modulus, int32 in ``[0, q)``: int8 GEMMs split where ``k > KMAX``."""
-    cp = _cupy()
-    q = cp.asarray(moduli, dtype=cp.int32)[:, None, None]
-    k = a.shape[-1]
-    acc = None
-    for k0 in range(0, max(k, 1), KMAX):
-        part = gemm_i8(a[..., k0:k0 + KMAX], b[..., k0:k0 + KMAX, :])
-        part %= q  # CuPy follows NumPy: a positive divisor gives a remainder in [0, q)
-        acc = part if acc is None else (acc + part) % q
-    return acc

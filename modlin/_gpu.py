@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _cuda, _modular
-from ._quantize import G_MAX, SCALE_PASS, T_BITS, Kernels, Scales, check_bits
+from ._quantize import G_MAX, T_BITS, Kernels, Scales, check_bits
 from ._twom import sqrt_minus_one
 
 __all__ = ["OZAKI", "MULTIWORD", "rns_multiply", "twom_multiply", "int_residues", "reconstruct_modp", "GAPS"]
@@ -66,23 +66,12 @@ def _source(p):
     return x, ldx, R, [(0, C)], 1, C
 
 
-def _counter(p):
-    """The panel's device counter of lost entries (:meth:`~modlin._quantize.Panel.lost`), taken
-    by the first kernel that reads the panel, or the null pointer when it is not counted."""
-    c = p.take_counter()
-    return np.uint64(0) if c is None else c
-
-
-def _panel_residues(p, table, N: int, rows: int, width: int, transpose: bool, twom: bool, part: int = 0,
-                    counter=None):
+def _panel_residues(p, table, N: int, rows: int, width: int, transpose: bool, twom: bool, part: int = 0):
     """The int8 residues of a panel's integers for the ``N`` moduli of ``table``: shape
     ``(N, rows, width)`` (a row panel ``t x k``: ``rows = t``, ``width = pad4(k)``; a column
     panel ``k x n`` transposed: ``rows = pad4(n)``, ``width = pad4(k)``), pads zero; 2M's two
-    images (``twom``) or the residues of part ``part``. The nonzero entries read that round
-    to zero are added to ``counter`` (default: the panel's own, :func:`_counter`; the parts
-    of 3M/4M share one)."""
+    images (``twom``) or the residues of part ``part``."""
     cp = _cp()
-    counter = _counter(p) if counter is None else counter
     x, ldx, R, parts, step, cols = _source(p)
     by_cols = np.int32(p.axis == 0)
     shift = cp.ascontiguousarray(p.shift, dtype=cp.int64)
@@ -95,13 +84,13 @@ def _panel_residues(p, table, N: int, rows: int, width: int, transpose: bool, tw
         (o0, l0), (o1, l1) = parts
         _cuda.launch("ozaki_twom_i8", Rp * Cp, x, np.int64(ldx), np.int64(R), np.int64(l0), np.int64(l1),
                      np.int64(o0), np.int64(o1), np.int64(step), shift, bad, by_cols, table, np.int32(N), plus, minus,
-                     *geometry, counter, shape=(Rp, Cp), tiled=True)
+                     *geometry, shape=(Rp, Cp), tiled=True)
         return plus, minus
     out = cp.empty((N, rows, width), dtype=cp.int8)
     off, length = parts[part]
     _cuda.launch("ozaki_residues_i8", Rp * Cp, x, np.int64(ldx), np.int64(R), np.int64(length), np.int64(off),
-                 np.int64(step), shift, bad, by_cols, table, np.int32(N), out, *geometry,
-                 counter, shape=(Rp, Cp), tiled=True)
+                 np.int64(step), shift, bad, by_cols, table, np.int32(N), out, *geometry, shape=(Rp, Cp),
+                 tiled=True)
     return out
 
 
@@ -181,9 +170,8 @@ def gemm_residues(mods, ap, bp) -> list:
             continue
         table = _cuda.small_table(qs)
         q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
-        ca, cb = _counter(ap), _counter(bp)
-        ar, ai = (_panel_residues(ap, table, len(qs), m, kp, False, False, part, ca) for part in (0, 1))
-        br, bi = (_panel_residues(bp, table, len(qs), np_, kp, True, False, part, cb) for part in (0, 1))
+        ar, ai = (_panel_residues(ap, table, len(qs), m, kp, False, False, part) for part in (0, 1))
+        br, bi = (_panel_residues(bp, table, len(qs), np_, kp, True, False, part) for part in (0, 1))
         shape = (len(qs), m, n)
         rr, ii = _products(ar, br, table, k, shape), _products(ai, bi, table, k, shape)
         if alg == "3m":
@@ -276,10 +264,8 @@ def syrk_residues(mods, ap, bp=None):
         qs = [mods.moduli[i] for i in idx]
         table = _cuda.small_table(qs)
         q = cp.asarray(qs, dtype=cp.int32)[:, None, None]
-        ca = _counter(ap)
-        ar, ai = (_panel_residues(ap, table, len(qs), ta, kp, False, False, part, ca) for part in (0, 1))
-        cb = _counter(bq) if pair else None
-        br, bi = (_panel_residues(bq, table, len(qs), tb, kp, False, False, part, cb) for part in (0, 1)) if pair \
+        ar, ai = (_panel_residues(ap, table, len(qs), ta, kp, False, False, part) for part in (0, 1))
+        br, bi = (_panel_residues(bq, table, len(qs), tb, kp, False, False, part) for part in (0, 1)) if pair \
             else (ar, ai)
         ar, ai = ar[:, :t], ai[:, :t]
         shape = (len(qs), t, u)
@@ -447,7 +433,7 @@ def accurate_scales(stats_a, stats_b, code, top: int, symmetric: bool) -> Scales
 
 
 #: Ozaki-II's stages (a), (b) and (c) on CuPy arrays: the GPU's :class:`modlin._ozaki_core.Kernels`.
-OZAKI = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, scale_pass=SCALE_PASS,
+OZAKI = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, line_bytes=4 * 2 * GAPS,
                   line_stats=line_stats, fast_scales=fast_scales, bound_code=bound_code, accurate_scales=accurate_scales)
 
 

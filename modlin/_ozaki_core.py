@@ -38,7 +38,7 @@ from ._crtfloat import to_double
 from ._engines import get_engine
 from ._plan import _best_plan
 from . import _rns
-from ._quantize import SCALE_PASS, Kernels, Panel, Scales  # noqa: F401 (Kernels, Scales: named here too)
+from ._quantize import Kernels, Panel, Scales  # noqa: F401 (Kernels, Scales: named here too)
 from ._rns import Basis
 from ._threads import side_by_side
 from ._tiles import run, scratch
@@ -66,11 +66,6 @@ def parts(x: np.ndarray) -> list[np.ndarray]:
     return [x.real, x.imag] if x.dtype.kind == "c" else [x]
 
 
-def nonfinite(x: np.ndarray, axis: int) -> np.ndarray:
-    """Lines (rows for ``axis=1``, columns for ``axis=0``) holding Inf or NaN."""
-    return ~namespace(x).isfinite(x).all(axis=axis)
-
-
 def _zero_lines(x: np.ndarray, bad: np.ndarray, axis: int) -> np.ndarray:
     if not bad.any():
         return x
@@ -95,18 +90,18 @@ def halves(x):
 # --------------------------------------------------------------------------- (a) scales
 
 def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarray | None):
-    """Per line of ``x`` (rows, ``axis=1``; columns, ``axis=0``): Inf/NaN, the exponent of
-    the maximum, the bits for exactness and the squared norm of the integer bounds, read
-    in pieces of ``lines`` lines by ``inner`` entries (what :func:`_quantize.part_bounds`
-    and :func:`_quantize.exact_bits` give for whole lines: maxima and exact integer sums
-    do not depend on the pieces). Lines with Inf or NaN count as zero lines. The bounds
-    themselves are written into ``bars`` (uint8, ``x``'s shape) when given."""
-    xp = namespace(x)
+    """Per line of the NumPy operand ``x`` (rows, ``axis=1``; columns, ``axis=0``): Inf/NaN,
+    the exponent of the maximum, the bits for exactness and the squared norm of the integer
+    bounds, read in pieces of ``lines`` lines by ``inner`` entries, each by one pass of a
+    kernel (what :func:`_quantize.part_bounds` and :func:`_quantize.exact_bits` give for
+    whole lines: maxima and exact integer sums do not depend on the pieces). Lines with Inf
+    or NaN count as zero lines. The bounds themselves are written into ``bars`` (uint8,
+    ``x``'s shape) when given. (A device brings its own: :attr:`Kernels.line_stats`.)"""
     count, length = x.shape[1 - axis], x.shape[axis]
-    ex = xp.zeros(count, dtype=np.int64)
-    need = xp.full(count, _quantize.T_BITS, dtype=np.int64)
-    sq = xp.zeros(count)
-    bad = xp.zeros(count, dtype=bool)
+    ex = np.zeros(count, dtype=np.int64)
+    need = np.full(count, _quantize.T_BITS, dtype=np.int64)
+    sq = np.zeros(count)
+    bad = np.zeros(count, dtype=bool)
 
     def piece(ls, ks):
         return x[ls, ks] if axis == 1 else x[ks, ls]
@@ -114,31 +109,20 @@ def _line_stats(x: np.ndarray, axis: int, lines: int, inner: int, bars: np.ndarr
     for l0 in range(0, count, lines):
         ls = slice(l0, l0 + lines)
         chunks = [slice(k0, k0 + inner) for k0 in range(0, max(length, 1), inner)]
-        mx = xp.zeros(len(range(*ls.indices(count))))
+        mx = np.zeros(len(range(*ls.indices(count))))
         for ks in chunks:
             y = piece(ls, ks)
-            if y.shape[axis] and xp is np:  # one pass of a kernel
+            if y.shape[axis]:
                 b_, m_ = _quantize.line_maxima(y, axis)
                 bad[ls] |= b_
                 mx = np.maximum(mx, m_)
-            elif y.shape[axis]:
-                bad[ls] |= nonfinite(y, axis)
-                mx = functools.reduce(xp.maximum, [xp.abs(p).max(axis=axis) for p in parts(y)], mx)
         mx[bad[ls]] = 0
-        ex[ls] = xp.frexp(mx)[1]
+        ex[ls] = np.frexp(mx)[1]
         for ks in chunks:
             target = None if bars is None else bars[ls, ks] if axis == 1 else bars[ks, ls]
-            if xp is np:  # one pass of a kernel, no temporaries
-                n_, s_ = _quantize.line_stats(piece(ls, ks), ex[ls], bad[ls], axis, target)
-                need[ls] = np.maximum(need[ls], n_)
-                sq[ls] += s_
-                continue
-            ps = parts(_zero_lines(piece(ls, ks), bad[ls], axis))
-            _, bar = _quantize.part_bounds(ps, axis, ex[ls])
-            need[ls] = xp.maximum(need[ls], _quantize.exact_bits(ps, ex[ls], axis))
-            sq[ls] += (bar * bar).sum(axis=axis)
-            if target is not None:
-                target[...] = bar
+            n_, s_ = _quantize.line_stats(piece(ls, ks), ex[ls], bad[ls], axis, target)
+            need[ls] = np.maximum(need[ls], n_)
+            sq[ls] += s_
     return bad, ex, need, sq
 
 
@@ -148,7 +132,8 @@ def _bound_gemm(abar, bbar):
     if is_cupy(abar) and abar.shape[1] * 2 ** (2 * _quantize.T_BITS + 2) < 2**31:
         from . import _cuda
 
-        return _cuda.gemm_i8(abar.astype(np.int8), bbar.astype(np.int8)).astype(np.float64)
+        # bounds up to 2**(T_BITS + 1) = 64: the same bits as int8, no copy
+        return _cuda.gemm_i8(abar.view(np.int8), bbar.view(np.int8)).astype(np.float64)
     return get_engine("fp64").gemm(abar.astype(np.float64), bbar.astype(np.float64))
 
 
@@ -554,8 +539,8 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
     ``shape = (m, k, n)`` cut into tiles ``(mt, kt, nt)`` (an upper bound: the tile
     scheduler's model), stages (b) and (c) run by ``kernels`` (default :data:`CPU`).
 
-    Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` (on the GPU, with temporaries of
-    their size; on the CPU, in one pass of a kernel, with none); "accurate"
+    Stage (a) reads pieces of ``mt x kt`` and ``kt x nt`` in one pass of a kernel, with no
+    temporaries (a device's kernels keep ``kernels.line_bytes`` per line); "accurate"
     mode keeps the uint8 bounds of both operands and of the bound product through the
     whole product. Stage (b), per tile: the kernels' quantised panels, words and products
     (``kernels.memory``), a row-major copy of a panel, and the residues of every modulus
@@ -567,11 +552,11 @@ def workspace(mods: Moduli, complex_: bool, shape: tuple[int, int, int], tile: t
     mt, kt, nt = tile
     P = 2 if complex_ else 1
     rs = np.dtype(residue_dtype(mods)).itemsize
-    lines = 96 * (m + n)  # the shifts, bounds and flags of every line
+    lines = (96 + kernels.line_bytes) * (m + n)  # the shifts, bounds and flags of every line
     keep = (m * k + (0 if symmetric else k * n) + m * n) if mode == "accurate" else 0
-    scale = kernels.scale_pass * 8 * max(mt * kt, kt * nt) * P
+    scale = 0
     if mode == "accurate":  # the bound GEMM of a tile; the exponents' int64 passes over mt rows
-        scale = max(scale, 8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
+        scale = max(8 * (mt * kt + kt * nt + 3 * mt * nt), 24 * mt * n)
     pairs = 2 if symmetric else 1
     panels = 8 * max(mt * kt, kt * nt)  # numpy's temporaries beside the kernels (the factors, a mask)
     residues = P * len(mods.moduli) * mt * nt * rs * pairs * (2 if kt < k else 1)

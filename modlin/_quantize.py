@@ -215,9 +215,6 @@ class Scales:
         return None if self.summary is None else self.summary[4:6]
 
 
-#: Live float64 arrays of a piece's size while stage (a) reads it with array expressions
-#: (part_bounds, exact_bits: CuPy's path; NumPy's one-pass kernels make none).
-SCALE_PASS = 8
 
 
 
@@ -230,15 +227,15 @@ class Kernels:
     out)``, writing every part's residues into the tile ``out``), and ``memory``,
     the bytes the residue kernels allocate for a tile beside the residues they return
     (``memory(mods, tile, pairs, parts)``, ``parts`` 2 for complex operands, for
-    :func:`~modlin._ozaki_core.workspace`), and ``scale_pass``, the live float64 arrays of a piece's size
-    while stage (a) reads the operands on that device (:data:`SCALE_PASS`, or none)."""
+    :func:`~modlin._ozaki_core.workspace`), and ``line_bytes``, the device memory stage (a)'s
+    kernels keep per line of the operands beyond the CPU's."""
 
     gemm_residues: Callable
     syrk_residues: Callable
     add_residues: Callable
     crt: Callable
     memory: Callable[..., int]
-    scale_pass: int = 0
+    line_bytes: int = 0
     #: Stage (a) on the device, where it has its own kernels: ``line_stats(x, axis, lines,
     #: inner, bars)`` as :func:`modlin._ozaki_core._line_stats` (its tuple may carry more after the four), and
     #: ``fast_scales(stats_a, stats_b, lb, symmetric)`` giving "fast" mode's :class:`Scales`
@@ -271,7 +268,6 @@ class Panel:
 
     def __init__(self, x, shift, bad, axis: int):
         self.x, self.shift, self.bad, self.axis = x, shift, bad, axis
-        self._count = [None]  # the device counter of lost entries (CuPy), shared with halves()
         self._halves = False
 
     @classmethod
@@ -298,28 +294,13 @@ class Panel:
             raise ValueError("halves are those of a real panel of rows")
         h = Panel(self.x, self.shift, self.bad, 1)
         h._halves = True
-        h._count = self._count
         return h
 
-    def take_counter(self):
-        """The device counter :meth:`lost` made (the residue kernels add the panel's lost
-        entries to it), once: the next call gives ``None``, so that a panel read by several
-        kernels (moduli of two algorithms) is counted once."""
-        c, self._count[0] = self._count[0], None
-        return c
-
-    def lost(self, counters=None, slot: int = 0) -> int:
-        """How many nonzero entries of the panel's finite lines round to zero.
-
-        On CuPy arrays, given ``counters``, the residue kernels count them as they quantise,
-        into ``counters[slot]`` (a device array the caller reads once, after the product:
-        reading here would wait for the device); this registers that counter and returns 0.
-        The first kernel to read the panel takes it (:meth:`take_counter`). Without, they are
-        counted here by array expressions (a Dask task's chunk)."""
+    def lost(self) -> int:
+        """How many nonzero entries of the panel's finite lines round to zero (NumPy: one pass
+        of a kernel; CuPy, a Dask task's chunk: array expressions. A whole product on CuPy
+        counts them in stage (a) instead: :meth:`Scales.lost`)."""
         if namespace(self.x) is not np:
-            if counters is not None:
-                self._count[0] = counters[slot:slot + 1]
-                return 0
             xp = namespace(self.x)
             keep = ~xp.expand_dims(self.bad, self.axis)
             shift = xp.expand_dims(self.shift, self.axis)

@@ -372,9 +372,8 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
     tiling, cost = _tiling(mods, a.dtype.kind == "c", (m, k, n), mode, False, xp)
     sc = core.scales(a, b, mods, mode, tiling, kernels)
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")  # once, not per tile (a host read on CuPy)
-    known = sc.lost()  # the lost entries, when stage (a) counted them (the GPU's "fast" mode)
-    lost = [0, 0]  # else those of A's and B's panels (NumPy), or:
-    counters = _counters(xp, 2) if known is None else None  # the device counters the residue kernels add them to
+    known = sc.lost()  # the lost entries, when stage (a) counted them (the GPU's kernels)
+    lost = [0, 0]  # else those of A's and B's panels, counted as they are made
     held = {}  # the quantised row panel of A, reused across the column panels
 
     def product(rows, inner, cols):
@@ -382,10 +381,10 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
             held["qa"] = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
             held["key"] = (rows.start, inner.start)
             if cols.start == 0 and known is None:
-                lost[0] += held["qa"].lost(counters, 0)
+                lost[0] += held["qa"].lost()
         qb = core.Panel(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
         if rows.start == 0 and known is None:
-            lost[1] += qb.lost(counters, 1)
+            lost[1] += qb.lost()
         return kernels.gemm_residues(mods, held["qa"], qb)
 
     def finish(rows, cols, res):
@@ -399,7 +398,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
         run(tiling, product, add=lambda acc, part: kernels.add_residues(acc, part, mods), finish=finish, bar=bar)
-    lost_a, lost_b = known if known is not None else _totals(lost, counters)
+    lost_a, lost_b = known if known is not None else lost
     _warn_lost(lost_a, "A", 1)
     _warn_lost(lost_b, "B", 0)
 
@@ -417,12 +416,11 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
     risk = core.may_overflow(sc, k, a.dtype.kind == "c")
     known = sc.lost()
     lost = [0]
-    counters = _counters(xp, 1) if known is None else None
 
     def panel(rows, inner, count):
         q = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
         if count and known is None:
-            lost[0] += q.lost(counters, 0)
+            lost[0] += q.lost()
         return q
 
     def product(rows, inner, cols):
@@ -448,21 +446,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
 
     with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:
         run(tiling, product, add=add, finish=finish, bar=bar, pairs=True)
-    _warn_lost(known[0] if known is not None else _totals(lost, counters)[0], "A", 1)
-
-
-def _counters(xp, count: int):
-    """``count`` zeroed device counters of lost entries on CuPy (None on NumPy, where
-    :meth:`~modlin._quantize.Panel.lost` counts them on the host)."""
-    return None if xp is np else xp.zeros(count, dtype=np.uint64)
-
-
-def _totals(lost: list[int], counters) -> list[int]:
-    """The lost entries per operand: the host's counts, plus the device counters read in one
-    transfer after the product (not one wait per tile)."""
-    if counters is None:
-        return lost
-    return [a + int(b) for a, b in zip(lost, core.host(counters).tolist())]
+    _warn_lost(known[0] if known is not None else lost[0], "A", 1)
 
 
 def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c, any_bad=None) -> None:

@@ -239,11 +239,11 @@ HARNESS_SIGNATURES = {
     "balanced_words_f64": (P, I64, I64, U64, U64, I32, I32, P),
     "mw_step": (P, P, I64) + (F64,) * 10,
     "mw_finalize": (P, P, I64) + (F64,) * 13 + (I64, P),
-    # x, ldx, R, len, off, step, shift, bad, by_cols, table, N, out, plane, ldo, Rp, Cp, transpose, lost
-    "ozaki_residues_i8": (P, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, I64, I64, I64, I64, I32, P),
+    # x, ldx, R, len, off, step, shift, bad, by_cols, table, N, out, plane, ldo, Rp, Cp, transpose
+    "ozaki_residues_i8": (P, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, I64, I64, I64, I64, I32),
     # x, ldx, R, len0, len1, off0, off1, step, shift, bad, by_cols, table, N, plus, minus, plane, ldo, Rp, Cp,
-    # transpose, lost
-    "ozaki_twom_i8": (P, I64, I64, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, P, I64, I64, I64, I64, I32, P),
+    # transpose
+    "ozaki_twom_i8": (P, I64, I64, I64, I64, I64, I64, I64, P, P, I32, P, I32, P, P, I64, I64, I64, I64, I32),
     # x, ldx, ldc, R, C, p, mu, c63, table, N, out, plane, ldo, Rp, Cp, transpose
     "int_residues_i8": (P, I64, I64, I64, I64, U64, U64, U64, P, I32, P, I64, I64, I64, I64, I32),
     # re, ld_re, lc_re, im, ld_im, lc_im, R, C, m, mu, c63, s, table, N, plus, minus, plane, ldo, Rp, Cp, transpose

@@ -94,8 +94,7 @@ POISON = 0xA5
 #: Kernels that update array arguments in place (argument positions): those are read
 #: and written. The kernels' sources say which pointers they write (not ``const``);
 #: of those, these are also read (``mw_step``: ``x <- red2(scale * red1(x)) + redt(t)``).
-IN_PLACE: dict[str, tuple[int, ...]] = {"mw_step": (0,), "ozaki_residues_i8": (17,), "ozaki_twom_i8": (20,),
-                                        "accurate_rows": (3,), "accurate_cols": (4,),
+IN_PLACE: dict[str, tuple[int, ...]] = {"mw_step": (0,), "accurate_rows": (3,), "accurate_cols": (4,),
                                         "bits_scales": (14,)}  # summary[2:] after fast_scales' [:2]
 
 KINDS = ("launch", "gemm", "cupy", "sync", "upload")

@@ -35,27 +35,22 @@ void mw_finalize(const double* x, const double* t, long long n, double q1, doubl
 
 void ozaki_residues_i8(const double* x, long long ldx, long long R, long long len, long long off, long long step,
                        const long long* shift, const unsigned char* bad, int by_cols, const unsigned* table, int N,
-                       signed char* out, long long plane, long long ldo, long long Rp, long long Cp, int transpose,
-                       unsigned long long* lost) {
-    unsigned long long mine = 0;
+                       signed char* out, long long plane, long long ldo, long long Rp, long long Cp, int transpose) {
     HOST_2D(r, c, Rp, Cp) {
-        double v = modlin::panel_value(x, ldx, R, len, off, step, shift, bad, by_cols, r, c, &mine);
+        double v = modlin::panel_value(x, ldx, R, len, off, step, shift, bad, by_cols, r, c);
         modlin::store_residues(v, table, N, out, plane, tiled_pos(r, c, ldo, transpose));
     }
-    if (lost) *lost += mine;
 }
 
 void ozaki_twom_i8(const double* x, long long ldx, long long R, long long len0, long long len1, long long off0,
                    long long off1, long long step, const long long* shift, const unsigned char* bad, int by_cols,
                    const unsigned* table, int N, signed char* plus, signed char* minus, long long plane,
-                   long long ldo, long long Rp, long long Cp, int transpose, unsigned long long* lost) {
-    unsigned long long mine = 0;
+                   long long ldo, long long Rp, long long Cp, int transpose) {
     HOST_2D(r, c, Rp, Cp) {
-        double v0 = modlin::panel_value(x, ldx, R, len0, off0, step, shift, bad, by_cols, r, c, &mine);
-        double v1 = modlin::panel_value(x, ldx, R, len1, off1, step, shift, bad, by_cols, r, c, &mine);
+        double v0 = modlin::panel_value(x, ldx, R, len0, off0, step, shift, bad, by_cols, r, c);
+        double v1 = modlin::panel_value(x, ldx, R, len1, off1, step, shift, bad, by_cols, r, c);
         modlin::store_twom(v0, v1, table, N, plus, minus, plane, tiled_pos(r, c, ldo, transpose));
     }
-    if (lost) *lost += mine;
 }
 
 void int_residues_i8(const long long* x, long long ldx, long long ldc, long long R, long long C, unsigned long long p,
@@ -134,11 +129,7 @@ void crt_to_double_u8(const unsigned char* res, const unsigned char* res_im, int
                       const long long* sb, double* out, long long ldo, long long ostep) {
     long long plane = R * C;
     MODLIN_SWITCH_L(L, HOST_2D(r, c, R, C) {
-        long long S = sa[r] + sb[c];
-        out[r * ldo + c * ostep] = modlin::crt_double<K>(res, plane, r * C + c, N, table, limbs, minv, S);
-        if (res_im != nullptr) {
-            out[r * ldo + c * ostep + 1] = modlin::crt_double<K>(res_im, plane, r * C + c, N, table, limbs, minv, S);
-        }
+        modlin::crt_double_at<K>(res, res_im, plane, r, c, C, N, table, limbs, minv, sa, sb, out, ldo, ostep);
     })
 }
 

@@ -360,19 +360,19 @@ def _panel_args(p):
 @pytest.mark.parametrize("name", list(MODULI_SETS))
 def test_ozaki_residues(harness, rng, name, transpose):
     """Quantisation and residues in one pass, against the numba kernels on the same panel (a
-    panel of rows, or of columns as B's, laid out transposed), and its lost entries."""
+    panel of rows, or of columns as B's, laid out transposed), entries that round to zero
+    among them."""
     moduli = MODULI_SETS[name]
     rows, cols = 37, 45
     p = _ozaki_panel(rng, rows, cols, 0 if transpose else 1, False)
     x, ldx, shift, bad, by_cols = _panel_args(p)
     shape, Rp, Cp = _residue_layout(rows, cols, transpose)
     got = np.full((len(moduli),) + shape, 99, dtype=np.int8)
-    lost = np.array([5], dtype=np.uint64)
     harness.ozaki_residues_i8(x, ldx, rows, cols, 0, 1, _ptr(shift), _ptr(bad), by_cols, _ptr(_table(moduli)),
-                              len(moduli), _ptr(got), got[0].size, shape[1], Rp, Cp, int(transpose), _ptr(lost))
+                              len(moduli), _ptr(got), got[0].size, shape[1], Rp, Cp, int(transpose))
     want = _expected_layout([_quantize.residues(p, m, np.int8) for m in moduli], shape, transpose)
     _same_bits(got, want)
-    assert int(lost[0]) == 5 + p.lost() and p.lost() > 0
+    assert p.lost() > 0
 
 
 @pytest.mark.parametrize("name", list(MODULI_SETS))
@@ -384,7 +384,7 @@ def test_ozaki_residues_of_integers(harness, rng, name):
     shift, bad = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.uint8)
     got = np.zeros((len(moduli), 1, _cuda.pad4(x.size)), dtype=np.int8)
     harness.ozaki_residues_i8(_ptr(x), x.size, 1, x.size, 0, 1, _ptr(shift), _ptr(bad), 0, _ptr(_table(moduli)),
-                              len(moduli), _ptr(got), got[0].size, got.shape[2], 1, got.shape[2], 0, None)
+                              len(moduli), _ptr(got), got[0].size, got.shape[2], 1, got.shape[2], 0)
 
     def balanced(v, m):
         r = v % m
@@ -418,14 +418,13 @@ def test_ozaki_twom(harness, rng, transpose, halves):
     shape, Rp, Cp = _residue_layout(rows, cols, transpose)
     plus = np.full((len(moduli),) + shape, 99, dtype=np.int8)
     minus = np.full_like(plus, 99)
-    lost = np.zeros(1, dtype=np.uint64)
     harness.ozaki_twom_i8(x, ldx, rows, l0, l1, o0, o1, step, _ptr(shift), _ptr(bad), by_cols,
                           _ptr(_table(moduli, roots)), len(moduli), _ptr(plus), _ptr(minus), plus[0].size, shape[1],
-                          Rp, Cp, int(transpose), _ptr(lost))
+                          Rp, Cp, int(transpose))
     want = [_quantize.twom_residues(p, m, s, np.int8) for m, s in zip(moduli, roots)]
     _same_bits(plus, _expected_layout([w[0] for w in want], shape, transpose))
     _same_bits(minus, _expected_layout([w[1] for w in want], shape, transpose))
-    assert int(lost[0]) == p.lost()
+    assert p.lost() > 0
 
 
 # ------------------------------------------------------------------ int8 engine pre- and post-processing

@@ -1558,7 +1558,7 @@ def test_line_stats_kernel_matches_the_numpy_passes(rng, complex_, layout, axis)
     line = (2, slice(None)) if axis == 1 else (slice(None), 2)
     x[line][4] = np.nan
     x[(0, slice(None)) if axis == 1 else (slice(None), 0)][1] = -np.inf
-    bad = core.nonfinite(x, axis)
+    bad = ~np.isfinite(x).all(axis=axis)  # the lines holding Inf or NaN
     assert bad[0] and bad[2]
     if layout == "F":
         x = np.asfortranarray(x)
