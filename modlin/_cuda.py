@@ -144,20 +144,19 @@ def crt_constants(moduli):
     return small_table(moduli, weights=weights), cp.asarray(limbs), cp.asarray(minv), L
 
 
-def gemm_i8(a, b, out=None, *, layout: str = "tn"):
+def gemm_i8(a, b, out=None):
     """``a @ b`` of int8 CuPy matrices (stacks broadcast as by ``numpy.matmul``), int32 sums, exactly.
 
     cuBLAS is column-major: a row-major ``C = A B`` is the column-major
     ``C^T = B^T A^T``. cuBLAS runs int8 GEMMs on the tensor cores only in the "TN"
     layout (the first operand transposed, the second not, both contiguous along ``k``):
     so ``B`` is copied transposed (its int8 residues: a small pass beside the GEMM) and
-    passed first with ``CUBLAS_OP_T``, ``A`` second as it is. Measured on an H200 at
-    n = 4096 and 8192 (``benchmarks/gpu_report.py``): the untransposed "NN" call
-    (``layout="nn"``, kept for that comparison) runs at about 130 int8 TOP/s, 0.48 DGEMM
-    times per GEMM (a CUDA-core speed), the TN call at 0.074-0.09. Stacks go through one strided-batched call.
+    one matrix goes to :func:`gemm_i8_tn`. Measured on an H200 at n = 4096 and 8192
+    (``benchmarks/gpu_report.py``): the untransposed "NN" call ran at about 130 int8 TOP/s,
+    0.48 DGEMM times per GEMM (a CUDA-core speed), the TN call at 0.074-0.09. Stacks go
+    through one strided-batched call. (The residue kernels lay out what the products of
+    residues need: this serves the other int8 GEMMs, the engine's and "accurate" mode's.)
     """
-    if layout not in ("tn", "nn"):
-        raise ValueError(f"layout must be 'tn' or 'nn', got {layout!r}")
     cp = _cupy()
     from cupy_backends.cuda.libs import cublas
 
@@ -187,24 +186,18 @@ def gemm_i8(a, b, out=None, *, layout: str = "tn"):
     if np_ != n:
         b = cp.concatenate([b, cp.zeros(batch + (kp, np_ - n), dtype=cp.int8)], axis=-1)
     a = cp.ascontiguousarray(a, dtype=cp.int8)
-    if layout == "tn":  # B^T, row-major (np_ x kp): column-major kp x np_, transposed by cuBLAS
-        b, op_b, ld_b = cp.ascontiguousarray(b.swapaxes(-1, -2), dtype=cp.int8), cublas.CUBLAS_OP_T, kp
-    else:
-        b, op_b, ld_b = cp.ascontiguousarray(b, dtype=cp.int8), cublas.CUBLAS_OP_N, np_
+    bt = cp.ascontiguousarray(b.swapaxes(-1, -2), dtype=cp.int8)  # B^T, row-major (np_ x kp)
     full = out if np_ == n and out.flags.c_contiguous else cp.empty(batch + (m, np_), dtype=cp.int32)
     k, n = kp, np_
     count = int(np.prod(batch)) if batch else 1
-    one = np.array(1, dtype=np.int32)
-    zero = np.array(0, dtype=np.int32)
-    handle = cp.cuda.device.get_cublas_handle()
     if count == 1:
-        cublas.gemmEx(handle, op_b, cublas.CUBLAS_OP_N, n, m, k,
-                      one.ctypes.data, b.data.ptr, CUDA_R_8I, ld_b, a.data.ptr, CUDA_R_8I, k,
-                      zero.ctypes.data, full.data.ptr, CUDA_R_32I, n, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT)
+        gemm_i8_tn(a.reshape(m, k), bt.reshape(n, k), full.reshape(m, n))
     else:
+        one = np.array(1, dtype=np.int32)
+        zero = np.array(0, dtype=np.int32)
         cublas.gemmStridedBatchedEx(
-            handle, op_b, cublas.CUBLAS_OP_N, n, m, k,
-            one.ctypes.data, b.data.ptr, CUDA_R_8I, ld_b, k * n, a.data.ptr, CUDA_R_8I, k, m * k,
+            cp.cuda.device.get_cublas_handle(), cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k,
+            one.ctypes.data, bt.data.ptr, CUDA_R_8I, k, k * n, a.data.ptr, CUDA_R_8I, k, m * k,
             zero.ctypes.data, full.data.ptr, CUDA_R_32I, n, m * n, count, CUBLAS_COMPUTE_32I,
             CUBLAS_GEMM_DEFAULT)
     if full is not out:
@@ -217,8 +210,9 @@ def gemm_i8_tn(a, bt, out) -> None:
     matrices with contiguous rows (row strides, ``k`` and their data addresses multiples of 4:
     residues laid out by the residue kernels, or column slices of them at multiples of 4),
     ``out`` an ``m x n`` int32 matrix with contiguous rows (``n`` and its row stride
-    multiples of 4), every sum within :data:`KMAX` terms. cuBLAS' "TN" int8 GEMM (tensor
-    cores), with no copy of either operand."""
+    multiples of 4), every sum within int32 (the callers' bound: :data:`KMAX` terms of
+    balanced residues, or "accurate" mode's bounds of at most 64). cuBLAS' "TN" int8 GEMM
+    (tensor cores), with no copy of either operand."""
     cp = _cupy()
     from cupy_backends.cuda.libs import cublas
 
@@ -228,8 +222,8 @@ def gemm_i8_tn(a, bt, out) -> None:
         out[...] = 0
         return
     if not (k % 4 == 0 and n % 4 == 0 and a.strides[0] % 4 == 0 and bt.strides[0] % 4 == 0
-            and out.strides[0] % 16 == 0 and k <= KMAX):
-        raise ValueError(f"gemm_i8_tn takes k and n multiples of 4 and k <= KMAX; got {a.shape}, {bt.shape}")
+            and out.strides[0] % 16 == 0):
+        raise ValueError(f"gemm_i8_tn takes k and n multiples of 4; got {a.shape}, {bt.shape}")
     one = np.array(1, dtype=np.int32)
     zero = np.array(0, dtype=np.int32)
     cublas.gemmEx(cp.cuda.device.get_cublas_handle(), cublas.CUBLAS_OP_T, cublas.CUBLAS_OP_N, n, m, k,

@@ -20,6 +20,8 @@ GEMMs through :mod:`modlin._cuda` (the raw bindings):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _cuda, _modular
@@ -476,7 +478,7 @@ def reconstruct_modp(res, moduli, p: int, out, constants=None) -> None:
     cp = _cp()
     N, m, n = res.shape
     table, limbs, minv, L = _cuda.crt_constants(moduli) if constants is None else constants
-    M = int(np.prod([int(q) for q in moduli], dtype=object))
+    M = math.prod(int(q) for q in moduli)
     small_p = _p_row(p, table)
     _cuda.launch("crt_to_modp_u8", m * n, cp.ascontiguousarray(res, dtype=cp.uint8), np.int32(N), np.int64(m),
                  np.int64(n), table, limbs, minv, np.int32(L), np.uint64(p), small_p, np.uint64(M % p), out,
@@ -550,7 +552,7 @@ def _twom_crt(rx, ry, moduli, constants, m: int, s: int, re, im) -> None:
     ``re = (X + Y)/2``, ``im = (X - Y)/(2s)`` written into the int64 tiles ``re``, ``im``."""
     N, mt, nt = rx.shape
     table, limbs, minv, L = constants
-    M = int(np.prod([int(q) for q in moduli], dtype=object))
+    M = math.prod(int(q) for q in moduli)
     _cuda.launch("crt_twom_modp_u8", mt * nt, rx, ry, np.int32(N), np.int64(mt), np.int64(nt), table, limbs, minv,
                  np.int32(L), np.uint64(m), _p_row(m, table), np.uint64(M % m), np.int64((m + 1) // 2),
                  np.int64(pow(2 * s, -1, m)), re, np.int64(re.strides[0] // 8 if mt > 1 else 0), im,
