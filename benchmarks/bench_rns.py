@@ -90,7 +90,7 @@ class PythonIntsToPieces:
     param_names = ["bits", "reader"]
 
     def setup(self, bits, reader):
-        from modlin import _pyints
+        from modlin._arith import pyints as _pyints
 
         self.x = _signed(np.random.default_rng(0), bits, (1024, 1024))
         self.read = (lambda x: _pyints._to_halves_objects(x, None)) if reader == "objects" \
@@ -112,14 +112,14 @@ class PythonIntsFromLimbs:
     param_names = ["bits"]
 
     def setup(self, bits):
-        from modlin import _pyints
+        from modlin._arith import pyints as _pyints
 
         x = _signed(np.random.default_rng(0), bits, (1024, 1024))
         self.limbs, self.neg = _pyints.to_halves(np.abs(x)), x.ravel() < 0
         _pyints.from_limbs(self.limbs[:, :2], self.neg[:2])
 
     def time_from_limbs(self, bits):
-        from modlin._pyints import from_limbs
+        from modlin._arith.pyints import from_limbs
 
         from_limbs(self.limbs, self.neg)
 

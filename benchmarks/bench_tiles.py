@@ -84,7 +84,7 @@ class TiledGaussian2M:
     def setup(self, memory):
         from modlin import gaussian
 
-        self.m = gaussian._twom_primes(21, 1)[0]
+        self.m = gaussian.twom_primes(21, 1)[0]
         rng = np.random.default_rng(0)
         self.a = tuple(rng.integers(0, self.m, (self.n, self.n)) for _ in range(2))
         self.b = tuple(rng.integers(0, self.m, (self.n, self.n)) for _ in range(2))

@@ -121,25 +121,25 @@ MEASURED_H200_8192 = {
 #: Where bytes go: a record's stage is that of the innermost modlin function on its stack
 #: listed here (prefixes of ``module.qualname``), else "other: <innermost function>".
 STAGES: list[tuple[str, tuple[str, ...]]] = [
-    ("(a) line statistics and scales", ("modlin._ozaki_core.scales",)),
-    ("operands reduced mod p", ("modlin._matmul._device_residues", "modlin._matmul._gpu_operand")),
-    ("Gaussian: 2M images mod m", ("modlin._modular.twom_split",)),
-    ("(b) quantisation and int8 residues (2M: images)", ("modlin._gpu._panel_residues",
-                                                          "modlin._gpu._sum_balanced", "modlin._gpu.int_residues",
-                                                          "modlin._gpu._gauss_images")),
-    ("(b) GEMM glue: padding, B transposed", ("modlin._cuda.gemm_i8",)),
-    ("(b) reductions of the int32 sums", ("modlin._cuda.products_tn", "modlin._cuda.products_mod",
-                                          "modlin._gpu._pair_products")),
-    ("(b) 2M combine", ("modlin._gpu._twom_products", "modlin._gpu._combine")),
-    ("(b) residues copied into one array", ("modlin._gpu.gemm_residues", "modlin._gpu.syrk_residues",
-                                            "modlin._gpu.add_residues")),
-    ("(c) CRT", ("modlin._gpu.to_double", "modlin._gpu.reconstruct_modp", "modlin._gpu._twom_crt")),
-    ("(c) results copied into the output", ("modlin._ozaki_core.finish", "modlin._gpu.rns_multiply",
-                                            "modlin._matmul._gpu_matmul.<locals>.finish",
+    ("(a) line statistics and scales", ("modlin._algorithms.ozaki.scales",)),
+    ("operands reduced mod p", ("modlin._algorithms.products.device_residues", "modlin._algorithms.products._gpu_operand")),
+    ("Gaussian: 2M images mod m", ("modlin._arith.modular.twom_split",)),
+    ("(b) quantisation and int8 residues (2M: images)", ("modlin._algorithms.gpu._panel_residues",
+                                                          "modlin._algorithms.gpu._sum_balanced", "modlin._algorithms.gpu.int_residues",
+                                                          "modlin._algorithms.gpu._gauss_images")),
+    ("(b) GEMM glue: padding, B transposed", ("modlin._engines.cuda.gemm_i8",)),
+    ("(b) reductions of the int32 sums", ("modlin._engines.cuda.products_tn",
+                                          "modlin._algorithms.gpu._pair_products")),
+    ("(b) 2M combine", ("modlin._algorithms.gpu._twom_products", "modlin._algorithms.gpu._combine")),
+    ("(b) residues copied into one array", ("modlin._algorithms.gpu.gemm_residues", "modlin._algorithms.gpu.syrk_residues",
+                                            "modlin._algorithms.gpu.add_residues")),
+    ("(c) CRT", ("modlin._algorithms.gpu.to_double", "modlin._algorithms.gpu.reconstruct_modp", "modlin._algorithms.gpu._twom_crt")),
+    ("(c) results copied into the output", ("modlin._algorithms.ozaki.finish", "modlin._algorithms.gpu.rns_multiply",
+                                            "modlin._algorithms.products._gpu_matmul.<locals>.finish",
                                             "modlin.gaussian._TileProduct.__call__")),
-    ("(c) Inf/NaN lines, overflow check", ("modlin._ozaki_core.native_lines", "modlin._ozaki_core.exact_overflow",
-                                           "modlin._ozaki_core.may_overflow")),
-    ("Gaussian: 2M combine mod m", ("modlin._modular.twom_combine",)),
+    ("(c) Inf/NaN lines, overflow check", ("modlin._algorithms.ozaki.native_lines", "modlin._algorithms.ozaki.exact_overflow",
+                                           "modlin._algorithms.ozaki.may_overflow")),
+    ("Gaussian: 2M combine mod m", ("modlin._arith.modular.twom_combine",)),
     ("Gaussian: panels reduced mod m", ("modlin.gaussian._tiled_matmul",)),
 ]
 
@@ -246,9 +246,9 @@ def _matmul_case(name: str, p: int) -> Case:
         return modlin.matmul(to_gpu(ops[0]), to_gpu(ops[1]), p, plan=modlin.plan(p, N, N, N, device="cuda"))
 
     def tiling(cp, N):
-        from modlin import _tiles
+        from modlin._planning import tiling as _tiling
 
-        return modlin.plan(p, N, N, N, device="cuda").tiling((N, N, N), budget=_tiles.budget(cp))
+        return modlin.plan(p, N, N, N, device="cuda").tiling((N, N, N), budget=_tiling.budget(cp))
 
     return Case(name, "dgemm", lambda rng, n: (rng.integers(0, p, (n, n)), rng.integers(0, p, (n, n))), run, tiling,
                 lambda N: modlin.plan(p, N, N, N, device="cuda").summary)
@@ -261,7 +261,7 @@ def planned_at(N: int) -> Iterator[None]:
     the planner picks other plans for the small products the stand-in runs (and for a
     GPU's smaller products: ``benchmarks/gpu_report.py`` runs the ledger's plans there,
     so this needs no stand-in)."""
-    from modlin import _planner
+    from modlin._planning import planner as _planner
 
     real = _planner.plan
 
@@ -323,9 +323,9 @@ def standin(memory: int | None = None, harness=None) -> Iterator[Callable]:
 @contextlib.contextmanager
 def tilings(record: Callable = lambda tiling: tiling) -> Iterator[list]:
     """What ``record(tiling)`` gives of each tiling the tile loop runs inside the block, in
-    the order they start (:func:`modlin._tiles.run` spied on wherever it was imported;
+    the order they start (:func:`modlin._algorithms.tiles.run` spied on wherever it was imported;
     ``benchmarks/gpu_report.py`` records the device memory live as each starts)."""
-    from modlin import _tiles
+    from modlin._algorithms import tiles as _tiles
 
     made, run = [], _tiles.run
 
@@ -494,7 +494,7 @@ def fit_bandwidth(rows: dict[str, dict], split: bool = False) -> dict[str, Any]:
 def run(N: int, measure_n: int, harness=None, names: list[str] | None = None) -> dict[str, Any]:
     """Measure every case (at ``measure_n`` and half of it), extrapolate to ``N`` and to 8192
     (the fit's size), fit the bandwidth share and model each path on both devices."""
-    from modlin import _cuda
+    from modlin._engines import cuda as _cuda
 
     results: dict[str, Any] = {"N": N, "measure_n": measure_n, "paths": {}}
     n1 = max(measure_n // 2, 64)

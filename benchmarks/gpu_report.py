@@ -38,7 +38,7 @@ runs after a warm-up, the stream synchronised around each run.
 Two more sections calibrate the planner's GPU constants. *Passes*: the
 residue number system's stages timed apart (residues, int8 GEMMs, their
 reduction, CRT) against a DGEMM of the same size, with the values of
-``modlin._rnsplan.GPU_PASS_FACTOR`` and ``modlin._engines.GPU_RELATIVE_COST``
+``modlin._planning.rnsplan.GPU_PASS_FACTOR`` and ``modlin._engines.gemm.GPU_RELATIVE_COST``
 they imply, and the modelled against the measured time of each plan.
 *Memory*: the peak of CuPy's memory pool during each product (a
 ``cupy.cuda.MemoryHook``) beyond its result, against the tile scheduler's
@@ -352,7 +352,7 @@ def memory(lines: list[str], n: int, repeats: int) -> bool:
             lines.append(f"| {name} | FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | | | |")
     lines += ["", "Squeezed: a filler array leaves the device this much free memory; the tiles' budget is "
               "what is free, less a reserve, once the result and the operands' reduced copies are made "
-              "(``modlin._tiles.budget``). *Fits*: the pool's peak, result included, within the free memory.", "",
+              "(``modlin._planning.tiling.budget``). *Fits*: the pool's peak, result included, within the free memory.", "",
               "| product | free MiB | budget MiB | tiles | modelled peak MiB | tiles' measured peak MiB "
               "| fits | bit-identical | time / unsqueezed |", "|:---|---:|---:|---:|---:|---:|:---|:---|---:|"]
     for name, fn, out_bytes in cases:
@@ -403,7 +403,10 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
     import cupy as cp
 
     import modlin
-    from modlin import _cuda, _gpu, _plan, _rnsplan
+    from modlin._engines import cuda as _cuda
+    from modlin._algorithms import gpu as _gpu
+    from modlin._planning import plan as _plan
+    from modlin._planning import rnsplan as _rnsplan
 
     rng = np.random.default_rng(3)
     lines += ["| n | p | plan | measured / DGEMM | modelled / DGEMM | residues | int8 GEMMs | reductions | CRT "
@@ -517,7 +520,7 @@ def _spied(targets):
     A module's function is replaced wherever modlin holds it, not only where it is defined:
     as any modlin module's attribute (a ``from ... import`` copy), and as a field of a
     dataclass instance there (the GPU's stage functions reach the tile loop through
-    :data:`modlin._gpu.OZAKI`). The synchronisation before a call drains what the
+    :data:`modlin._algorithms.gpu.OZAKI`). The synchronisation before a call drains what the
     caller queued, which so counts as the caller's; the host's own time between the calls
     counts as the innermost spied function's under way (the device idles meanwhile: in an
     unsynchronised run it overlaps the queue), and the synchronisations add a little.
@@ -580,7 +583,10 @@ def stages(lines: list[str], sizes, repeats: int) -> None:
     synchronised around every call (one run after a warm-up), in shares of the whole."""
     import cupy as cp
 
-    from modlin import _cuda, _gpu, _ozaki_core, ozaki
+    from modlin import ozaki
+    from modlin._engines import cuda as _cuda
+    from modlin._algorithms import gpu as _gpu
+    from modlin._algorithms import ozaki as _ozaki_core
 
     spied = [(_ozaki_core, "scales", "(a) scales and exponents (line statistics, fast scales)"),
              (_gpu, "_panel_residues", "(b) quantisation and int8 residues (2M images)"),
@@ -649,7 +655,7 @@ def _resolve(dotted: str):
 def _stage_targets(bench):
     """The spies of the ledger's stages (:data:`gpu_ledger.STAGES`, each label's functions,
     and :data:`gpu_ledger.GEMM_STAGE`: cuBLAS' int8 GEMMs), and the functions no spy reaches."""
-    from modlin import _cuda
+    from modlin._engines import cuda as _cuda
 
     targets, missed = [(bench.GEMM_STAGE, _cuda, "gemm_i8_tn")], []
     for label, prefixes in bench.STAGES:

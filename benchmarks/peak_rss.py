@@ -41,7 +41,7 @@ def _operands(n: int, what: str, rng):
     if what == "gauss2m":
         from modlin import gaussian
 
-        m = gaussian._twom_primes(21, 1)[0]
+        m = gaussian.twom_primes(21, 1)[0]
         a, b = ((rng.integers(0, m, (n, n)), rng.integers(0, m, (n, n))) for _ in range(2))
         pl = modlin.plan(m, n, n, n)
         tiles = gaussian._tiling(pl, "2m", isinstance(pl, modlin.Plan), (n, n, n), 1)

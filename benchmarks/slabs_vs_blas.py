@@ -1,6 +1,6 @@
 """Two one-thread GEMMs on row slabs against one GEMM on BLAS' two threads.
 
-The question behind :data:`modlin._threads.MAX_SLAB_K`: does a GEMM split into
+The question behind :data:`modlin._engines.threads.MAX_SLAB_K`: does a GEMM split into
 row slabs, each on its own Python thread with BLAS limited to one thread, run as
 fast as the same GEMM on BLAS' own threads? Each timing starts 0.3 s after the
 last BLAS call, because OpenBLAS' workers keep spinning for a while (``2**28``

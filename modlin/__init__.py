@@ -8,14 +8,13 @@ solve, nullspace, rref, PLUQ) and :mod:`modlin.ozaki` float GEMMs emulated on ex
 integer ones.
 """
 
-from . import gaussian, linalg, ozaki
-from ._engines import ENGINES
-from ._intmul import intmul
-from ._limits import limits
-from ._matmul import matmul
-from ._plan import MAX_MODULUS, Plan
-from ._planner import plan
-from ._rnsplan import RNSPlan
+from modlin._engines.gemm import ENGINES
+from modlin._front.products import intmul
+from modlin._runtime.limits import limits
+from modlin._front.products import matmul
+from modlin._planning.plan import MAX_MODULUS, Plan
+from modlin._planning.planner import plan
+from modlin._planning.rnsplan import RNSPlan
 
 __version__ = "0.2.0.dev0"
 

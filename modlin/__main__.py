@@ -1,5 +1,5 @@
 import sys
 
-from ._tools.cli import main
+from modlin._tools.cli import main
 
 sys.exit(main())

@@ -25,19 +25,22 @@ import sys
 
 import numpy as np
 
-from . import _rns
-from ._backend import cpu_only, is_dask, namespace
-from ._convert import (balanced_halves, balanced_lift, float_integers, integer_operands, integers, max_abs,
-                       residues_int64, unwrap_fields)
-from ._flint import FlintType
-from ._limits import current as current_limits
+from modlin._arith import moduli as _moduli
+from modlin._arith import residues as _residues
+from modlin._arith import crt as _crt
+from modlin._engines.backend import cpu_only, is_dask, namespace
+from modlin._arith.integers import balanced_halves, balanced_lift, float_integers, integers, max_abs, residues_int64
+from modlin._front.inputs import integer_operands, unwrap_fields
+from modlin._front.flint import FlintType
+from modlin._runtime.limits import current as current_limits
 
-from ._matmul import matmul as _matmul
-from . import _modular
-from ._modular import add_into, twom_combine, twom_finish, twom_words
-from ._plan import MAX_MODULUS, _check_modulus
-from ._rnsplan import RNSPlan
-from ._twom import _twom_primes, _why_not_twom, is_twom_modulus, sqrt_minus_one, twom_moduli
+from modlin._front.products import matmul as _matmul
+from modlin._arith import modular as _modular
+from modlin._arith.modular import add_into, twom_combine, twom_finish, twom_words
+from modlin._planning.plan import MAX_MODULUS
+from modlin._arith.moduli import check_modulus
+from modlin._planning.rnsplan import RNSPlan
+from modlin._arith.moduli import twom_primes, why_not_twom, is_twom_modulus, sqrt_minus_one, twom_moduli
 
 __all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
            "herk", "syrk", "her2k", "syr2k"]
@@ -116,7 +119,7 @@ def _flatten(operands: dict):
 def _front(m, fn: str, **operands):
     """``(m, field, operands)`` after the front-door checks of every part.
 
-    All the parts go through :func:`modlin._convert.unwrap_fields` together, so
+    All the parts go through :func:`modlin._front.inputs.unwrap_fields` together, so
     a galois ``FieldArray`` or python-flint modular matrix fixes ``m`` (and
     ``field`` is the type the result parts should have), as in :func:`modlin.matmul`.
     """
@@ -139,7 +142,7 @@ def _typed(field, result, a_ndim: int = 2):
 
 def _check_m(m) -> int:
     """``m`` as a Python int, every ``m >= 2`` (those from ``2**52`` on take the RNS path)."""
-    return _check_modulus(m)
+    return check_modulus(m)
 
 
 def _dtype(m: int):
@@ -157,7 +160,7 @@ def _choose(algorithm: str, m: int) -> str:
         # every m, and m itself is never factored (a 200-bit composite need not factor)
         return "2m" if algorithm == "auto" else algorithm
     if algorithm == "auto":
-        return "2m" if m > 2 and _why_not_twom(m) is None else "3m"
+        return "2m" if m > 2 and why_not_twom(m) is None else "3m"
     if algorithm == "2m":
         sqrt_minus_one(m)  # raises, naming the factor, when m has no square root of -1
     return algorithm
@@ -271,7 +274,7 @@ def matmul(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.n
     (GF([[12]], order=13), GF([[1]], order=13))
     """
     if any(is_dask(x) for X in (A, B) for x in (X if isinstance(X, tuple) else (X,))):
-        from ._dask import gaussian_matmul
+        from modlin._front.dask import gaussian_matmul
 
         return gaussian_matmul(A, B, m, algorithm, gaussian=sys.modules[__name__])
     m, field, (A, B) = _front(m, "modlin.gaussian.matmul", A=A, B=B)
@@ -298,13 +301,14 @@ def _rns_matmul(a, b, m: int, alg: str):
     the exact product over Z[i] of their balanced residues, by a residue number system
     (:meth:`_ExactTile.modular`) tile by tile within the memory budget, each tile's CRT
     reducing modulo ``m``, and the partial products of k-panels added modulo ``m``."""
-    from ._matmul import _as_matrix, _matmul_shapes
+    from modlin._algorithms.tiles import as_matrix
+    from modlin._algorithms.tiles import matmul_shapes
 
-    (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
+    (mm, k, n), full, shape = matmul_shapes(a[0].shape, b[0].shape)
     out = [np.empty(full, dtype=_dtype(m)) for _ in range(2)]
     if out[0].size and k:
         tile = _ExactTile.modular(m, alg, 2, (mm, k, n))
-        _run_exact(tile, (mm, k, n), [_as_matrix(x, 0) for x in a], [_as_matrix(x, 1) for x in b], out,
+        _run_exact(tile, (mm, k, n), [as_matrix(x, 0) for x in a], [as_matrix(x, 1) for x in b], out,
                    f"modlin.gaussian.matmul (RNS, {len(tile.tiles)} moduli, {alg.upper()}) mod a "
                    f"{m.bit_length()}-bit m")
     else:
@@ -336,7 +340,7 @@ def _workspace(pl, alg: str, twom_words_: bool, batch: int):
     products and their combination; otherwise the reduced (and for 3M summed) parts, the
     images or real products alive at once and one real product's own workspace (on the
     GPU, a GPU :func:`modlin.matmul`, which also reduces and balances its operands)."""
-    from ._engines import get_engine
+    from modlin._engines.gemm import get_engine
 
     def memory(mt, kt, nt):
         ops, out = mt * kt + kt * nt, mt * nt
@@ -360,33 +364,35 @@ _GEMMS = {"2m": 2, "3m": 3, "4m": 4}
 def _tiling(pl, alg: str, words: bool, shape: tuple[int, int, int], batch: int, budget: int | None = None,
             extra: int = 0, xp=np):
     """The tiles of a Gaussian product of ``shape`` (``batch`` matrices at once) within
-    ``budget`` (default: that of ``xp``'s arrays, :func:`modlin._tiles.budget`), real
+    ``budget`` (default: that of ``xp``'s arrays, :func:`modlin._planning.tiling.budget`), real
     products made with the plan ``pl``; ``extra`` more int64 arrays of an output tile's size
     (a rank-k update's sum and mirror) beside each tile."""
-    from . import _tiles
+    from modlin._planning import tiling as _tiling
 
-    budget = _tiles.budget(xp) if budget is None else budget
+    budget = _tiling.budget(xp) if budget is None else budget
     tile = _workspace(pl, alg, words, batch)
-    return _tiles.choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
+    return _tiling.choose(shape, lambda mt, kt, nt: tile(mt, kt, nt) + batch * 8 * extra * mt * nt, budget,
                   lambda mt, kt, nt: batch * _GEMMS[alg] * pl.cost((mt, kt, nt)))
 
 
 def _tiled_matmul(a, b, m: int, alg: str):
     """``a @ b mod m`` of Gaussian matrices given as ``(real, imag)`` parts (NumPy or CuPy),
-    tile by tile within the memory budget of their device (:func:`modlin._tiles.budget`):
+    tile by tile within the memory budget of their device (:func:`modlin._planning.tiling.budget`):
     each tile converts its panels (2M on the CPU: their images straight into the words of
     one multiword plan, which both real products share), and the partial products of
     k-panels are added modulo ``m``."""
-    from ._matmul import _as_matrix, _device_residues, _matmul_shapes
-    from ._plan import Plan
-    from ._planner import plan
-    from ._tiles import progress, run, stack_items
+    from modlin._algorithms.tiles import as_matrix
+    from modlin._algorithms.products import device_residues
+    from modlin._algorithms.tiles import matmul_shapes
+    from modlin._planning.plan import Plan
+    from modlin._planning.planner import plan
+    from modlin._algorithms.tiles import progress, run, stack_items
 
     xp = namespace(*a, *b)
     gpu = xp is not np
-    (mm, k, n), full, shape = _matmul_shapes(a[0].shape, b[0].shape)
-    a = [_as_matrix(x, 0) for x in a]
-    b = [_as_matrix(x, 1) for x in b]
+    (mm, k, n), full, shape = matmul_shapes(a[0].shape, b[0].shape)
+    a = [as_matrix(x, 0) for x in a]
+    b = [as_matrix(x, 1) for x in b]
     pl = plan(m, mm, k, n, device="cuda" if gpu else "cpu")
     words = alg == "2m" and isinstance(pl, Plan) and not gpu  # the words' kernels are the CPU's
     stack = full[:-2]
@@ -401,7 +407,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
                                         list(a), list(b))
     tile = _TileProduct(pl, alg, words, m)
     # on the GPU the kernels reduce any int64 as they read it: only other dtypes are converted
-    reduce = (lambda t, m, name: t if t.dtype == np.int64 else _device_residues(t, m)) if gpu else residues_int64
+    reduce = (lambda t, m, name: t if t.dtype == np.int64 else device_residues(t, m)) if gpu else residues_int64
     what = f"modlin.gaussian.matmul ({alg.upper()}) mod a {m.bit_length()}-bit m"
     cost = batch * tiling.count * _GEMMS[alg] * pl.cost(tiling.tile)
     with progress(rounds * tiling.count, cost, what) as bar:
@@ -426,11 +432,11 @@ class _TileProduct:
     k-panels' partial products (:meth:`add`)."""
 
     def __init__(self, pl, alg: str, words: bool, m: int):
-        from ._engines import get_engine
+        from modlin._engines.gemm import get_engine
 
         self.pl, self.alg, self.words, self.m = pl, alg, words, m
         if pl.device == "cuda":  # the element-wise stages of the device's arrays
-            from . import _gpu
+            from modlin._algorithms import gpu as _gpu
 
             self.stages = _gpu.MULTIWORD
         else:
@@ -439,24 +445,24 @@ class _TileProduct:
         self.dtype = get_engine(pl.engine).dtype if words else None
 
     def real(self, x, y):
-        from ._matmul import _product
+        from modlin._algorithms.products import tile_product
 
         if self.pl.device == "cuda":  # a GPU modlin.matmul, tiled within the device's free memory
             return _matmul(x, y, self.m, plan=self.pl)
         out = np.empty(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1]), dtype=np.int64)
-        _product(self.pl, x, y, self.m, out)
+        tile_product(self.pl, x, y, self.m, out)
         return out
 
     def __call__(self, x, y, out=None):
         """The parts of the tile's product, written into ``out`` (a list of its arrays, any
         strides) when given."""
-        from . import _multiword
-        from ._engines import get_engine
-        from ._tiles import scratch
+        from modlin._algorithms import multiword as _multiword
+        from modlin._engines.gemm import get_engine
+        from modlin._runtime.scratch import scratch
 
         m, s, pl = self.m, self.s, self.pl
         if pl.device == "cuda" and self.alg == "2m" and len(x) == 2 and isinstance(pl, RNSPlan):
-            from . import _gpu
+            from modlin._algorithms import gpu as _gpu
 
             xp = namespace(x[0])
             shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
@@ -530,9 +536,10 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
     For ``m >= 2**52`` each tile's product is the exact one of the balanced residues, by a
     residue number system reduced modulo ``m`` by its CRT (:meth:`_ExactTile.modular`).
     """
-    from ._plan import Plan
-    from ._planner import plan
-    from ._tiles import pair_count, progress, run, square
+    from modlin._planning.plan import Plan
+    from modlin._planning.planner import plan
+    from modlin._planning.tiling import pair_count, square
+    from modlin._algorithms.tiles import progress, run
 
     ops = [x for t in terms for part in t for x in part]
     if any(np.ndim(x) < 2 for x in ops):
@@ -831,14 +838,14 @@ def _intmul_moduli(bound: int, k: int, engine: str) -> tuple[tuple[int, ...], tu
     """Moduli covering ``bound`` and the algorithm for each: 2M where it applies."""
     if engine == "int8":
         twom = twom_moduli(255)
-        rest = tuple(q for q in _rns.int8_moduli() if all(math.gcd(q, t) == 1 for t in twom))
+        rest = tuple(q for q in _moduli.int8_moduli() if all(math.gcd(q, t) == 1 for t in twom))
         pool = [(q, "2m") for q in twom] + [(q, "3m") for q in rest]
     else:
         # the largest single-GEMM modulus for this k: k * (q/2)**2 <= 2**53
         bits = max(8, min(25, int(math.log2(2 * math.sqrt(2**53 / max(k, 1))))))
-        count = max(8, 2 * _rns.planned_range(bound).bit_length() // (bits - 1) + 2)
-        pool = [(q, "2m") for q in _twom_primes(bits, count)]
-    count = _rns.cover_count([q for q, _ in pool], bound)
+        count = max(8, 2 * _moduli.planned_range(bound).bit_length() // (bits - 1) + 2)
+        pool = [(q, "2m") for q in twom_primes(bits, count)]
+    count = _moduli.cover_count([q for q, _ in pool], bound)
     if count is not None:
         return tuple(q for q, _ in pool[:count]), tuple(a for _, a in pool[:count])
     raise ValueError(f"a {bound.bit_length()}-bit bound needs more {engine} moduli than are available; "
@@ -896,7 +903,8 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     flat, names, rebuild = _flatten({"A": A, "B": B})
     ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
     A, B = rebuild(plain)
-    from ._matmul import _as_matrix, _matmul_shapes
+    from modlin._algorithms.tiles import as_matrix
+    from modlin._algorithms.tiles import matmul_shapes
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
@@ -905,7 +913,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         re, im = (float_integers(x, name) if x.dtype.kind == "f" else x for x in _parts(X, name))
         parts.append((integers(re, name), integers(im, name)))
     (ar, ai), (br, bi) = parts
-    (mm, k, n), full, shape = _matmul_shapes(ar.shape, br.shape)
+    (mm, k, n), full, shape = matmul_shapes(ar.shape, br.shape)
     amax, bmax = max_abs(ar) + max_abs(ai), max_abs(br) + max_abs(bi)
     bound = k * amax * bmax
     as_object = bound >= 2**63
@@ -915,8 +923,8 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
             x[...] = 0
     else:
         tile = _ExactTile(*_intmul_moduli(bound, k, engine), (mm, k, n), engine, as_object)
-        tile.pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as _Halves cuts it
-        _run_exact(tile, (mm, k, n), [_as_matrix(x, 0) for x in (ar, ai)], [_as_matrix(x, 1) for x in (br, bi)],
+        tile.pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as Pieces16 cuts it
+        _run_exact(tile, (mm, k, n), [as_matrix(x, 0) for x in (ar, ai)], [as_matrix(x, 1) for x in (br, bi)],
                    out, f"modlin.gaussian.intmul ({len(tile.tiles)} moduli)")
     return _typed(ftype, tuple(x.reshape(shape) for x in out), _ndim(A))
 
@@ -926,7 +934,7 @@ def _run_exact(tile: _ExactTile, shape: tuple[int, int, int], x: list, y: list, 
     stacks, broadcasting to ``out``'s shape) by ``tile`` (an :class:`_ExactTile`), tile by
     tile within the memory budget of :func:`modlin.limits`: the product of each k-panel is
     added into the output (:meth:`_ExactTile.add`)."""
-    from ._tiles import progress, run, stack_items
+    from modlin._algorithms.tiles import progress, run, stack_items
 
     stack = out[0].shape[:-2]
     tiling, items, rounds = stack_items(stack, lambda count: tile.tiling(shape, count), x, y)
@@ -956,11 +964,11 @@ class _ExactTile:
     ``parts``: 2 for Gaussian operands ``(real, imag)``, 1 for real ones."""
 
     def __init__(self, moduli, algs, shape, engine: str, as_object: bool, p: int | None = None, parts: int = 2):
-        from ._plan import Plan
-        from ._planner import plan
-        from ._tiles import Arena
+        from modlin._planning.plan import Plan
+        from modlin._planning.planner import plan
+        from modlin._runtime.scratch import Arena
 
-        self.basis, self.as_object, self.p, self.parts = _rns.Basis(moduli), as_object, p, parts
+        self.basis, self.as_object, self.p, self.parts = _moduli.Basis(moduli), as_object, p, parts
         self.pieces = 4
         self.tiles = []
         for q, alg in zip(moduli, algs):
@@ -992,18 +1000,18 @@ class _ExactTile:
         panels of any integers, the parts modulo ``p`` in ``[0, p)`` (int64 up to ``2**63``,
         Python ints above)."""
         if self.p is None:
-            halves = [_rns._Halves(t) for t in (*x, *y)]
+            halves = [_residues.Pieces16(t) for t in (*x, *y)]
         else:  # any dtype modlin.matmul takes; residues in [-(p//2), (p-1)//2] bound the product
             halves = [balanced_halves(t, self.p, name) for t, name in zip((*x, *y), "A" * len(x) + "B" * len(y))]
         shape = np.broadcast_shapes(x[0].shape[:-2], y[0].shape[:-2]) + (x[0].shape[-2], y[0].shape[-1])
         E = math.prod(shape)
         N, P = len(self.tiles), len(x)
-        rows = [_rns.padded_rows(N, E, np.float64, self.arena, f"part {j}") for j in range(P)]
+        rows = [_residues.padded_rows(N, E, np.float64, self.arena, f"part {j}") for j in range(P)]
         for i, (q, tile) in enumerate(zip(self.basis.moduli, self.tiles)):
             ops = [h.residues((q,), np.float64)[0].astype(np.int64) % q for h in halves]
             for r, part in zip(rows, tile(ops[:P], ops[P:])):
                 r[i, :E] = part.reshape(-1)
-        return [_rns._reconstruct_rows(r, E, self.basis, self.p, self.as_object).reshape(shape) for r in rows]
+        return [_crt.reconstruct_rows(r, E, self.basis, self.p, self.as_object).reshape(shape) for r in rows]
 
     def add(self, acc, part):
         """``acc += part``, exactly (the bound covers every partial sum) or modulo ``p``."""
@@ -1018,7 +1026,7 @@ class _ExactTile:
         """Modelled time of one tile product, in multiply-adds of a large fp64 GEMM: the real
         products of every modulus and, as for :class:`modlin.RNSPlan`, the residues of the
         panels and the CRT of the result."""
-        from ._rnsplan import CRT_SUM, LIFT, LIMB, RESIDUE, WEIGH
+        from modlin._planning.rnsplan import CRT_SUM, LIFT, LIMB, RESIDUE, WEIGH
 
         mt, kt, nt = tile
         N = len(self.tiles)
@@ -1032,7 +1040,7 @@ class _ExactTile:
         (default: :func:`modlin.limits`'), operand entries cut into ``pieces`` 16-bit pieces
         (default: :attr:`pieces`); ``extra`` more arrays of an output tile's size and the
         result's entries (a rank-k update's sum and mirror) beside each tile."""
-        from ._tiles import choose
+        from modlin._planning.tiling import choose
 
         budget = current_limits().memory if budget is None else budget
         return choose(shape, lambda mt, kt, nt: batch * (self.workspace((mt, kt, nt), pieces)
@@ -1063,8 +1071,8 @@ class _ExactTile:
             halves += P * ops * (8 if self.p <= 2**64 else 8 + 32 + 4 * -(-self.p.bit_length() // 30))
         rows = P * 8 * N * (e + 512)  # padded_rows: at most 4 KiB of padding per row
         # the residues of one panel, in chunks (on up to two threads), float64, int64
-        convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _rns.RESIDUE_STEP)
+        convert = 16 * max(mt * kt, kt * nt) + 2 * 8 * (pieces + 2) * min(max(mt * kt, kt * nt), _residues.RESIDUE_STEP)
         product = max(_workspace(t.pl, t.alg, t.words, 1)(mt, kt, nt) for t in self.tiles)
-        crt = P * 18 * e + _rns.crt_scratch(N, self.basis.M * N if self.p is None else self.p, e,
+        crt = P * 18 * e + _crt.crt_scratch(N, self.basis.M * N if self.p is None else self.p, e,
                                             current_limits().threads)
         return halves + rows + max(convert + product, crt) + P * self.entry * e

@@ -29,14 +29,17 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _ozaki_core as core, _quantize
-from ._backend import is_cupy, is_dask, namespace
-from ._convert import check_operand, trans_code
-from ._matmul import _matmul_shapes
-from ._ozaki_core import Moduli as _Moduli
-from ._rns import Basis, int8_moduli
-from ._tiles import budget, choose, holding, pair_count, progress, run, square
-from ._twom import _twom_primes, _why_not_twom, twom_moduli
+from modlin._algorithms import ozaki as core
+from modlin._algorithms import quantize as _quantize
+from modlin._engines.backend import is_cupy, is_dask, namespace
+from modlin._front.inputs import check_operand, trans_code
+from modlin._algorithms.tiles import matmul_shapes
+from modlin._algorithms.ozaki import Moduli as _Moduli
+from modlin._arith.moduli import Basis, int8_moduli
+from modlin._planning.tiling import budget, choose, pair_count, square
+from modlin._runtime.scratch import holding
+from modlin._algorithms.tiles import progress, run
+from modlin._arith.moduli import twom_primes, why_not_twom, twom_moduli
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "spread_bits", "AccuracyWarning"]
 
@@ -148,7 +151,7 @@ def _pool(engine: str, kind: str, algorithm: str) -> list[tuple[int, str]]:
     """The default moduli, in order of use, for ``kind`` in {"real", "complex", "syrk"}."""
     if engine == "fp64":
         alg = {"real": "real", "syrk": "2m"}.get(kind, "2m" if algorithm in ("auto", "hybrid") else algorithm)
-        return [(q, alg) for q in _twom_primes(FP64_MODULUS_BITS, 64)]
+        return [(q, alg) for q in twom_primes(FP64_MODULUS_BITS, 64)]
     if kind == "real":
         return [(q, "real") for q in int8_moduli()]
     if algorithm in ("3m", "4m"):
@@ -255,11 +258,11 @@ def _listed(kind: str, engine: str, algorithm: str, moduli) -> _Moduli:
     elif algorithm in ("3m", "4m"):
         algs = (algorithm,) * len(mods)
     else:
-        twom = [q > 2 and _why_not_twom(q) is None for q in mods]
+        twom = [q > 2 and why_not_twom(q) is None for q in mods]
         if algorithm == "2m" and not all(twom):
             bad = mods[twom.index(False)]
             raise ValueError(f"2M needs moduli with a square root of -1 modulo them: {bad} has none "
-                             f"({_why_not_twom(bad) or 'it is too small'}); use algorithm='hybrid' or '3m'")
+                             f"({why_not_twom(bad) or 'it is too small'}); use algorithm='hybrid' or '3m'")
         other = "real" if kind == "syrk" else "3m"
         algs = tuple("2m" if t else other for t in twom)
     return _Moduli(engine, mods, algs)
@@ -333,7 +336,7 @@ def _kernels(xp) -> core.Kernels:
     """The kernels of stages (b) and (c) on ``xp``'s arrays: NumPy's or CuPy's."""
     if xp is np:
         return core.CPU
-    from . import _gpu
+    from modlin._algorithms import gpu as _gpu
 
     return _gpu.OZAKI
 
@@ -407,7 +410,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
 def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) -> None:
     """``out[...] = epilogue(the emulated a @ a^T)`` (real) or ``a @ a^H`` (complex) of a 2-D
     matrix, by pairs of square tiles ``(I, J)`` and ``(J, I)``, ``I <= J``, within the budget
-    (:func:`modlin._ozaki_core.syrk_residues`, or the kernels of the arrays' device)."""
+    (:func:`modlin._algorithms.ozaki.syrk_residues`, or the kernels of the arrays' device)."""
     xp = namespace(a)
     kernels = _kernels(xp)
     n, k = a.shape
@@ -450,7 +453,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
 
 
 def _native_rank_k(tile, a_rows, a_cols, bad_r, bad_c, any_bad=None) -> None:
-    """:func:`modlin._ozaki_core.native_lines` of ``a a^H``: the native rows, then the
+    """:func:`modlin._algorithms.ozaki.native_lines` of ``a a^H``: the native rows, then the
     columns as the conjugate transpose of the native rows of ``a_cols`` (so the result
     stays Hermitian there too)."""
     if any_bad is not None and not any_bad[0]:
@@ -562,7 +565,7 @@ def _blas(compute, xp, shape, full, dtype, alpha, beta, C, complex_scalars: bool
 
 
 def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype, epilogue):
-    (m, k, n), full, shape = _matmul_shapes(A.shape, B.shape)
+    (m, k, n), full, shape = matmul_shapes(A.shape, B.shape)
     a = A[np.newaxis, :] if A.ndim == 1 else A
     b = B[:, np.newaxis] if B.ndim == 1 else B
     batch = full[:-2]
@@ -584,12 +587,12 @@ def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype, epilogue):
 def _engine(fn: str, A, B, C):
     """Where a GEMM runs: ``(xp, gemm, A, B)``, ``gemm(a, b, mods, mode, dtype, epilogue)`` the
     product of :func:`_batched_gemm`'s contract. Dask operands (or a dask ``C``) make the
-    whole call lazy, through :mod:`modlin._ozaki_dask` (imported only then)."""
+    whole call lazy, through :mod:`modlin._front.ozaki_dask` (imported only then)."""
     if not any(is_dask(x) for x in (A, B, C)):
         return namespace(A, B, C), _batched_gemm, A, B
     import dask.array as da
 
-    from . import _ozaki_dask
+    from modlin._front import ozaki_dask as _ozaki_dask
 
     A, B = _ozaki_dask.operands(A, B, fn)
     return da, lambda a, b, mods, mode, dtype, epilogue: _ozaki_dask.batched_gemm(a, b, mods, mode, dtype,
@@ -729,7 +732,7 @@ def dgemm(A, B, *, moduli=None, mode: str = "fast", engine: str = "auto", alpha=
     _check_mode(mode)
     xp, gemm, A, B = _engine("modlin.ozaki.dgemm", A, B, C)
     a, b = _op(_as_float(A, "A", False), ta), _op(_as_float(B, "B", False), tb)
-    (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
+    (_, k, _), full, shape = matmul_shapes(a.shape, b.shape)
     mods = _moduli("real", engine, moduli, "auto", _on_gpu(a), k, a, b)
     return _blas(lambda epilogue: gemm(a, b, mods(), mode, np.float64, epilogue), xp, shape, full,
                  np.float64, alpha, beta, C, False)
@@ -809,7 +812,7 @@ def zgemm(A, B, *, moduli=None, mode: str = "fast", algorithm: str = "auto", eng
     _check_mode(mode)
     xp, gemm, A, B = _engine("modlin.ozaki.zgemm", A, B, C)
     a, b = _op(_as_float(A, "A", True), ta), _op(_as_float(B, "B", True), tb)
-    (_, k, _), full, shape = _matmul_shapes(a.shape, b.shape)
+    (_, k, _), full, shape = matmul_shapes(a.shape, b.shape)
     mods = _moduli("complex", engine, moduli, algorithm, _on_gpu(a), k, a, b)
     return _blas(lambda epilogue: gemm(a, b, mods(), mode, np.complex128, epilogue), xp, shape, full,
                  np.complex128, alpha, beta, C, True)

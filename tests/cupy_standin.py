@@ -12,7 +12,7 @@ No GPU here, so the stand-in plays CuPy:
   (``tests/kernels_harness.cu``, built by ``conftest.build_harness``);
 * cuBLAS's ``gemmEx`` / ``gemmStridedBatchedEx`` (a ``cupy_backends.cuda.libs.cublas``
   stand-in): the int8 GEMM computed exactly from the raw pointers, leading dimensions and
-  strides that :func:`modlin._cuda.gemm_i8` passes, asserting every int32 sum fits. So
+  strides that :func:`modlin._engines.cuda.gemm_i8` passes, asserting every int32 sum fits. So
   ``gemm_i8`` itself runs (its padding, its transposed copy of ``B``, its column-major
   argument swap), not a replacement of it.
 
@@ -26,7 +26,7 @@ the code run there asks of the device, one :class:`Record` ``(kind, name, bytes_
 bytes_written)`` each, with the modlin functions that asked (``stack``):
 
 ``"launch"``
-    A kernel of ``kernels/`` (:func:`modlin._cuda.launch` with ``n > 0``). Bytes come from
+    A kernel of ``kernels/`` (:func:`modlin._engines.cuda.launch` with ``n > 0``). Bytes come from
     its array arguments, not from a per-kernel formula: the arguments are compared before
     and after the call, and an argument whose bytes changed was *written*, one that did
     not was *read*. A kernel writing an output does not read it, so that output counts
@@ -608,7 +608,7 @@ _UPLOADERS = {"asarray", "array", "ascontiguousarray", "asfortranarray", "asanya
 class FakeCupy(types.ModuleType):
     """``cupy``: every attribute NumPy's, functions running through the stand-in (see the
     module's docstring), ``asnumpy``, and ``cuda`` (no ``Device`` until
-    :func:`set_device_memory` gives one: :func:`modlin._tiles.budget` then falls back to
+    :func:`set_device_memory` gives one: :func:`modlin._planning.tiling.budget` then falls back to
     the host budget)."""
 
     ndarray = FakeCupyArray
@@ -689,7 +689,7 @@ def _gemm(name, transa, transb, m, n, k, alpha, A, atype, lda, stride_a, B, btyp
           ldc, stride_c, batch, compute, algo) -> None:
     """``C = alpha op(A) op(B) + beta C`` (column-major, int8 in, int32 out, exact): what
     cuBLAS computes, checked that every sum fits in int32."""
-    from modlin import _cuda
+    from modlin._engines import cuda as _cuda
 
     assert (atype, btype, ctype, compute) == (_cuda.CUDA_R_8I, _cuda.CUDA_R_8I, _cuda.CUDA_R_32I,
                                               _cuda.CUBLAS_COMPUTE_32I), (atype, btype, ctype, compute)
@@ -711,7 +711,7 @@ def _gemm(name, transa, transb, m, n, k, alpha, A, atype, lda, stride_a, B, btyp
 
 
 def _cublas() -> types.ModuleType:
-    """``cupy_backends.cuda.libs.cublas``: the int8 GEMM calls of :func:`modlin._cuda.gemm_i8`."""
+    """``cupy_backends.cuda.libs.cublas``: the int8 GEMM calls of :func:`modlin._engines.cuda.gemm_i8`."""
     mod = types.ModuleType("cupy_backends.cuda.libs.cublas")
     mod.CUBLAS_OP_N, mod.CUBLAS_OP_T = CUBLAS_OP_N, CUBLAS_OP_T
 
@@ -748,7 +748,7 @@ def _arg(a, ctype):
 
 
 def _launcher(harness, launched: list[str]) -> Callable:
-    """:func:`modlin._cuda.launch` on the host harness, recorded with the bytes of the array
+    """:func:`modlin._engines.cuda.launch` on the host harness, recorded with the bytes of the array
     arguments it reads and writes (the rule of :data:`IN_PLACE` and the module's docstring)."""
 
     def launch(name: str, n: int, *args, shape=None, tiled: bool = False, grid=None) -> None:
@@ -813,7 +813,7 @@ class Patcher:
 
 def set_device_memory(cp: FakeCupy, free: int, total: int | None = None) -> None:
     """Give the stand-in a device with ``free`` bytes free (``cupy.cuda.Device().mem_info``)
-    and an empty memory pool: :func:`modlin._tiles.budget` tiles for that device."""
+    and an empty memory pool: :func:`modlin._planning.tiling.budget` tiles for that device."""
 
     class Device:
         id = 0
@@ -832,7 +832,7 @@ def set_device_memory(cp: FakeCupy, free: int, total: int | None = None) -> None
 
 def install(patch: Any, harness, *, device_memory: int | None = None) -> Callable[[Any], FakeCupyArray]:
     """Put the stand-in in place: ``sys.modules["cupy"]`` (and the cuBLAS module
-    :func:`modlin._cuda.gemm_i8` imports), :func:`modlin._cuda.launch` on ``harness`` (the
+    :func:`modlin._engines.cuda.gemm_i8` imports), :func:`modlin._engines.cuda.launch` on ``harness`` (the
     kernels' host twins, a ``ctypes`` library whose functions have their ``argtypes``).
 
     Parameters
@@ -852,7 +852,7 @@ def install(patch: Any, harness, *, device_memory: int | None = None) -> Callabl
         ``launched`` (the kernels launched, by name, in order), ``ledger`` (the
         :class:`Ledger`) and ``cupy`` (the :class:`FakeCupy` module).
     """
-    from modlin import _cuda
+    from modlin._engines import cuda as _cuda
 
     cp = FakeCupy()
     ledger = Ledger()

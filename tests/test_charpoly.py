@@ -193,7 +193,7 @@ def test_evaluations_split_across_threads(block, rng, monkeypatch, p, threads):
     threads (forced here on small matrices): the same polynomial whatever the cut, also when
     some ranges meet zero pivots."""
     import modlin
-    from modlin import _threads
+    from modlin._engines import threads as _threads
 
     monkeypatch.setattr(_threads, "MIN_WORK", 0)
     monkeypatch.setattr(_charpoly, "MIN_POINTS", 3)
@@ -606,7 +606,7 @@ def test_progress_one_display(monkeypatch, capsys, rng, p, path):
     import sys
 
     import modlin
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     if path == "block":
         monkeypatch.setattr(_charpoly, "MIN_BLOCK_KRYLOV", 4)
@@ -637,7 +637,7 @@ def test_progress_follows_the_modelled_work(monkeypatch, rng, p, path):
     their modelled cost: on a generic matrix the model foresaw them all (99 before the call
     returns), and the count never passes 100."""
     import modlin
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     recorder = StepRecorder()
     steps = recorder.steps

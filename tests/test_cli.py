@@ -246,7 +246,7 @@ def test_warmup_compiles_every_path_ahead():
     # Into this session's own cache, which the other tests share: from an empty one it took
     # 70 s of CI, which the wheel build there repeats anyway (it runs the same warmup into an
     # empty directory, and CI then checks that `modlin demo` compiles nothing).
-    from modlin._jit import cache_dir
+    from modlin._engines.jit import cache_dir
 
     root = pathlib.Path(modlin.__file__).parent.parent
     env = dict(os.environ)
@@ -277,7 +277,7 @@ def test_warmup_compiles_every_path_ahead():
 
 
 def test_warmup_progress_line_without_tqdm(monkeypatch):
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
     buf = io.StringIO()

@@ -168,7 +168,7 @@ def test_cluster_exact(client, kind, chunking, rng):
 def test_cluster_worker_limits(client):
     """Tasks on a worker run under modlin.limits from its threads (one) and its memory limit
     (LocalCluster's default: the machine's memory shared among the workers)."""
-    from modlin import _dask
+    from modlin._front import dask as _dask
 
     limit = next(iter(client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit).values()))
     budget = next(iter(client.run(lambda: modlin.limits.current().memory).values()))
@@ -181,7 +181,7 @@ def test_cluster_memory_limited(rng):
     product: A's chunks are made on the workers and never all held at once. Checked
     on sampled rows against the in-memory call and the oracle, and on every entry
     through the column sums: ``1^T C = (1^T A) B (mod p)``, ``1^T A`` summed exactly."""
-    from modlin import _dask
+    from modlin._front import dask as _dask
 
     # A: 461 MB of int64, workers: 400 MB each (of which a worker process itself, with modlin
     # and its kernels loaded, takes about 200 MB)
@@ -310,7 +310,7 @@ def test_graph_size(rng):
 def test_blocked_product_rows_and_cols(rng):
     """The contract's per-row and per-column data reach pair and finish with their chunks:
     diag(r) A B diag(c) mod p, r applied by pair and c by finish."""
-    from modlin._dask import add_mod, blocked_product
+    from modlin._front.dask import add_mod, blocked_product
 
     p = 65521
     A, B = rng.integers(0, p, (9, 11)), rng.integers(0, p, (11, 6))
@@ -423,7 +423,7 @@ def test_numpy_and_cupy_chunks_mixed(monkeypatch):
 
 
 def test_split_every_and_parts_checked():
-    from modlin._dask import add_mod, blocked_product
+    from modlin._front.dask import add_mod, blocked_product
 
     x = da.ones((2, 2), chunks=1, dtype=np.int64)
     with pytest.raises(ValueError, match="split_every"):
@@ -586,7 +586,7 @@ def test_residue_partials_one_crt_per_chunk(p, rng):
     one row per modulus of the whole product's plan) and runs one CRT per output chunk."""
     A, B = rand_ints(rng, (20, 36), 0, p - 1), rand_ints(rng, (36, 12), -p, p)
     C = modlin.matmul(da.from_array(A, chunks=(10, 9)), da.from_array(B, chunks=(9, 6)), p)
-    from modlin._planner import plan
+    from modlin._planning.planner import plan
 
     graph = dict(C.__dask_graph__())
     names = {key[0] for key in graph if isinstance(key, tuple)}
@@ -608,8 +608,8 @@ def test_chunk_residues(p, rng):
     """A chunk pair's residues: those of the exact product of the balanced operands modulo each
     modulus of the whole product's plan, within budgets that give one tile, output panels
     and k-panels, for stacks and every accepted dtype."""
-    from modlin._matmul import chunk_residues
-    from modlin._planner import plan
+    from modlin._algorithms.products import chunk_residues
+    from modlin._planning.planner import plan
 
     pl = plan(p, 150, 300, 140)  # the whole product's plan: moduli for k = 300
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import modlin
 from modlin import gaussian as g
-from modlin._rns import int8_moduli
+from modlin._arith.moduli import int8_moduli
 
 from conftest import as_python_ints
 
@@ -1222,7 +1222,7 @@ def test_rank_k_large_moduli(m, shape):
 @pytest.mark.parametrize("m", [2**63, 2**64 + 13], ids=["2^63", "2^64+13"])
 def test_rank_k_large_moduli_tiled_within_budget(m):
     from conftest import budgets
-    from modlin._tiles import square
+    from modlin._planning.tiling import square
 
     n, k = 90, 70
     A, B = big_pair(31, (n, k), m), big_pair(32, (n, k), m)

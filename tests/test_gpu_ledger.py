@@ -21,7 +21,7 @@ import pytest
 
 import modlin
 from cupy_standin import IN_PLACE, POISON, FakeCupyArray, install
-from modlin import _cuda
+from modlin._engines import cuda as _cuda
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -200,7 +200,7 @@ def test_each_operation_is_recorded_once(gpu):
 
 
 def test_int8_gemms_run_gemm_i8_through_cublas(gpu, rng):
-    # modlin._cuda.gemm_i8 itself runs: its padding to multiples of 4, B's transposed copy
+    # modlin._engines.cuda.gemm_i8 itself runs: its padding to multiples of 4, B's transposed copy
     # and the column-major call, the GEMM computed from the pointers it hands cuBLAS
     a = gpu(rng.integers(-128, 128, (2, 5, 7)).astype(np.int8))
     b = gpu(rng.integers(-128, 128, (2, 7, 3)).astype(np.int8))

@@ -5,7 +5,7 @@ for ``cupy.ndarray`` (it is recognised through ``sys.modules["cupy"]``), a
 module that forwards every ``cupy.*`` call to NumPy, the kernels of
 ``kernels/`` run by their host twins (``tests/kernels_harness.cu``, the same
 per-entry code, compiled by nvcc for the host), and cuBLAS's int8 GEMM by an
-exact product from the pointers and leading dimensions :func:`modlin._cuda.gemm_i8`
+exact product from the pointers and leading dimensions :func:`modlin._engines.cuda.gemm_i8`
 passes, asserting every int32 sum fits (the machinery is ``tests/cupy_standin.py``).
 What runs is modlin's own GPU code: dispatch, planning for the device, batching over
 moduli, k splits, the launch arguments, ``gemm_i8``'s padding and layout and the
@@ -26,8 +26,10 @@ import pytest
 import modlin
 from conftest import budgets, same_bits, traced
 from cupy_standin import FakeCupyArray, _arg, install
-from modlin import _cuda, _tiles, ozaki
-from modlin.gaussian import twom_moduli
+from modlin import ozaki
+from modlin._engines import cuda as _cuda
+from modlin._planning import tiling as _tiling
+from modlin._arith.moduli import twom_moduli
 
 
 @pytest.fixture
@@ -99,9 +101,9 @@ def test_gpu_products_tile_within_the_device_budget(gpu, rng, p, algorithm):
 
 def _device_memory(budget: int) -> None:
     """Give the CuPy stand-in a device whose free memory makes ``budget`` the GPU budget
-    (:func:`modlin._tiles.budget`: the free memory, counting the pool's, less the reserve)."""
-    free = max(budget * 10 // 9, budget + _tiles.GPU_RESERVE) - 2
-    while _tiles.device_budget(free) < budget:  # steps of at most one: the first that reaches it is exact
+    (:func:`modlin._planning.tiling.budget`: the free memory, counting the pool's, less the reserve)."""
+    free = max(budget * 10 // 9, budget + _tiling.GPU_RESERVE) - 2
+    while _tiling.device_budget(free) < budget:  # steps of at most one: the first that reaches it is exact
         free += 1
 
     class Device:
@@ -117,7 +119,7 @@ def _device_memory(budget: int) -> None:
 
 
 def test_gpu_budget_is_the_free_device_memory(gpu):
-    from modlin._tiles import budget
+    from modlin._planning.tiling import budget
 
     cp = sys.modules["cupy"]
     assert budget(cp) == modlin.limits.current().memory  # no device API: the host budget
@@ -126,7 +128,7 @@ def test_gpu_budget_is_the_free_device_memory(gpu):
     cp.cuda.Device.mem_info = (10 * 2**30, 80 * 2**30)
     assert budget(cp) == 10 * 2**30 + 2**20 - (10 * 2**30 + 2**20) // 10
     cp.cuda.Device.mem_info = (100 * 2**20, 80 * 2**30)  # a tenth is less than the reserve
-    assert budget(cp) == 100 * 2**20 + 2**20 - _tiles.GPU_RESERVE
+    assert budget(cp) == 100 * 2**20 + 2**20 - _tiling.GPU_RESERVE
     cp.cuda.Device.mem_info = (2**20, 80 * 2**30)
     assert budget(cp) == 0
 
@@ -164,7 +166,8 @@ def test_gpu_planner_picks_what_measured_fastest_on_an_h200(p, n, kind, measured
 def test_gpu_cost_model_prices_passes_at_the_gpu_scale():
     import dataclasses
 
-    from modlin import _plan, _rnsplan
+    from modlin._planning import plan as _plan
+    from modlin._planning import rnsplan as _rnsplan
 
     cpu = modlin.plan(2**31 - 1, 4096, 4096, 4096, engine="fp64", algorithm="multiword")
     gpu = dataclasses.replace(cpu, device="cuda")

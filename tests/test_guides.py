@@ -34,8 +34,8 @@ def _doc_model():
 def _relative(pl) -> float:
     """What :func:`modlin.plan` weighs a plan by (its cost and the memory it maps afresh),
     in units of one float64 GEMM of the plan's shape."""
-    from modlin._plan import _gemm_cost
-    from modlin._planner import call_cost
+    from modlin._planning.plan import _gemm_cost
+    from modlin._planning.planner import call_cost
 
     return call_cost(pl) / _gemm_cost(*pl.shape)
 
@@ -69,7 +69,7 @@ def test_matmul_table_columns_are_thresholds(engine, words, largest, largest_204
     product, which is the longest one: fp32 (2,2) printed 33023, where the GEMM of the
     two top words spans only 1024 columns, and a Horner plan of (1,2) modulo 536870914,
     past the fp64 value, still had Plan.block = 4095."""
-    from modlin._engines import ENGINES
+    from modlin._engines.gemm import ENGINES
 
     cap = min(ENGINES[engine].max_modulus, modlin.MAX_MODULUS - 1)
     rng = random.Random(f"{engine}{words}")
@@ -96,8 +96,8 @@ def test_the_largest_word_never_shrinks_as_p_grows():
     """Why the columns are thresholds: the planner's word base minimises the largest word,
     and that minimum is non-decreasing in p, though the base itself changes with p (the
     old text claimed every word bound was; the low words are not, across a base change)."""
-    from modlin._modular import word_bounds
-    from modlin._plan import _best_shift
+    from modlin._arith.modular import word_bounds
+    from modlin._planning.plan import _best_shift
 
     rng = random.Random(0)
     ps = {q for j in range(2, 53) for q in range(2**j - 8, 2**j + 9)}
@@ -116,8 +116,8 @@ def test_the_largest_word_never_shrinks_as_p_grows():
 def test_admission_is_the_shortest_block():
     """"Admission also needs 2 * c_max <= L, which every modulus up to the engine's cap
     satisfies": a product is admitted exactly when its shortest block is at least 1."""
-    from modlin._engines import ENGINES
-    from modlin._plan import Plan, _best_shift, _lambdas
+    from modlin._engines.gemm import ENGINES
+    from modlin._planning.plan import Plan, _best_shift, _lambdas
 
     rng = random.Random(1)
     for engine in ("fp64", "fp32"):
@@ -139,7 +139,7 @@ def test_products_run_on_worker_threads_each_with_one_blas_thread(monkeypatch):
     with threads=1 it stays on the calling thread."""
     from threadpoolctl import threadpool_info
 
-    from modlin import _threads
+    from modlin._engines import threads as _threads
 
     seen = []
     inside = _threads._inside
@@ -187,7 +187,7 @@ def test_cupy_and_dask_operands_are_taken(monkeypatch):
 def test_default_threads_are_at_most_the_cores_the_process_may_use(monkeypatch):
     """large.rst and matmul.rst: the default is BLAS' thread count "but no more than the
     cores the process may run on" (affinity, container quota), not BLAS' count alone."""
-    from modlin import _limits
+    from modlin._runtime import limits as _limits
 
     monkeypatch.delenv("MODLIN_THREADS", raising=False)
     monkeypatch.setattr(_limits, "blas_threads", lambda: 8)
@@ -200,7 +200,7 @@ def test_default_threads_are_at_most_the_cores_the_process_may_use(monkeypatch):
 # ------------------------------------------------------ matmul.rst / rns.rst: the cost model
 
 def _prime_below(bits: int) -> int:
-    from modlin._primes import prev_prime
+    from modlin._arith.primes import prev_prime
 
     return prev_prime(2**bits - 1)
 
@@ -248,7 +248,7 @@ def test_where_the_planner_picks_a_residue_number_system_below_2_52():
 def test_rns_planner_tries_sizes_from_8_to_26_bits(monkeypatch):
     """rns.rst: "tries every size from 8 to 26 bits in half-bit steps" (it said 25: the
     largest primes below 2**26 are tried too, up to MAX_RNS_MODULUS)."""
-    from modlin import _rnsplan
+    from modlin._planning import rnsplan as _rnsplan
 
     halves = set()
     moduli = _rnsplan._engine_moduli
@@ -267,11 +267,11 @@ def test_intmul_takes_entries_of_32768_bits_of_twos_complement():
     magnitude, which -2**32767 is not, and it is taken). The ends are taken by the piece
     conversion intmul makes (a whole product of such entries needs ~1500 moduli: slow),
     and the next integers out are refused by intmul itself."""
-    from modlin import _rns
+    from modlin._arith import residues as _residues
 
     ends = [-(2**32767), 2**32767 - 1]
-    pieces, signed = _rns.pieces_of(np.array(ends, dtype=object))
-    assert signed and pieces.shape == (_rns.MAX_PIECES, 2)
+    pieces, signed = _residues.pieces_of(np.array(ends, dtype=object))
+    assert signed and pieces.shape == (_residues.MAX_PIECES, 2)
     values = [sum(int(h) << (16 * j) for j, h in enumerate(col)) for col in pieces.T]
     assert [v - (1 << 32768) if v >> 32767 else v for v in values] == ends
     for x in (2**32767, -(2**32767) - 1):
@@ -284,7 +284,7 @@ def test_intmul_takes_entries_of_32768_bits_of_twos_complement():
 def test_pass_scale_is_flat_in_bandwidth_not_in_scale_beyond_64_cores():
     """"0.89 on one core, 1.33 on 16, 2.67 on 64 ...; beyond 64 cores the bandwidth stays
     at 300 GB/s, so the scale grows with c there: 5.33 on 128" (it said the scale was flat)."""
-    from modlin._plan import BANDWIDTH, pass_scale
+    from modlin._planning.plan import BANDWIDTH, pass_scale
 
     assert BANDWIDTH[-1] == (64, 300.0)
     assert [round(pass_scale(c), 2) for c in (1, 16, 64, 128)] == [0.89, 1.33, 2.67, 5.33]
@@ -292,9 +292,9 @@ def test_pass_scale_is_flat_in_bandwidth_not_in_scale_beyond_64_cores():
 
 def test_non_gemm_share_table():
     """The table of ``8 P c F / (n BW(c))`` for the 31-bit (1,2) plan at n = 4096: P = 23
-    passes (24 GEMMs), F = 69 GFLOP/s, the bandwidths of modlin._plan.BANDWIDTH; the
+    passes (24 GEMMs), F = 69 GFLOP/s, the bandwidths of modlin._planning.plan.BANDWIDTH; the
     one-thread column is c times the one-core share (it read 0.45 and 3.6 for 0.44, 3.5)."""
-    from modlin._plan import BANDWIDTH
+    from modlin._planning.plan import BANDWIDTH
 
     with _doc_model():
         pl = modlin.plan(2**31 - 1, 4096, 4096, 4096)
@@ -328,7 +328,7 @@ def test_the_cores_change_the_50_bit_choice():
 def test_the_gpu_budget_keeps_a_tenth_or_64_mib():
     """large.rst: the device budget is the free memory "less a tenth of that or 64 MiB,
     whichever is more" (it said less a tenth)."""
-    from modlin._tiles import GPU_RESERVE, device_budget
+    from modlin._planning.tiling import GPU_RESERVE, device_budget
 
     assert GPU_RESERVE == 64 * 2**20
     assert device_budget(300 * 2**20) == 236 * 2**20
@@ -372,7 +372,7 @@ def test_linalg_decides_primality_itself():
 def test_the_primality_test_the_page_describes():
     """"the strong test to the bases 2 to 41 ... exact below 3317044064679887385961981 ...
     and beyond that the Baillie-PSW test"."""
-    from modlin import _primes
+    from modlin._arith import primes as _primes
 
     assert _primes.DETERMINISTIC_LIMIT == 3317044064679887385961981
     assert _primes._BASES == (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
@@ -420,7 +420,7 @@ def test_dask_products_go_through_residues_whenever_the_plan_does(monkeypatch):
     pytest.importorskip("dask.array")
     import dask.array as da
 
-    from modlin import _dask
+    from modlin._front import dask as _dask
 
     pairs = []
     blocked = _dask.blocked_product

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin._plan import candidates
+from modlin._planning.plan import candidates
 
 from conftest import assert_exact
 
@@ -538,7 +538,7 @@ WIDE_PRIMES = [2**53 - 111, 2**61 - 1, 2**62 - 57, 2**63 - 25]
 def test_float_residues_are_exact_at_every_modulus(p, dtype):
     """Floats >= 2**53 (and ones whose magnitude passes 2**63) reduce exactly, though
     float(p) rounds above 2**53: ``residues_int64`` and ``balanced_lift`` agree with ints."""
-    from modlin._convert import balanced_lift, float_integers, residues_int64
+    from modlin._arith.integers import balanced_lift, float_integers, residues_int64
 
     x = np.array([[2.0**62, -(2.0**62), 2.0**100, -(2.0**70), 2.0**53 + 2, 3.0], [-1.0, 0.0, -0.0, 1.0, 5.0, 2.0**63]],
                  dtype=dtype)
@@ -571,7 +571,7 @@ def test_linalg_shape_checked_before_conversion(fn, p):
 
 
 def test_balanced_lift_of_a_scalar_above_2_64():
-    from modlin._convert import balanced_lift
+    from modlin._arith.integers import balanced_lift
 
     p = 2**127 - 1
     assert balanced_lift(np.int64(5), p, "A").tolist() == 5

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import modlin
-from modlin._rns import int8_moduli
+from modlin._arith.moduli import int8_moduli
 
 from conftest import as_python_ints, from_flint, rand_ints
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin import _jit
+from modlin._engines import jit as _jit
 from modlin.linalg._arith import parity
 
 PACKAGE = pathlib.Path(modlin.__file__).parent
@@ -29,7 +29,7 @@ PACKAGE = pathlib.Path(modlin.__file__).parent
 # Runs one small kernel in a fresh interpreter and prints the cache directory it used.
 SCRIPT = """
 import numpy as np
-from modlin import _jit
+from modlin._engines import jit as _jit
 from modlin.linalg._arith import parity
 assert parity(np.array([1, 0, 2])) == 1
 print(_jit.cache_dir())
@@ -85,7 +85,7 @@ LOADS = """
 import sys
 import numpy as np
 import modlin
-from modlin import _jit
+from modlin._engines import jit as _jit
 p = 2**31 - 1
 a = np.arange(64 * 64, dtype=np.int64).reshape(64, 64) % p
 assert np.array_equal(modlin.matmul(a, a, p), (a.astype(object) @ a.astype(object)) % p)
@@ -119,7 +119,7 @@ def _run_code(code: str, env_update: dict[str, str]) -> str:
 
 SHIP = """
 import numpy as np
-from modlin import _jit
+from modlin._engines import jit as _jit
 from modlin.linalg._arith import parity
 assert _jit.BUILDING
 assert parity(np.array([1, 0, 2])) == 1
@@ -130,7 +130,7 @@ print(_jit.write_manifest())
 USE = """
 import numpy as np
 import modlin
-from modlin import _jit
+from modlin._engines import jit as _jit
 from modlin.linalg._arith import parity
 assert parity(np.array([0, 1, 2])) == 0 and parity(np.array([1, 0, 2])) == 1
 print(_jit.shipped(), modlin.__file__)

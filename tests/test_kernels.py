@@ -23,11 +23,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from modlin import _crtfloat, _cuda, _modular, _quantize, _rns
-from modlin._modular import Reduction
-from modlin._rns import Basis, int8_moduli
-from modlin._gpu import GAPS
-from modlin.gaussian import sqrt_minus_one, twom_moduli
+from modlin._arith import crt as _crtfloat
+from modlin._engines import cuda as _cuda
+from modlin._arith import modular as _modular
+from modlin._algorithms import quantize as _quantize
+from modlin._arith import crt as _crt
+from modlin._arith.modular import Reduction
+from modlin._arith.moduli import Basis, int8_moduli
+from modlin._algorithms.gpu import GAPS
+from modlin._arith.moduli import sqrt_minus_one, twom_moduli
 
 from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS, _nvcc
 
@@ -737,7 +741,7 @@ def test_crt_to_modp(harness, rng, name, p):
     got = np.zeros(E, dtype=np.int64)
     harness.crt_to_modp_u8(_ptr(res), N, E, 1, _ptr(table), _ptr(limbs), _ptr(minv), L, p, _ptr(sp), basis.M % p,
                            _ptr(got), 1)
-    _same_bits(got, _rns.reconstruct(res, basis, p=p))
+    _same_bits(got, _crt.reconstruct(res, basis, p=p))
     _same_bits(got[: len(values)], np.array([v % p for v in values], dtype=np.uint64).view(np.int64))
 
 
@@ -774,7 +778,7 @@ def _stats_operand(rng, rows: int, cols: int, complex_: bool) -> np.ndarray:
 def test_line_stats(harness, rng, axis, complex_):
     """Maxima, Inf/NaN flags, exact bits, squared norms of the bounds and the bounds themselves,
     bit for bit those of the CPU's one-pass kernels (_ozaki_core._line_stats)."""
-    from modlin import _ozaki_core
+    from modlin._algorithms import ozaki as _ozaki_core
 
     rows, cols = 41, 37
     x = _stats_operand(rng, rows, cols, complex_)

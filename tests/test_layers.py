@@ -1,5 +1,9 @@
-"""The package is in layers: no module imports, at any depth and in any function, a
-module that imports it back (a circle makes import order matter and layers blur)."""
+"""The package is in layers, one folder each, and each imports only the layers below it
+(imports inside functions count): the public face (``modlin``, ``gaussian``, ``ozaki``,
+``linalg``), ``_front``, ``_algorithms``, ``_planning``, ``_arith``, ``_engines``,
+``_runtime``. No module imports, at any depth, a module that imports it back, nothing in
+the library imports the tools, and the longest chain of imports between units (a
+top-level module or a direct subfolder of ``modlin``) is at most 10 units."""
 
 from __future__ import annotations
 
@@ -85,7 +89,8 @@ def test_the_circle_finder_finds_circles():
     # the check itself can fail: a made-up circle, and the package's own edges are seen
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = _graph()
-    assert "modlin._plan" in graph["modlin._multiword"] and "modlin._rns" in graph["modlin._rnsplan"]
+    assert "modlin._planning.plan" in graph["modlin._algorithms.multiword"]
+    assert "modlin._arith.moduli" in graph["modlin._planning.rnsplan"]
 
 
 def test_nothing_in_the_library_imports_the_tools():
@@ -98,3 +103,62 @@ def test_nothing_in_the_library_imports_the_tools():
                  if m not in tools and m != "modlin.__main__" and graph[m] & tools}
     assert offenders == {}, offenders
     assert "modlin._tools.cli" in graph["modlin.__main__"]  # the check sees the edge it allows
+
+
+#: The units from the top down: each may import only units further down the list (and
+#: the modules of its own folder). ``modlin.__main__`` runs the command, ``modlin._tools``
+#: holds it beside the library, ``modlin`` (the package's ``__init__``) gathers the public
+#: face; ``modlin.typing`` imports nothing and is open to every layer.
+LAYERS = (("modlin.__main__",), ("modlin._tools",), ("modlin",), ("modlin.gaussian", "modlin.ozaki", "modlin.linalg"),
+          ("modlin._front",), ("modlin._algorithms",), ("modlin._planning",), ("modlin._arith",),
+          ("modlin._engines",), ("modlin._runtime",))
+ANYWHERE = ("modlin.typing",)
+
+
+def _unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _units(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    units: dict[str, set[str]] = {}
+    for m, targets in graph.items():
+        units.setdefault(_unit(m), set()).update(_unit(t) for t in targets if _unit(t) != _unit(m))
+    return units
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    rank = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+    return sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                  if _unit(t) not in ANYWHERE and _unit(m) != _unit(t) and rank[_unit(m)] >= rank[_unit(t)])
+
+
+def _longest_chain(units: dict[str, set[str]]) -> list[str]:
+    best: dict[str, list[str]] = {}
+
+    def chain(u: str, path: tuple[str, ...] = ()) -> list[str]:
+        assert u not in path, f"a circle: {path + (u,)}"
+        if u not in best:
+            best[u] = [u] + max((chain(v, path + (u,)) for v in units.get(u, ())), key=len, default=[])
+        return best[u]
+
+    return max((chain(u) for u in units), key=len)
+
+
+def test_every_module_belongs_to_a_layer():
+    known = {u for layer in LAYERS for u in layer} | set(ANYWHERE)
+    assert {_unit(m) for m in _graph()} <= known
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    assert _upward(_graph()) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = {"modlin._arith.crt": {"modlin._algorithms.rns"}, "modlin._algorithms.rns": {"modlin._arith.crt"}}
+    assert _upward(graph) == ["modlin._arith.crt imports modlin._algorithms.rns"]
+
+
+def test_the_longest_import_chain_is_at_most_ten_units():
+    chain = _longest_chain(_units(_graph()))
+    assert len(chain) <= 10, " -> ".join(chain)
+    assert len(_longest_chain({"a": {"b"}, "b": {"c", "d"}, "d": {"e"}})) == 4  # a, b, d, e

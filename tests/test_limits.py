@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import modlin
-from modlin import _limits, _threads
+from modlin._runtime import limits as _limits
+from modlin._engines import threads as _threads
 
 from conftest import rand_ints, ref_matmul
 
@@ -209,7 +210,7 @@ def test_a_products_worker_threads_obey_its_callers_limits(monkeypatch, rng):
 def test_dask_tasks_side_by_side_keep_their_own_worker_limits(monkeypatch):
     """Two tasks on one worker's threads, the first to start ending first: each under its own
     limits, and none left behind (before, the first task's limits held for both)."""
-    _dask = pytest.importorskip("modlin._dask")
+    _dask = pytest.importorskip("modlin._front.dask")
     wanted = {"a": {"memory": 3 * MiB, "threads": 1}, "b": {"memory": 4 * MiB, "threads": 2}}
     name = threading.local()
     monkeypatch.setattr(_dask, "_worker_limits", lambda: wanted[name.value])

@@ -697,7 +697,7 @@ def test_progress_one_display_per_call(recursion, monkeypatch, capsys, rng, p, n
     import sys
 
     import modlin
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
     call = progress_calls(p, rng)[name]
@@ -728,7 +728,7 @@ def test_progress_follows_the_modelled_work(recursion, monkeypatch, rng, p, name
     advancing it by its own cost as it finishes: on a generic matrix the model foresaw the
     whole work (the count reaches 99 before the call returns), and the count never passes 100."""
     import modlin
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     recorder = StepRecorder()
     steps = recorder.steps
@@ -745,7 +745,7 @@ def test_progress_of_a_call_that_raises(recursion, monkeypatch, capsys, rng):
     import sys
 
     import modlin
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
     monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin._engines import ENGINES
-from modlin._plan import candidates
+from modlin._engines.gemm import ENGINES
+from modlin._planning.plan import candidates
 
 from conftest import assert_exact, flint_matmul, ref_matmul
 
@@ -358,11 +358,11 @@ def test_blas_sized_products_against_flint(p, shape, rng):
     (2**127 - 1, (90, 80, 12), True),    # RNS, Python ints
 ])
 def test_prepared_left_operand(p, shape, thin):
-    """A left operand converted once (:func:`modlin._matmul.prepare_left`) gives products
+    """A left operand converted once (:func:`modlin._algorithms.products.prepare_left`) gives products
     bit-identical to the plain ones, for several right operands, also when the memory
     budget tiles the product (the tiles then convert its source), and refuses a plan that
     splits it otherwise."""
-    from modlin._matmul import prepare_left
+    from modlin._algorithms.products import prepare_left
     from modlin.linalg import _arith
 
     m, k, n = shape

@@ -1,4 +1,4 @@
-"""The element-wise kernels of ``modlin._modular`` against Python-integer arithmetic.
+"""The element-wise kernels of ``modlin._arith.modular`` against Python-integer arithmetic.
 
 ``Reduction`` claims bounds (``c_max``, ``r_max``) and exactness conditions; the
 kernels ``step`` and ``finalize`` rely on them. Here every claim is checked on
@@ -17,9 +17,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import modlin
-from modlin._modular import (FLOAT_MULMOD_MAX, Reduction, add_into, balanced_words, finalize, step, twom_combine,
-                             twom_split, twom_words, word_bounds)
-from modlin._plan import Plan, candidates
+from modlin._arith.modular import FLOAT_MULMOD_MAX, Reduction, add_into, balanced_words, finalize, step, twom_combine, twom_split, twom_words, word_bounds
+from modlin._planning.plan import Plan, candidates
 
 KERNEL_L = 2**53  # the kernels compute in float64
 
@@ -433,7 +432,7 @@ def test_add_into_at_two_to_the_63():
 
 
 def _twom_prime(top: int) -> int:
-    from modlin._primes import prev_prime
+    from modlin._arith.primes import prev_prime
 
     q = top
     while True:
@@ -446,7 +445,7 @@ def test_mulmod1f_against_python_ints(rng):
     """The float64 product mod ``m`` of the 2M passes, for moduli up to and at
     ``FLOAT_MULMOD_MAX``: the largest factors, products that are multiples of ``m`` (the
     quotient's floor may land one below), and random ones."""
-    from modlin._modular import _mulmod1f
+    from modlin._arith.modular import _mulmod1f
 
     for m in (3, 2**20 - 3, FLOAT_MULMOD_MAX - 1, FLOAT_MULMOD_MAX):
         pairs = [(m - 1, m - 1), (m - 1, 1), (0, m - 1), (m // 2, 2), ((m + 1) // 2, 2)]
@@ -465,10 +464,10 @@ def test_twom_finish_is_finalize_then_combine(bits, k, rng):
     reduced and combined in one kernel) gives the bits of ``finalize`` then ``twom_combine``
     and the Python-int product, for single and multiword plans with k in one block and
     in several, into strided outputs."""
-    from modlin._engines import get_engine
-    from modlin._modular import twom_finish
-    from modlin._multiword import multiply_words
-    from modlin.gaussian import sqrt_minus_one
+    from modlin._engines.gemm import get_engine
+    from modlin._arith.modular import twom_finish
+    from modlin._algorithms.multiword import multiply_words
+    from modlin._arith.moduli import sqrt_minus_one
 
     m = _twom_prime(2**bits)
     s = sqrt_minus_one(m)
@@ -499,7 +498,7 @@ def test_twom_finish_is_finalize_then_combine(bits, k, rng):
 
 
 def test_keep_needs_the_accumulator_dtype():
-    from modlin._multiword import multiply_words
+    from modlin._algorithms.multiword import multiply_words
 
     pl = modlin.plan(65521, 4, 4, 4, engine="fp64")
     w = np.zeros((1, 4, 4))

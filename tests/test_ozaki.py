@@ -29,9 +29,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modlin import ozaki
-from modlin._crtfloat import to_double
-from modlin._rns import Basis, int8_moduli
-from modlin.gaussian import is_twom_modulus, twom_moduli
+from modlin._arith.crt import to_double
+from modlin._arith.moduli import Basis, int8_moduli
+from modlin._arith.moduli import is_twom_modulus, twom_moduli
 
 PHIS = (0.0, 0.5, 1.0, 2.0)
 ENGINES = ("int8", "fp64")
@@ -349,7 +349,7 @@ def test_an_operand_exact_in_few_bits_leaves_its_bits_to_the_other(mode, small):
 
 
 def test_exact_bits(rng):
-    from modlin._quantize import exact_bits, part_bounds
+    from modlin._algorithms.quantize import exact_bits, part_bounds
 
     x = np.array([[1.0, 0.5, 0.0], [3.0, 2.0**-30, -1.5], [0.0, 0.0, 0.0], [2.0**-1074, 2.0**-1060, 0.0]])
     ex, _ = part_bounds([x], axis=1)
@@ -1442,7 +1442,7 @@ def test_quantized_residues_against_python_ints(rng, m):
     # the residue kernel's whole range, integer-valued doubles below 2**85: near -2**85 its
     # high part (v / 2**32) reaches -2**53, where a reduction without a fused multiply-add
     # once returned wrong residues (-(2**85) + 2**33, -(2**85 - 2**32))
-    from modlin import _quantize
+    from modlin._algorithms import quantize as _quantize
 
     top = 2.0**85 - 2.0**32
     edges = [0.0, -0.0, 1.0, -1.0, 2.0**32 - 1, -(2.0**32) - 1, 2.0**53, -(2.0**53), 2.0**84, -(2.0**84),
@@ -1475,8 +1475,8 @@ def test_panel_kernels_quantise_as_they_read(rng, complex_, layout, axis):
     # never stored): against Python's exact rint(x * 2**shift) for lines from subnormal to
     # 1e308 maxima (shifts about 1157 and -940), entries rounded to zero, a line holding
     # Inf or NaN, zeros, and panels wider than a kernel chunk
-    from modlin import _quantize
-    from modlin.gaussian import sqrt_minus_one
+    from modlin._algorithms import quantize as _quantize
+    from modlin._arith.moduli import sqrt_minus_one
 
     r, c = (13, 530) if axis == 1 else (530, 11)
     lines = r if axis == 1 else c
@@ -1541,8 +1541,8 @@ def test_panel_kernels_quantise_as_they_read(rng, complex_, layout, axis):
 def test_line_stats_kernel_matches_the_numpy_passes(rng, complex_, layout, axis):
     # stage (a)'s one-pass kernel gives the integers of part_bounds and exact_bits: entries
     # from subnormal to 1e308, odd multiples of every power of two, zeros, Inf and NaN lines
-    from modlin import _ozaki_core as core
-    from modlin import _quantize
+    from modlin._algorithms import ozaki as core
+    from modlin._algorithms import quantize as _quantize
 
     r, c = (9, 300) if axis == 1 else (300, 7)
     lines = r if axis == 1 else c

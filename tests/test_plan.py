@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import modlin
-from modlin import _contract
-from modlin._engines import ENGINES
-from modlin._modular import balanced_words
-from modlin._plan import Plan, candidates, pass_scale
-from modlin._planner import FRESH_BYTE, call_cost
+from modlin._planning import contract as _contract
+from modlin._engines.gemm import ENGINES
+from modlin._arith.modular import balanced_words
+from modlin._planning.plan import Plan, candidates, pass_scale
+from modlin._runtime.scratch import FRESH_BYTE
+from modlin._planning.planner import call_cost
 
 from conftest import assert_exact, matmul_limit_rows
 
@@ -283,7 +284,7 @@ def test_empty_products_cost_nothing():
 
 
 def test_pass_scale_follows_the_bandwidth_model():
-    from modlin._plan import BANDWIDTH, CALIBRATION_THREADS, pass_scale
+    from modlin._planning.plan import BANDWIDTH, CALIBRATION_THREADS, pass_scale
 
     assert pass_scale(CALIBRATION_THREADS) == 1.0
     bw = dict(BANDWIDTH)
@@ -327,7 +328,7 @@ def test_fresh_working_memory_weighs_in_the_choice(monkeypatch):
     # (a quarter of the budget, once products no longer follow one another): a 50-bit product
     # at n = 4096 goes through five residues, whose int32 products take 1.2 GiB, close to
     # the (2,3) words' 1.1, and through the words when fresh memory costs more
-    import modlin._planner as planner
+    import modlin._planning.planner as planner
 
     p, n = 2**50 - 27, 4096
     with modlin.limits(memory="4GiB", threads=2):

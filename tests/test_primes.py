@@ -1,4 +1,4 @@
-"""modlin._primes gives galois's answers without importing galois."""
+"""modlin._arith.primes gives galois's answers without importing galois."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import flint
 import galois
 import pytest
 
-from modlin import _primes
+from modlin._arith import primes as _primes
+from modlin._arith import crt as _crt
 
 RNG = random.Random(7)
 SMALL = list(range(-3, 3000))
@@ -69,12 +70,12 @@ def test_factoring_is_bounded():
 def test_crt():
     mods = [221, 229, 233, 4]
     for x in [0, 1, 12345, 221 * 229 * 233 * 4 - 1]:
-        assert _primes.crt([x % q for q in mods], mods) == x
-    assert _primes.crt((5,), (7,)) == 5
+        assert _crt.crt([x % q for q in mods], mods) == x
+    assert _crt.crt((5,), (7,)) == 5
 
 
 def test_planning_does_not_import_galois():
-    # primes for residue number systems and 2M moduli come from modlin._primes
+    # primes for residue number systems and 2M moduli come from modlin._arith.primes
     code = ("import sys, numpy as np, modlin\n"
             "modlin.plan(2**127 - 1, 64, 64, 64); modlin.plan(2**31 - 1, 64, 64, 64)\n"
             "modlin.gaussian.sqrt_minus_one(2097133); modlin.ozaki.moduli_for('complex')\n"
@@ -91,7 +92,7 @@ def test_small_primes_are_the_primes_below_the_trial_bound():
 
 
 def test_primes_below_any_order_of_counts():
-    from modlin._rns import primes_below
+    from modlin._arith.moduli import primes_below
 
     top = 2**22 + 1001  # a top no plan uses, so the search starts here
     expected = [int(q) for q in galois.primes(top - 1)[::-1][:12]]

@@ -1,7 +1,7 @@
-"""``modlin._progress``: the plain line's times, and one display covering a whole computation.
+"""``modlin._runtime.progress``: the plain line's times, and one display covering a whole computation.
 
 The line is checked on a clock of our own (the ``time`` module that
-``modlin._progress`` sees replaced, not the process' own), so its times are exact
+``modlin._runtime.progress`` sees replaced, not the process' own), so its times are exact
 and no test waits; tqdm is hidden (``sys.modules["tqdm"] = None``,
 so ``import tqdm`` raises ImportError) where the plain line is meant.
 """
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 import modlin
-from modlin import _progress
+from modlin._runtime import progress as _progress
 
 
 class Clock:
@@ -129,7 +129,7 @@ def test_covering_reaches_modlin_worker_threads(monkeypatch, no_tqdm):
     and another thread of the user's own is not."""
     import threading
 
-    from modlin._threads import run
+    from modlin._engines.threads import run
 
     with modlin.limits(progress=True, threads=2), _progress.covering(1, 0.0, "whole", "%"):
         kinds = run(lambda _: type(_progress.bar(1, "inner", "tile")).__name__, [0, 1, 2])

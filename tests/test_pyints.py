@@ -1,4 +1,4 @@
-"""Python ints <-> 16-bit pieces (modlin._pyints), against ``int.to_bytes``.
+"""Python ints <-> 16-bit pieces (modlin._arith.pyints), against ``int.to_bytes``.
 
 Every conversion is checked on each implementation: the public function, the
 marshal path, the ``int.to_bytes`` / ``int.from_bytes`` fallback and (reading)
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from modlin import _pyints as P
+from modlin._arith import pyints as P
 
 
 
@@ -566,13 +566,13 @@ def test_int_writer_empty_and_errors():
 def test_each_direction_checks_only_its_own_kernels():
     # reading Python ints never compiles (or loads) the writer's kernels, nor writing the reader's
     # (which read or make the ints' memory, or marshal streams where that layout is unknown)
-    code = ("import numpy as np\nfrom modlin import _pyints as P\n"
+    code = ("import numpy as np\nfrom modlin._arith import pyints as P\n"
             "P.{call}\nprint(len(P._objects_halves.signatures) + len(P._scan_marshal.signatures),"
             " len(P._objects_from_limbs.signatures) + len(P._append_marshal.signatures))")
     for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
                        ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
-                           timeout=300, cwd=pathlib.Path(P.__file__).parent.parent)
+                           timeout=300, cwd=pathlib.Path(P.__file__).parents[2])
         assert r.returncode == 0, r.stderr
         assert r.stdout.split() == want.split()
 

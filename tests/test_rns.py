@@ -20,10 +20,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import modlin
-from modlin import RNSPlan
-from modlin._convert import balanced_lift
-from modlin._rns import Basis, int8_moduli, pieces_of, reconstruct, residues
-from modlin._rnsplan import choose_moduli
+from modlin._planning.rnsplan import RNSPlan
+from modlin._arith.integers import balanced_lift
+from modlin._arith.moduli import Basis, int8_moduli
+from modlin._arith.residues import pieces_of, residues
+from modlin._arith.crt import reconstruct
+from modlin._planning.rnsplan import choose_moduli
 
 from conftest import flint_matmul, rand_ints, ref_matmul
 
@@ -223,8 +225,8 @@ def test_residues_int64(basis, rng):
 def test_residues_int64_every_word_dtype(dtype, threads, rng, monkeypatch):
     # int64 residues come straight from the entries (no pieces): in place for float64 words,
     # through a float64 chunk for the others; many uneven chunks, split across workers
-    from modlin import _threads
-    from modlin._rns import CHUNK, _Halves
+    from modlin._engines import threads as _threads
+    from modlin._arith.residues import CHUNK, Pieces16
 
     monkeypatch.setattr(_threads, "MIN_WORK", 0)  # jobs of any size split across the workers
 
@@ -233,7 +235,7 @@ def test_residues_int64_every_word_dtype(dtype, threads, rng, monkeypatch):
     x = rng.integers(-2**63, 2**63 - 1, E, endpoint=True)
     x[:4] = [-2**63, 2**63 - 1, -1, 2**42]
     with modlin.limits(threads=threads):
-        r = _Halves(x).residues(moduli, dtype)
+        r = Pieces16(x).residues(moduli, dtype)
     assert r.dtype == dtype
     _assert_residues(r, x, Basis(moduli))
 
@@ -242,7 +244,7 @@ def test_residues_int64_every_word_dtype(dtype, threads, rng, monkeypatch):
        st.lists(st.integers(2, 2**31), min_size=1, max_size=4))
 def test_int64_residues_kernel_against_python_ints(values, moduli):
     # the kernel's bound: 21-bit pieces times weights below m <= 2**31 stay below 2**53
-    from modlin._rns import _int64_residues
+    from modlin._arith.residues import _int64_residues
 
     x = np.array(values, dtype=np.int64)
     w = np.array([[pow(2, 21, m), pow(2, 42, m)] for m in moduli], dtype=np.float64)
@@ -256,7 +258,7 @@ def test_int64_residues_kernel_against_python_ints(values, moduli):
 def test_int64_residues_at_the_kernels_bound():
     # the largest pieces (top piece -2**21 and 2**21 - 1, the others 2**21 - 1) with the
     # largest weights the moduli give, for the largest modulus the kernel takes
-    from modlin._rns import _int64_residues
+    from modlin._arith.residues import _int64_residues
 
     x = np.array([-2**63, 2**63 - 1, -2**63 + 2**42 - 1, -(2**42) - 1, 2**42 - 1], dtype=np.int64)
     for m in (2**31, 2**31 - 1, 2**26 - 5, 2**21 + 1):
@@ -373,7 +375,7 @@ def test_reconstruct_modulo_p_near_2_63(rng):
 @pytest.mark.parametrize("p", [None, 2**61 - 1, 2**63])
 def test_multiply_writes_into_out(p, rng):
     # the CRT writes straight into a given int64 result (matmul's tiles that span it)
-    from modlin import _rns
+    from modlin._algorithms import rns as _rns
 
     e = 40 if p else 25  # exact products that fit int64
     a, b = rng.integers(-2**e, 2**e, (30, 20)), rng.integers(-2**e, 2**e, (20, 25))
@@ -386,7 +388,7 @@ def test_multiply_writes_into_out(p, rng):
 
 
 def test_multiply_out_takes_int64_results_only(rng):
-    from modlin import _rns
+    from modlin._algorithms import rns as _rns
 
     p = 2**64 - 59  # results in [0, p) do not fit int64
     a, b = rng.integers(0, 2**62, (4, 3)), rng.integers(0, 2**62, (3, 5))
@@ -396,8 +398,8 @@ def test_multiply_out_takes_int64_results_only(rng):
 
 def _intmul_plan(a, b):
     """The RNS plan of the exact integer product ``a @ b``."""
-    from modlin._intmul import max_abs
-    from modlin._rnsplan import rns_plan
+    from modlin._arith.integers import max_abs
+    from modlin._planning.rnsplan import rns_plan
 
     return rns_plan(None, a.shape[1] * max_abs(a) * max_abs(b), (a.shape[0], a.shape[1], b.shape[1]))
 
@@ -517,7 +519,7 @@ def test_rnsplan_attributes():
         s.check()
     assert pl.gemm_count() == sum(s.gemm_count() for s in subs) >= len(pl.moduli)
     assert pl.cost() > 0 and pl.relative_cost() > 0
-    assert math.isclose(pl.relative_cost(), pl.cost() / modlin._plan._gemm_cost(32, 100, 16))
+    assert math.isclose(pl.relative_cost(), pl.cost() / modlin._planning.plan._gemm_cost(32, 100, 16))
     assert pl.cost((64, 100, 16)) > pl.cost()
     text = pl.explain()
     assert "residue number system" in text and f"{len(pl.moduli)} pairwise-coprime moduli" in text
@@ -682,7 +684,7 @@ def test_matmul_checks_a_hand_made_rns_plan():
     with pytest.raises(ValueError, match="k = 10"):
         modlin.matmul(A, A.T, p, plan=low)
     # a plan for integer products (p None) is not a plan for p
-    ip = modlin._rnsplan.rns_plan(None, 10 * (p // 2) ** 2, (4, 10, 4))
+    ip = modlin._planning.rnsplan.rns_plan(None, 10 * (p // 2) ** 2, (4, 10, 4))
     with pytest.raises(ValueError, match="plan was made for p"):
         modlin.matmul(A, A.T, p, plan=ip)
 
@@ -983,9 +985,9 @@ def test_property_machine_integers_against_flint(p, data):
 @pytest.mark.parametrize("p", [None, 2**61 - 1, 2**127 - 1, P256], ids=pid)
 def test_reconstruct_in_blocks_of_moduli(p, rng, monkeypatch):
     # more moduli than one exact float64 sum takes: the sum goes in blocks (here of 3)
-    import modlin._rns as rns
+    import modlin._arith.crt as crt
 
-    monkeypatch.setattr(rns, "CRT_BLOCK", 3)
+    monkeypatch.setattr(crt, "CRT_BLOCK", 3)
     basis = RECON_BASES[0]  # 12 moduli: four blocks
     vals = _signed_values(basis, rng)
     got = reconstruct(_canonical(vals, basis), basis, p=p, as_object=p is None)
@@ -1015,7 +1017,8 @@ FUSED_BASES = [
 def test_fused_crt_on_unreduced_products(basis, p, rng, monkeypatch):
     # the rows a product leaves (integers up to 2**53 in magnitude, not reduced) straight to
     # residues modulo p < 2**63 in one pass; the limbs' path, forced, agrees
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._arith.crt as crt
 
     E = 300
     x = rns.padded_rows(len(basis.moduli), E, np.float64)
@@ -1023,18 +1026,19 @@ def test_fused_crt_on_unreduced_products(basis, p, rng, monkeypatch):
     x[:, 0], x[:, 1], x[:, 2] = 0, 2**53 - 1, -(2**53 - 1)  # the extremes of a product's sums
     expect = _crt_oracle(x[:, :E], basis, p)
     calls = []
-    monkeypatch.setattr(rns, "_crt_modp", lambda *a, _k=rns._crt_modp: calls.append(1) or _k(*a))
-    got = rns._reconstruct_rows(x.copy(), E, basis, p, False)
+    monkeypatch.setattr(crt, "_crt_modp", lambda *a, _k=crt._crt_modp: calls.append(1) or _k(*a))
+    got = crt.reconstruct_rows(x.copy(), E, basis, p, False)
     assert calls and got.dtype == np.int64 and [int(v) for v in got] == expect
-    monkeypatch.setattr(rns, "FUSED_MAX_N", 0)
-    assert [int(v) for v in rns._reconstruct_rows(x.copy(), E, basis, p, False)] == expect
+    monkeypatch.setattr(crt, "FUSED_MAX_N", 0)
+    assert [int(v) for v in crt.reconstruct_rows(x.copy(), E, basis, p, False)] == expect
 
 
 @pytest.mark.parametrize("p", [2**61 - 1, BELOW_2_63, 2**63 - 2**40 + 1], ids=pid)
 def test_fused_crt_largest_sums(p):
     # every y_i = m_i - 1 with 31 moduli just below 2**26 and p just below 2**63: the
     # uint64 sums reach 62 * 2**58 and the quotient its largest
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._arith.crt as crt
 
     basis = FUSED_BASES[1]
     M, q = basis.M, basis.moduli
@@ -1044,20 +1048,21 @@ def test_fused_crt_largest_sums(p):
     for e, y in enumerate(ys):  # residues whose weighted y_i are these
         x[:, e] = [yi * pow(wi, -1, m) % m for yi, wi, m in zip(y, w, q)]
     expect = _crt_oracle(x[:, :len(ys)], basis, p)
-    assert [int(v) for v in rns._reconstruct_rows(x, len(ys), basis, p, False)] == expect
+    assert [int(v) for v in crt.reconstruct_rows(x, len(ys), basis, p, False)] == expect
 
 
 def test_fused_crt_limits_fall_back_to_limbs(rng, monkeypatch):
     # 32 moduli, or p >= 2**63: the limbs' path, still exact
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._arith.crt as crt
 
-    monkeypatch.setattr(rns, "_crt_modp", lambda *a: pytest.fail("the fused CRT was used"))
+    monkeypatch.setattr(crt, "_crt_modp", lambda *a: pytest.fail("the fused CRT was used"))
     for basis, p in [(Basis(tuple(int(galois.prev_prime(2**26 - 100 * i)) for i in range(1, 33))), 2**61 - 1),
                      (FUSED_BASES[0], 2**63 + 29)]:
         x = rns.padded_rows(len(basis.moduli), 50, np.float64)
         x[:, :50] = rand_ints(rng, (len(basis.moduli), 50), -2**52, 2**52).astype(np.float64)
         expect = _crt_oracle(x[:, :50], basis, p)
-        assert [int(v) for v in rns._reconstruct_rows(x, 50, basis, p, False)] == expect
+        assert [int(v) for v in crt.reconstruct_rows(x, 50, basis, p, False)] == expect
 
 
 @pytest.mark.parametrize("m", [3, 255, 4194301, 2**23 + 1, 8388593, 2**24 + 1, 2**26 - 5])
@@ -1065,14 +1070,15 @@ def test_residues_of_sums_at_the_contract_limit(m):
     # a GEMM's sums reach 2**53 in magnitude (k a_max b_max <= 2**53): x - floor(x / m) m
     # with a plain product once lost a bit there (q m beyond 2**53), for negative x within
     # about m of -2**53; the reductions of the CRT and of k-panels go through it
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._algorithms.rns as rns_products
 
     j = np.arange(0, 3 * 2**16, dtype=np.int64)
     x = np.concatenate([-(2**53) + j, 2**53 - j, -j, j])
     src = rns.padded_rows(1, x.size, np.float64)
     src[0, :x.size] = x.astype(np.float64)  # every one an exact float (|x| <= 2**53)
     dst = np.empty((1, x.size), dtype=np.float64)
-    rns._reduce_rows_kernel(src, np.array([m], dtype=np.int64), dst, False, 0, x.size)
+    rns_products._reduce_rows_kernel(src, np.array([m], dtype=np.int64), dst, False, 0, x.size)
     bad = np.flatnonzero(dst[0].astype(np.int64) != x % m)
     assert bad.size == 0, x[bad[:5]]
 
@@ -1090,15 +1096,17 @@ def test_rns_product_whose_sums_reach_minus_2_53():
 
 def test_planned_bases_never_need_the_exact_fallback(rng):
     # planned_range's margin keeps every |C| <= bound off the rounding boundary of k
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._arith.crt as crt
+    import modlin._arith.moduli as moduli
 
     for bound in (2**40, 2**61 * 1000, 2**200 + 12345, 2**700):
         basis = Basis(choose_moduli(bound, (64, 1000, 64), "fp64"))
-        assert basis.covers(bound) and basis.M >= rns.planned_range(bound)
+        assert basis.covers(bound) and basis.M >= moduli.planned_range(bound)
         vals = [bound, -bound, bound - 1, -bound + 1] + [int(v) for v in rand_ints(rng, (200,), -bound, bound)]
         x = _canonical(vals, basis).astype(np.float64)
         k, flag = np.empty(len(vals)), np.empty(len(vals), dtype=np.bool_)
-        rns._crt_weights(x, 0, len(vals), np.array(basis.moduli, dtype=np.int64), rns._crt_constants(basis.moduli, None)[0],
+        crt._crt_weights(x, 0, len(vals), np.array(basis.moduli, dtype=np.int64), crt._crt_constants(basis.moduli, None)[0],
                          k, flag, np.empty((2, rns.CHUNK)), np.empty(x.shape))
         assert not flag.any()
         assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, as_object=True)] == vals
@@ -1117,10 +1125,11 @@ def test_exact_fallback_at_the_edge_of_a_tight_basis():
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1, P256], ids=pid)
 def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
     # residues computed a few moduli and a few entries at a time, reusing their buffers
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._algorithms.rns as rns_products
 
     # a memory budget that holds the residues of two moduli at a time
-    from modlin._convert import balanced_halves
+    from modlin._arith.integers import balanced_halves
 
     monkeypatch.setattr(rns, "RESIDUE_STEP", 37)  # and 37 entries per GEMM
     A = rand_ints(rng, (10, 15), 0, p)
@@ -1131,7 +1140,7 @@ def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
     # rows=0: a stack's product, whose products are float64 rows (no panels of rows)
     assert pl.schedule(150, 195, 130, 15, 0, memory) == (2, None)
     assert pl.schedule(150, 195, 130, 15, 0, memory - 1) == (1, None)
-    got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+    got = rns_products.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
     assert _same(got, ref_matmul(A, B, p))
 
 
@@ -1144,8 +1153,9 @@ def test_rns_products_as_int32_panels(p, rng):
     """Below the pool's share of the budget the products are int32 residues made a
     modulus and a panel of rows at a time (uneven last panel), read by the fused CRT:
     exact, and the same as the float64 products', with a prepared left operand too."""
-    import modlin._rns as rns
-    from modlin._convert import balanced_halves
+    import modlin._arith.residues as rns
+    import modlin._algorithms.rns as rns_products
+    from modlin._arith.integers import balanced_halves
 
     m, k, n = 301, 150, 70
     A = rand_ints(rng, (m, k), 0, p)
@@ -1163,17 +1173,17 @@ def test_rns_products_as_int32_panels(p, rng):
         group, panel = pl.schedule(m * k, k * n, m * n, k, m, memory)
         assert group == 1 and panel is not None
         counts.add(-(-m // panel))
-        rc, _ = rns.product_residues(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        rc, _ = rns_products.product_residues(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
         assert rc.dtype == np.int32
         half = (p - 1) // 2
         Ab = [[v - p if v > half else v for v in row] for row in A[:3].tolist()]
         for i, q in enumerate(pl.moduli):  # the residues of the balanced operands' product, in [0, q)
             rows = [[sum(a * b for a, b in zip(ra, cb)) % q for cb in Bb_full] for ra in Ab]
             assert rc[i, :m * n].reshape(m, n)[:3].tolist() == rows
-        got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        got = rns_products.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
         assert _same(got, want)
         prepared = rns.Residues(balanced_halves(A, p, "A"), pl.moduli, np.float64)
-        assert _same(rns.multiply(pl, prepared, balanced_halves(B, p, "B"), memory=memory), want)
+        assert _same(rns_products.multiply(pl, prepared, balanced_halves(B, p, "B"), memory=memory), want)
     assert counts == {1, 2}  # 151 and 150 rows
     # the float64 products when they fit in what the pool keeps
     with modlin.limits(memory=4 * whole):
@@ -1196,9 +1206,10 @@ def test_rns_int32_products_in_groups_of_moduli(p, rng, monkeypatch):
     """Int32 products made from the residues of several moduli at a time, in panels of rows
     (uneven last panel), the fused CRT's and the limbs': exact, and each group reads the
     operands' pieces once (fewer groups than moduli)."""
-    import modlin._rns as rns
-    import modlin._rnsplan as rnsplan
-    from modlin._convert import balanced_halves
+    import modlin._arith.residues as rns
+    import modlin._algorithms.rns as rns_products
+    import modlin._planning.rnsplan as rnsplan
+    from modlin._arith.integers import balanced_halves
 
     monkeypatch.setattr(rnsplan, "GEMM_ROWS", 64)  # panels of 64 rows or more, at this size
     m, k, n = 301, 600, 70  # A's residues weigh most: its panels make room for more moduli
@@ -1217,11 +1228,11 @@ def test_rns_int32_products_in_groups_of_moduli(p, rng, monkeypatch):
         got_group, panel = pl.schedule(m * k, k * n, m * n, k, m, memory)
         assert got_group >= group and panel is not None and 64 <= panel < m
         reads = []
-        real = rns._Halves.residues
-        monkeypatch.setattr(rns._Halves, "residues",
+        real = rns.Pieces16.residues
+        monkeypatch.setattr(rns.Pieces16, "residues",
                             lambda self, q, *a, **kw: reads.append(len(q)) or real(self, q, *a, **kw))
-        rc, _ = rns.product_residues(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
-        got = rns.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        rc, _ = rns_products.product_residues(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
+        got = rns_products.multiply(pl, balanced_halves(A, p, "A"), balanced_halves(B, p, "B"), memory=memory)
     assert rc.dtype == np.int32
     # per group, B's residues once and A's once per panel
     assert max(reads) == got_group and len(reads) == 2 * -(-N // got_group) * (1 + -(-m // panel))
@@ -1234,9 +1245,9 @@ def test_int32_groups_weigh_memory_mapped_afresh(p, monkeypatch):
     """Beyond the pool's share of the budget every call maps the workspace afresh: the
     schedule takes smaller groups of moduli when the memory they save costs more, in the
     model, than their extra reads of the operands (n = 4096 under the default 4 GiB)."""
-    import modlin._rnsplan as rnsplan
-    from modlin._plan import device_pass_scale
-    from modlin._tiles import POOL_SHARE
+    import modlin._planning.rnsplan as rnsplan
+    from modlin._planning.plan import device_pass_scale
+    from modlin._runtime.scratch import POOL_SHARE
 
     n = 4096
     budget = 4 * 2**30
@@ -1263,9 +1274,10 @@ def test_limb_crt_reads_int32_residues(p, rng, monkeypatch):
     """The limbs' CRT only reads the products: int32 residues and float64 sums congruent
     to them give the same results, the entries at the edge of a tight basis (rebuilt with
     Python ints) too, and neither input changes."""
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
+    import modlin._arith.crt as crt
 
-    monkeypatch.setattr(rns, "FUSED_MAX_N", 0)  # the limbs' path for every p
+    monkeypatch.setattr(crt, "FUSED_MAX_N", 0)  # the limbs' path for every p
     basis = Basis((2**26 - 5, 2**26 - 27, 2**25 - 39))
     M, q = basis.M, basis.moduli
     vals = [-(M // 2), (M - 1) // 2, -(M // 2) + 1, 0, 1, -1] + [int(v) for v in rand_ints(rng, (300,), -(M // 2), M // 2)]
@@ -1277,14 +1289,14 @@ def test_limb_crt_reads_int32_residues(p, rng, monkeypatch):
     before = x32[:, :E].copy(), x64[:, :E].copy()
     want = vals if p is None else [v % p for v in vals]
     for x in (x32, x64):
-        got = rns._reconstruct_rows(x, E, basis, p, p is None)
+        got = crt.reconstruct_rows(x, E, basis, p, p is None)
         assert [int(v) for v in got] == want
     assert np.array_equal(x32[:, :E], before[0]) and np.array_equal(x64[:, :E], before[1])
 
 
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**64, 2**127 - 1, P256], ids=pid)
 def test_object_operands_in_range_are_balanced_as_pieces(p, rng):
-    from modlin._convert import balanced_halves
+    from modlin._arith.integers import balanced_halves
 
     half = (p - 1) // 2
     vals = [0, 1, -1, p - 1, -p, half, half + 1, -(p // 2), -(p // 2) - 1, (p + 1) // 2]
@@ -1307,7 +1319,7 @@ def test_object_operands_in_range_are_balanced_as_pieces(p, rng):
 @pytest.mark.parametrize("p", [2**64 - 59, 2**127 - 1], ids=pid)
 @pytest.mark.parametrize("bad", ["p", "-p-1", "huge"])
 def test_object_operands_out_of_range_take_the_general_path(p, bad, rng):
-    from modlin._convert import balanced_halves
+    from modlin._arith.integers import balanced_halves
 
     x = rand_ints(rng, (4, 5), 0, p)
     x[1, 2] = {"p": p, "-p-1": -p - 1, "huge": 3 * p**3 + 7}[bad]
@@ -1320,7 +1332,7 @@ def test_object_operands_out_of_range_take_the_general_path(p, bad, rng):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
 @pytest.mark.parametrize("E", [0, 1, 512, 4096, 2**20, 2**20 + 3])
 def test_padded_rows_avoid_power_of_two_strides(dtype, E):
-    from modlin._rns import padded_rows
+    from modlin._arith.residues import padded_rows
 
     a = padded_rows(3, E, dtype)
     assert a.dtype == dtype and a.shape[0] == 3 and a.shape[1] >= E and a.flags.c_contiguous
@@ -1343,7 +1355,7 @@ def test_reconstruct_takes_unreduced_residues(p, rng):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
 def test_residues_over_several_chunks(dtype, rng):
     # more entries than one GEMM of the residue pass takes, and a ragged last chunk
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
 
     E = 3 * rns.RESIDUE_STEP + 17
     x = rand_ints(rng, (E,), -2**100, 2**100)
@@ -1377,8 +1389,8 @@ def test_balanced_lift_of_machine_words(p, dtype, rng):
 def test_reduced_int64_operands_are_lifted_entry_by_entry(p, rng):
     """int64 residues in [0, p) enter the residue kernel as they are, each lifted there (no
     lifted copy); the residues, pieces and extremes are those of the balanced lift."""
-    from modlin._convert import balanced_halves
-    from modlin._modular import balanced_lift_int64, reduced_int64
+    from modlin._arith.integers import balanced_halves
+    from modlin._arith.modular import balanced_lift_int64, reduced_int64
 
     half = (p - 1) // 2
     edge = [0, 1, p - 1, half, half + 1, (p + 1) // 2]
@@ -1408,11 +1420,11 @@ def test_reduced_int64_operands_are_lifted_entry_by_entry(p, rng):
 @pytest.mark.parametrize("p", [2**100 + 277, 2**127 - 1, P256], ids=pid)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8])
 def test_residues_of_blocks_of_kept_pieces(p, dtype, rng):
-    """A block of an operand's pieces (``_Halves.block``: what a tile reads of an operand
+    """A block of an operand's pieces (``Pieces16.block``: what a tile reads of an operand
     converted once) has the residues of the block converted alone: with and without the
     balancing shifts, of some of its rows, uneven blocks at every edge."""
-    import modlin._rns as rns
-    from modlin._convert import balanced_halves
+    import modlin._arith.residues as rns
+    from modlin._arith.integers import balanced_halves
 
     x = rand_ints(rng, (37, 29), -p, p)
     x[0, 0], x[-1, -1], x[5, 3] = -p, p - 1, (p - 1) // 2
@@ -1421,7 +1433,7 @@ def test_residues_of_blocks_of_kept_pieces(p, dtype, rng):
         basis = Basis((4093, 4091, 256, 7))
     balanced = balanced_halves(x, p, "x")
     assert balanced.shift is not None  # the shifts' path
-    plain = rns._Halves(x)  # values as they are: no shifts
+    plain = rns.Pieces16(x)  # values as they are: no shifts
     for h, lift in ((balanced, lambda v: v % p - p * (v % p > (p - 1) // 2)), (plain, lambda v: v)):
         for rows, cols in ((slice(0, 37), slice(0, 29)), (slice(3, 20), slice(7, 8)), (slice(36, 37), slice(0, 29)),
                            (slice(10, 37), slice(5, 29)), (slice(0, 1), slice(28, 29))):
@@ -1439,7 +1451,7 @@ def test_object_pieces_in_steps(rng, monkeypatch):
     """Python ints are made pieces a few rows at a time: a later step needing more pieces
     widens the earlier ones (sign-extended), entries needing more than allowed, or not
     plain ints, give None; and a huge ``p`` with small entries keeps few pieces."""
-    import modlin._rns as rns
+    import modlin._arith.residues as rns
 
     monkeypatch.setattr(rns, "OBJECT_STEP", 40)
     x = rand_ints(rng, (9, 13), -2**20, 2**20)

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin import _limits, _threads, gaussian, ozaki
+from modlin import gaussian, ozaki
+from modlin._runtime import limits as _limits
+from modlin._engines import threads as _threads
 
 from conftest import rand_ints, ref_matmul
 
@@ -169,16 +171,18 @@ def test_pass_gemms_keep_blas_on_one_thread(rng, monkeypatch):
     thread even when the product's own GEMMs use BLAS' threads (``threads=1``): on BLAS'
     threads they would leave its workers spinning into the next product. Seen from the
     kernel each GEMM feeds. (The residues are one numba pass, without GEMMs.)"""
-    from modlin import _rns
+    from modlin._arith import crt as _crt
 
     seen = set()
-    kernel = _rns._carry
+    kernel = _crt._carry
 
     def spy(*args):
         seen.update(_blas_threads())
         return kernel(*args)
 
-    monkeypatch.setattr(_rns, "_carry", spy)
+    from modlin._arith import crt as _crt
+
+    monkeypatch.setattr(_crt, "_carry", spy)
     a, b = rand_ints(rng, (40, 30), 0, P127), rand_ints(rng, (30, 20), 0, P127)
     with modlin.limits(threads=1):
         assert np.array_equal(modlin.matmul(a, b, P127), ref_matmul(a, b, P127))
@@ -207,7 +211,7 @@ def test_linalg_products_on_blas_threads_and_powers_as_matmul(rng, monkeypatch):
     gemm_workers = _threads.gemm_workers
     monkeypatch.setattr(_threads, "gemm_workers",
                         lambda *a: seen.append(getattr(_threads._local, "blas_gemms", False)) or gemm_workers(*a))
-    for mod in ("_rns", "_multiword"):
+    for mod in ("_algorithms.rns", "_algorithms.multiword"):
         monkeypatch.setattr(f"modlin.{mod}.gemm_workers", _threads.gemm_workers)
     A = rand_ints(rng, (160, 160), 0, P61)
     with modlin.limits(threads=2):

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin import _limits, _threads, gaussian, ozaki
+from modlin import gaussian, ozaki
+from modlin._runtime import limits as _limits
+from modlin._engines import threads as _threads
 
 from conftest import budgets, rand_ints, same_bits, traced
 from test_ozaki import gemmul8
@@ -156,7 +158,7 @@ def test_ozaki_progress(monkeypatch, capsys, rng):
     import sys
 
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setattr("modlin._progress.MIN_SECONDS", -1.0)
+    monkeypatch.setattr("modlin._runtime.progress.MIN_SECONDS", -1.0)
     a, b = _ozaki_case(rng, ozaki.zgemm, 200, 64, 200)
     budget, t = budgets(_ozaki_tiling(ozaki.zgemm, a, b, {}))[-1]
     with modlin.limits(memory=budget, progress=True):
@@ -248,7 +250,7 @@ def test_gaussian_budget_too_small():
 def _rank_k_tiling(m, alg, real, n, k):
     pl = modlin.plan(m, n, k, n)
     words = alg == "2m" and isinstance(pl, modlin.Plan) and not real
-    from modlin._tiles import square
+    from modlin._planning.tiling import square
 
     return lambda: square(gaussian._tiling(pl, alg, words, (n, k, n), 1, extra=4))
 
@@ -437,7 +439,7 @@ def test_gaussian_intmul_budget_too_small_and_progress(monkeypatch, capsys, rng)
             ValueError, match=r"budget of 256 KiB is too small.*smallest tile \(64x64 @ 64x64\) needs [0-9.]+ [KM]iB"):
         gaussian.intmul(a, a)
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setattr("modlin._progress.MIN_SECONDS", -1.0)
+    monkeypatch.setattr("modlin._runtime.progress.MIN_SECONDS", -1.0)
     x = rng.integers(-9, 9, (200, 64)), rng.integers(-9, 9, (200, 64))
     y = rng.integers(-9, 9, (64, 200)), rng.integers(-9, 9, (64, 200))
     budget, t = budgets(_intmul_tiling(x, y))[-1]

@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin import _limits, _tiles
+from modlin._runtime import limits as _limits
+from modlin._planning import tiling as _tiling
+from modlin._runtime import scratch as _scratch
+from modlin._algorithms import tiles as _tiles
 
 from conftest import rand_ints, ref_matmul
 
@@ -89,7 +92,7 @@ def test_scheduler_covers_every_entry_once():
     cost = lambda mt, kt, nt: mt * kt * nt + 50 * (mt * kt + kt * nt)  # noqa: E731
     seen = set()
     for budget in (10**9, 600_000, 300_000, 150_000, 100_000):
-        t = _tiles.choose(shape, ws, budget, cost)
+        t = _tiling.choose(shape, ws, budget, cost)
         assert t.peak == ws(*t.tile) <= budget
         hits = np.zeros((shape[0], shape[1], shape[2]), dtype=np.int64)[:, :1, :]
         kcover = np.zeros((shape[0], shape[1], shape[2]), dtype=bool)
@@ -104,14 +107,14 @@ def test_scheduler_covers_every_entry_once():
 def test_scheduler_without_k_panels_and_too_small_budgets():
     ws = lambda mt, kt, nt: 8 * (mt * kt + kt * nt + mt * nt)  # noqa: E731
     cost = lambda mt, kt, nt: float(mt * kt * nt)  # noqa: E731
-    t = _tiles.choose((500, 4000, 500), ws, 8 * (64 * 4000 * 2 + 64 * 64), cost, split_k=False)
+    t = _tiling.choose((500, 4000, 500), ws, 8 * (64 * 4000 * 2 + 64 * 64), cost, split_k=False)
     assert t.tile[1] == 4000 and t.grid[1] == 1
     with pytest.raises(ValueError, match=r"smallest tile \(64x4000 @ 4000x64\) needs"):
-        _tiles.choose((500, 4000, 500), ws, 1000, cost, split_k=False)
+        _tiling.choose((500, 4000, 500), ws, 1000, cost, split_k=False)
     with pytest.raises(ValueError, match=r"too small.*smallest tile \(64x64 @ 64x64\).*modlin.limits"):
-        _tiles.choose((500, 4000, 500), ws, 1000, cost)
+        _tiling.choose((500, 4000, 500), ws, 1000, cost)
     # tiny dimensions are their own smallest tiles
-    assert _tiles.choose((3, 5, 2), ws, 10**6, cost).tile == (3, 5, 2)
+    assert _tiling.choose((3, 5, 2), ws, 10**6, cost).tile == (3, 5, 2)
 
 
 # ------------------------------------------------------------------ tiled products
@@ -231,7 +234,7 @@ def test_progress_over_tiles(monkeypatch, capsys):
     without tqdm, so on one updating line); short ones and progress off show nothing."""
     import sys
 
-    from modlin import _progress
+    from modlin._runtime import progress as _progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm raises ImportError
     A = np.ones((300, 300), dtype=np.int64)
@@ -242,7 +245,7 @@ def test_progress_over_tiles(monkeypatch, capsys):
         modlin.matmul(A, A, p)  # far below MIN_SECONDS
         assert capsys.readouterr().err == ""
         monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
-        monkeypatch.setattr("modlin._progress.MIN_SECONDS", -1.0)
+        monkeypatch.setattr("modlin._runtime.progress.MIN_SECONDS", -1.0)
         C = modlin.matmul(A, A, p)
     err = capsys.readouterr().err
     assert int(C[0, 0]) == 300 and count > 1
@@ -262,15 +265,15 @@ def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
     A = rand_ints(rng, (300, 300), 0, p)
     want = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
     seen = []
-    real = _tiles.choose
+    real = _tiling.choose
 
     def spy(shape, *args, **kw):
         t = real(shape, *args, **kw)
         seen.append(t.count)
         return t
 
-    monkeypatch.setattr("modlin._plan.choose_tiles", spy)
-    modlin._plan._tiled.cache_clear()  # tilings cached by an earlier test would not reach the spy
+    monkeypatch.setattr("modlin._planning.plan.choose_tiles", spy)
+    modlin._planning.plan._tiled.cache_clear()  # tilings cached by an earlier test would not reach the spy
     with modlin.limits(memory="600KiB" if p < 2**52 else "2MiB"):
         got = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
     assert got[0] == want[0] and np.array_equal(got[1], want[1])
@@ -279,9 +282,9 @@ def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
 
 def test_tiled_intmul_is_exact(rng):
     """intmul's residue number systems follow the budget too; k-panels add exactly."""
-    from modlin import _rns
-    from modlin._intmul import max_abs
-    from modlin._rnsplan import rns_plan
+    from modlin._arith import residues as _residues
+    from modlin._arith.integers import max_abs
+    from modlin._planning.rnsplan import rns_plan
 
     cases = [
         (rand_ints(rng, (150, 90), -(2**62), 2**62), rand_ints(rng, (90, 70), -(2**62), 2**62)),
@@ -295,7 +298,7 @@ def test_tiled_intmul_is_exact(rng):
         batch = A.size // (150 * 90)
         pl = rns_plan(None, 90 * max_abs(A.astype(object)) * max_abs(B.astype(object)), (150, 90, 70))
         # a 2-D product's tiles read the pieces of object operands made for the bound, held throughout
-        held = sum(_rns._Halves(x).nbytes() for x in (A, B) if x.dtype == object and batch == 1)
+        held = sum(_residues.Pieces16(x).nbytes() for x in (A, B) if x.dtype == object and batch == 1)
         counts, budget = set(), 2 * pl.tiling((150, 90, 70), batch=batch).peak
         while True:
             try:
@@ -312,11 +315,13 @@ def test_tiled_intmul_is_exact(rng):
 def test_tiled_single_gemm_intmul(monkeypatch):
     """An intmul exact in float64 GEMMs follows the budget too: output panels and k-panels,
     the partial sums at the contract's edge (k * a_max * b_max = 2**53, every term of one sign)."""
-    from modlin import _intmul
+    from modlin._planning import tiling as _tiling
 
     seen = []
-    choose = _intmul.choose
-    monkeypatch.setattr(_intmul, "choose", lambda *a, **k: seen.append(choose(*a, **k)) or seen[-1])
+    choose = _tiling.choose
+    from modlin._algorithms import products as _products
+
+    monkeypatch.setattr(_products, "choose", lambda *a, **k: seen.append(choose(*a, **k)) or seen[-1])
     k = 256
     A = np.full((2, 150, k), 2**23, dtype=np.int64)
     B = np.full((k, 130), -(2**22), dtype=np.int64)
@@ -338,7 +343,7 @@ def test_tiled_single_gemm_intmul(monkeypatch):
 # --------------------------------------------------------------------- scratch pool
 
 def test_scratch_is_reused_only_when_nothing_refers_to_it():
-    pool = _tiles._Pool()
+    pool = _scratch._Pool()
     a = pool.empty((256, 512), np.float64)  # 1 MiB
     view = a.reshape(-1)[5:].view(np.int64)  # derived twice: still refers to the buffer
     del a
@@ -352,7 +357,7 @@ def test_scratch_is_reused_only_when_nothing_refers_to_it():
 
 
 def test_small_scratch_is_plain_memory():
-    pool = _tiles._Pool()
+    pool = _scratch._Pool()
     a = pool.empty((100, 10), np.float64)
     assert a.shape == (100, 10) and a.flags.c_contiguous and pool.held_bytes() == 0
 
@@ -362,8 +367,8 @@ def test_scratch_pool_holds_its_buffers_while_a_product_runs(monkeypatch):
     # still finds the buffers the previous product left
     import time
 
-    monkeypatch.setattr(_tiles, "POOL_DECAY", 0.1)
-    pool = _tiles._Pool()
+    monkeypatch.setattr(_scratch, "POOL_DECAY", 0.1)
+    pool = _scratch._Pool()
     with modlin.limits(memory="4MiB"):
         with pool.holding():
             a, b = pool.empty((2**17,), np.float64), pool.empty((2**17,), np.float64)  # 1 MiB each
@@ -382,7 +387,7 @@ def test_tile_loop_drops_each_panel_before_the_next(rng):
     # next is made: their scratch would not be idle, and the pool would map fresh memory
     import weakref
 
-    tiling = _tiles.Tiling((4, 6, 4), (2, 2, 2), 0, 1)
+    tiling = _tiling.Tiling((4, 6, 4), (2, 2, 2), 0, 1)
     alive = []
 
     class Part:
@@ -401,8 +406,8 @@ def test_tile_loop_drops_each_panel_before_the_next(rng):
 def test_scratch_pool_keeps_the_budget_then_a_share_of_it(monkeypatch):
     import time
 
-    monkeypatch.setattr(_tiles, "POOL_DECAY", 0.2)
-    pool = _tiles._Pool()
+    monkeypatch.setattr(_scratch, "POOL_DECAY", 0.2)
+    pool = _scratch._Pool()
     with modlin.limits(memory="4MiB"):  # keeps at most 4 MiB idle, then 1 MiB
         held = [pool.empty((2**17,), np.float64) for _ in range(5)]  # 1 MiB each
         assert pool.idle_bytes() == 0 and pool.held_bytes() == 5 * 2**20
@@ -425,7 +430,7 @@ def test_scratch_pool_keeps_the_budget_then_a_share_of_it(monkeypatch):
 
 
 def test_scratch_pool_frees_idle_buffers_before_taking_fresh_memory():
-    pool = _tiles._Pool()
+    pool = _scratch._Pool()
     with modlin.limits(memory="1GiB"):
         small = pool.empty((2**17,), np.float64)
         del small  # 1 MiB idle, within the share
@@ -440,7 +445,7 @@ def test_scratch_pool_frees_idle_buffers_before_taking_fresh_memory():
 def test_scratch_under_concurrent_threads():
     import threading
 
-    pool = _tiles._Pool()
+    pool = _scratch._Pool()
     errors = []
 
     def work(seed):
@@ -479,7 +484,7 @@ def test_products_reuse_scratch_and_stay_exact(rng):
 
 
 def test_empty_scratch_takes_nothing_from_the_pool():
-    pool = _tiles._Pool()
+    pool = _scratch._Pool()
     for shape, dtype in (((0,), np.float64), ((3, 0), np.int64), ((0, 0, 2), np.int32)):
         a = pool.empty(shape, dtype)
         assert a.shape == shape and a.dtype == dtype
@@ -494,7 +499,7 @@ def test_tiled_python_ints_are_converted_once(rng, monkeypatch):
     stays within the modelled peak."""
     import sys
 
-    from modlin import _rns
+    from modlin._arith import residues as _residues
 
     from conftest import traced
 
@@ -505,13 +510,13 @@ def test_tiled_python_ints_are_converted_once(rng, monkeypatch):
     want = modlin.matmul(A, B, p)
     assert np.array_equal(want[:30], ref_matmul(A[:30], B, p))
     converted = []
-    real = _rns.object_pieces
+    real = _residues.object_pieces
 
     def spy(x, H):
         converted.append(x.size)
         return real(x, H)
 
-    monkeypatch.setattr(_rns, "object_pieces", spy)
+    monkeypatch.setattr(_residues, "object_pieces", spy)  # read by the conversions at call time
     pl = modlin.plan(p, m, k, n)
     kinds, reduced = set(), A % p
     for budget in (12 << 20, 8 << 20, 5 << 20):
@@ -544,7 +549,6 @@ def test_rns_k_panels_within_the_budget(p, shape, sizes, rng, monkeypatch):
     within the budget."""
     import sys
 
-    from modlin import _rns
 
     from conftest import traced
 
@@ -558,9 +562,14 @@ def test_rns_k_panels_within_the_budget(p, shape, sizes, rng, monkeypatch):
     exact = A[:4].astype(object) @ B.astype(object)
     assert np.array_equal(want[:4], exact if p is None else exact % p)
     calls = {"reconstruct": 0, "reduce_residues": 0, "pieces_of": 0}
+    from modlin._algorithms import rns as _rns
+    from modlin._arith import crt as _crt, residues as _residues
+
+    # each spied on in the module that looks it up
+    where = {"reconstruct": _crt, "reduce_residues": _rns, "pieces_of": _residues}
     for name in calls:
-        real = getattr(_rns, name)
-        monkeypatch.setattr(_rns, name, lambda *a, _real=real, _name=name, **kw: calls.__setitem__(
+        real = getattr(where[name], name)
+        monkeypatch.setattr(where[name], name, lambda *a, _real=real, _name=name, **kw: calls.__setitem__(
             _name, calls[_name] + 1) or _real(*a, **kw))
     for budget in (int(size * 2**20) for size in sizes):  # k-panels; and uneven row tiles at the smaller
         with modlin.limits(memory=budget):

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from .._matmul import matmul
-from .._planner import plan
+from modlin._front.products import matmul
+from modlin._planning.planner import plan
 
 __all__ = ["main"]
 
@@ -99,9 +99,9 @@ def _positive_int(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The ``modlin`` command's argument parser (docs/reference.rst describes every option)."""
-    from .. import __version__
-    from .bench.products import LINALG_FUNCTIONS
-    from .bench.scale import SCALE_CASES
+    from modlin import __version__
+    from modlin._tools.bench.products import LINALG_FUNCTIONS
+    from modlin._tools.bench.scale import SCALE_CASES
 
     ap = argparse.ArgumentParser(prog="modlin", description="Exact A @ B mod p on floating-point GEMMs.")
     ap.add_argument("--version", action="version", version=f"modlin {__version__}")
@@ -180,24 +180,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             return 1 if demo(args.n) else 0
         if args.command == "warmup":
-            from .warmup import main as warmup
+            from modlin._tools.warmup import main as warmup
 
             return warmup(quiet=args.quiet)
         if args.command == "plan":
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
-        from .bench.products import (LINALG_BITS, LINALG_FUNCTIONS, run_gaussian_table, run_linalg_table, run_rns_table,
+        from modlin._tools.bench.products import (LINALG_BITS, LINALG_FUNCTIONS, run_gaussian_table, run_linalg_table, run_rns_table,
                              run_table)
 
         if args.table == "scale":
-            from .bench.scale import SCALE_CASES, run_scale_table
+            from modlin._tools.bench.scale import SCALE_CASES, run_scale_table
 
             run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats,
                             cases=args.cases or SCALE_CASES, rounds=args.rounds or 1)
             return 0
         if args.table == "busy":
-            from .bench.busy import run_busy_table
+            from modlin._tools.bench.busy import run_busy_table
 
             run_busy_table(cases=args.cases, rounds=args.rounds or 3, repeats=args.repeats, busy=not args.no_busy)
             return 0
@@ -221,14 +221,14 @@ def main(argv: list[str] | None = None) -> int:
                              functions=args.functions or LINALG_FUNCTIONS, galois_timeout=args.galois_timeout,
                              flint=not args.no_flint, galois=not args.no_galois)
         if args.table in ("ozaki", "ozaki-accuracy"):
-            from .bench.ozaki_tables import run_ozaki_accuracy_table, run_ozaki_table
+            from modlin._tools.bench.ozaki_tables import run_ozaki_accuracy_table, run_ozaki_table
 
             if args.table == "ozaki":
                 run_ozaki_table(sizes=args.sizes, repeats=args.repeats)
             else:
                 run_ozaki_accuracy_table()
         if args.table == "dask":
-            from .bench.dask_tables import run_dask_table
+            from modlin._tools.bench.dask_tables import run_dask_table
 
             run_dask_table(sizes=args.sizes, chunks=args.chunks, repeats=args.repeats)
         return 0

@@ -1,6 +1,6 @@
 """``modlin warmup``: compile every kernel of every path into the cache, ahead of use.
 
-A process whose cache directory (:func:`modlin._jit.cache_dir`) is empty compiles
+A process whose cache directory (:func:`modlin._engines.jit.cache_dir`) is empty compiles
 the numba kernels that its first products need: seconds per path. ``modlin
 warmup`` pays that once, for example while a container image is built, by running
 each public function on small inputs of every kind that selects different
@@ -10,7 +10,7 @@ with int64, uint64 and Python-int results), int64 and object operands, the
 Gaussian, linear-algebra and Ozaki paths with their algorithms and engines.
 Later processes load the kernels from the cache instead. A wheel built by
 ``pip install .`` carries them already (``setup.py`` runs :func:`ship` on the
-copy being packaged, see :mod:`modlin._jit`): the command is for installs whose
+copy being packaged, see :mod:`modlin._engines.jit`): the command is for installs whose
 wheel does not, such as editable ones or a wheel built on another machine type.
 
 The calls are small (a few milliseconds each once compiled) except where a path
@@ -27,8 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from .._limits import limits
-from .._progress import bar as progress_bar
+from modlin._runtime.limits import limits
+from modlin._runtime.progress import bar as progress_bar
 
 __all__ = ["paths", "warmup", "ship"]
 
@@ -70,7 +70,7 @@ def _operands(rng, p: int):
 
 
 def _matmul(p: int) -> None:
-    from .. import matmul
+    from modlin import matmul
 
     rng = np.random.default_rng(p % 2**32)
     for a, b in _operands(rng, p):
@@ -88,9 +88,10 @@ def _matmul(p: int) -> None:
 def _all_plans(p: int) -> None:
     from dataclasses import replace
 
-    from .. import matmul, plan
-    from .._engines import ENGINES
-    from .._plan import candidates
+    from modlin import matmul
+    from modlin._planning.planner import plan
+    from modlin._engines.gemm import ENGINES
+    from modlin._planning.plan import candidates
 
     rng = np.random.default_rng(p % 2**32)
     for a, b in _operands(rng, p):
@@ -107,8 +108,8 @@ def _all_plans(p: int) -> None:
 
 
 def _intmul() -> None:
-    from .. import intmul
-    from .._engines import ENGINES
+    from modlin import intmul
+    from modlin._engines.gemm import ENGINES
 
     rng = np.random.default_rng(1)
     small = rng.integers(-2**40, 2**40, (12, 40))
@@ -126,7 +127,7 @@ def _intmul() -> None:
 
 
 def _gaussian() -> None:
-    from .. import gaussian
+    from modlin import gaussian
 
     rng = np.random.default_rng(2)
     for m in GAUSSIAN_MODULI:
@@ -148,8 +149,8 @@ def _gaussian() -> None:
 
 
 def _linalg(p: int) -> None:
-    from .. import linalg, matmul
-    from ..linalg import _arith, _charpoly, _pluq
+    from modlin import linalg, matmul
+    from modlin.linalg import _arith, _charpoly, _pluq
 
     rng = np.random.default_rng(3)
     n = _pluq.THRESHOLD + 12  # past the base case: the recursions' blocks and views
@@ -182,7 +183,7 @@ def _linalg(p: int) -> None:
 
 
 def _ozaki() -> None:
-    from .. import ozaki
+    from modlin import ozaki
 
     rng = np.random.default_rng(4)
     x = rng.standard_normal((12, 40))
@@ -231,7 +232,7 @@ def warmup(*, quiet: bool = False, stream=None) -> int:
 
     Progress goes to ``stream`` (default ``sys.stderr``) unless ``quiet``.
     """
-    from .. import _jit
+    from modlin._engines import jit as _jit
 
     stream = sys.stderr if stream is None else stream
     root = pathlib.Path(_jit.SHIPPED if _jit.BUILDING else _jit.cache_dir())
@@ -251,7 +252,7 @@ def warmup(*, quiet: bool = False, stream=None) -> int:
 
 def main(quiet: bool = False) -> int:
     """The ``modlin warmup`` command: exit status 0, a summary line on stdout unless ``quiet``."""
-    from .._jit import cache_dir
+    from modlin._engines.jit import cache_dir
 
     t0 = time.perf_counter()
     n = warmup(quiet=quiet)
@@ -265,9 +266,9 @@ def ship() -> int:
     """Compile every path into the package's shipped kernels and write their manifest.
 
     Run by ``setup.py``, with ``MODLIN_BUILD_KERNELS=1``, on the copy of the package a
-    wheel is being built from (see :mod:`modlin._jit`); returns the number compiled.
+    wheel is being built from (see :mod:`modlin._engines.jit`); returns the number compiled.
     """
-    from .. import _jit
+    from modlin._engines import jit as _jit
 
     if not _jit.BUILDING:
         raise RuntimeError("ship() compiles into the package itself: only for a wheel being built, "

@@ -39,12 +39,12 @@ percent of its modelled cost, with the elapsed and remaining times; the products
 it makes show no bar of their own.
 """
 
-from ._charpoly import charpoly, minpoly
-from ._inputs import LinAlgError
-from ._pluq import PLUQ, det, pluq, rank
-from ._power import matrix_power
-from ._solve import inv, nullspace, rref, solve
-from ._triangular import trsm
+from modlin.linalg._charpoly import charpoly, minpoly
+from modlin.linalg._inputs import LinAlgError
+from modlin.linalg._pluq import PLUQ, det, pluq, rank
+from modlin.linalg._power import matrix_power
+from modlin.linalg._solve import inv, nullspace, rref, solve
+from modlin.linalg._triangular import trsm
 
 __all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm", "charpoly", "minpoly",
            "matrix_power", "LinAlgError"]

@@ -12,15 +12,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._jit import njit
-from .._matmul import Prepared, _product, matmul, prepare_left
-from .._modular import _mulmod1
-from .._plan import MAX_MODULUS, Plan
-from .._planner import plan
-from .._rnsplan import RNSPlan
-from .._threads import blas_gemms
-from .._tiles import scratch
-from ._steps import advance, product_cost
+from modlin._engines.jit import njit
+from modlin._algorithms.products import Prepared, tile_product, prepare_left
+from modlin._front.products import matmul
+from modlin._arith.modular import _mulmod1
+from modlin._planning.plan import MAX_MODULUS, Plan
+from modlin._planning.planner import plan
+from modlin._planning.rnsplan import RNSPlan
+from modlin._engines.threads import blas_gemms
+from modlin._runtime.scratch import scratch
+from modlin.linalg._steps import advance, product_cost
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
            "mulsub", "negate", "parity", "mul_cost"]
@@ -29,7 +30,7 @@ __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montg
 INT64_LIMIT = 2**63
 
 #: From this modulus on, a product of two residues no longer has a float64 quotient
-#: accurate to within 1.5 (see :func:`modlin._modular._mulmod1`): the kernels split one factor.
+#: accurate to within 1.5 (see :func:`modlin._arith.modular._mulmod1`): the kernels split one factor.
 WIDE = 2**52
 
 
@@ -253,17 +254,17 @@ def thin_plan(p: int, k: int, n: int) -> Plan | RNSPlan:
 def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | None = None, *,
         lone: bool = False, temporary: bool = False) -> np.ndarray:
     """``a @ b mod p`` for 2-D residue blocks, as a new C-contiguous array (with the plan ``pl``,
-    or one shared by nearby shapes; ``a`` may be :func:`modlin._matmul.prepare_left`'s for ``pl``).
+    or one shared by nearby shapes; ``a`` may be :func:`modlin._algorithms.products.prepare_left`'s for ``pl``).
 
     int64 blocks (residues already in ``[0, p)``) and prepared ones skip
     :func:`modlin.matmul`'s input and plan checks (the plans come from
     :func:`_plan` and :func:`thin_plan`, made for these shapes), but not its
     tiles: the product keeps within the memory budget of :func:`modlin.limits`.
-    Its GEMMs run on BLAS' own threads (:func:`modlin._threads.blas_gemms`:
+    Its GEMMs run on BLAS' own threads (:func:`modlin._engines.threads.blas_gemms`:
     linalg mixes products of every size), or with ``lone`` (products of whole
     matrices one after another, as powers make) as :func:`modlin.matmul` runs
     them. A ``temporary`` result (used at once, then dropped) comes from the
-    scratch pool (:func:`modlin._tiles.scratch`), whose buffers may be larger
+    scratch pool (:func:`modlin._runtime.scratch.scratch`), whose buffers may be larger
     than it: not for results that are kept.
     """
     (m, k), n = a.shape, b.shape[1]
@@ -276,7 +277,7 @@ def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | No
             out = matmul(a, b, p, plan=pl)
         else:
             out = scratch((m, n), dtype) if temporary else np.empty((m, n), dtype=dtype)
-            _product(pl, a, b, p, out)
+            tile_product(pl, a, b, p, out)
     advance(product_cost, pl, m, k, n, dtype is object, isinstance(a, Prepared))
     return out
 

@@ -30,29 +30,16 @@ import math
 
 import numpy as np
 
-from .._jit import njit
-from .._threads import run, slabs, workers
-from ..typing import ArrayLike
-from ._arith import (
-    INT64_LIMIT,
-    inverse,
-    is_wide,
-    kernel_montgomery,
-    mul,
-    mul_cost,
-    mulmod,
-    mulsub,
-    negate,
-    prepare_left,
-    redc,
-    submul,
-    thin_plan,
-)
-from ._inputs import map_matrices, prepare, stack_count
-from ._pluq import pluq_cost, pluq_inplace
-from ._solve import eliminate_factored, solve_factored
-from ._steps import advance, points_cost, tracked
-from ._triangular import trsm_cost
+from modlin._engines.jit import njit
+from modlin._engines.threads import run, slabs, workers
+from modlin.typing import ArrayLike
+from modlin.linalg._arith import INT64_LIMIT, inverse, is_wide, kernel_montgomery, mul, mul_cost, mulmod, mulsub, negate, redc, submul, thin_plan
+from modlin._algorithms.products import prepare_left
+from modlin.linalg._inputs import map_matrices, prepare, stack_count
+from modlin.linalg._pluq import pluq_cost, pluq_inplace
+from modlin.linalg._solve import eliminate_factored, solve_factored
+from modlin.linalg._steps import advance, points_cost, tracked
+from modlin.linalg._triangular import trsm_cost
 
 __all__ = ["charpoly", "minpoly", "charpoly_cost", "minpoly_cost", "MIN_BLOCK_KRYLOV"]
 
@@ -665,7 +652,7 @@ def _coefficients(f: list[int], p: int) -> np.ndarray:
 def _as_poly(f: list[int], field):
     """``f`` as the polynomial type of the input: a ``galois.Poly`` over a FieldArray's field, a
     python-flint polynomial for a flint matrix, else an array of coefficients."""
-    from .._flint import FlintType
+    from modlin._front.flint import FlintType
 
     if isinstance(field, FlintType):
         return field.poly(f)

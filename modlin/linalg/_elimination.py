@@ -2,7 +2,7 @@
 of a small triangular matrix.
 
 int64 blocks (``p < 2**63``) go through single-threaded numba kernels (they
-alternate with multithreaded BLAS calls, see :mod:`modlin._modular`); object
+alternate with multithreaded BLAS calls, see :mod:`modlin._arith.modular`); object
 blocks (``p > 2**63``) through NumPy operations on Python ints, one pivot at a
 time.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit
-from ._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
-from ._steps import advance, elimination_cost, inversion_cost
+from modlin._engines.jit import njit
+from modlin.linalg._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
+from modlin.linalg._steps import advance, elimination_cost, inversion_cost
 
 __all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
 

@@ -7,10 +7,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._backend import cpu_only
-from .._convert import balanced_lift, residues_int64, unwrap_fields
-from .._plan import _check_modulus
-from ._arith import INT64_LIMIT, reduce
+from modlin._engines.backend import cpu_only
+from modlin._arith.integers import balanced_lift, residues_int64
+from modlin._front.inputs import unwrap_fields
+from modlin._arith.moduli import check_modulus
+from modlin.linalg._arith import INT64_LIMIT, reduce
 
 __all__ = ["LinAlgError", "prepare", "require_prime", "working", "matrix", "square", "as_field",
            "check_unit_diagonal", "map_matrices", "stack_count"]
@@ -29,7 +30,7 @@ class LinAlgError(np.linalg.LinAlgError):
 
 @lru_cache(maxsize=64)
 def _is_prime(p: int) -> bool:
-    from .._primes import is_prime
+    from modlin._arith.primes import is_prime
 
     return is_prime(p)
 
@@ -68,7 +69,7 @@ def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,
     """
     cpu_only(f"modlin.linalg.{fn}", *arrays)
     p, field, plain = unwrap_fields(p, *arrays, names=names, fn=f"modlin.linalg.{fn}")
-    p = _check_modulus(p)
+    p = check_modulus(p)
     for x, name, form in zip(plain, names, shapes):
         if form is not None:
             (square if form == "square" else matrix)(np.shape(x), fn, name, stack=stack)

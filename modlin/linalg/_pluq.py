@@ -14,12 +14,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..typing import ArrayLike
-from ._arith import INT64_LIMIT, mul_cost, mulsub, parity
-from ._elimination import pluq_base
-from ._inputs import as_field, map_matrices, prepare, stack_count
-from ._steps import elimination_cost, tracked
-from ._triangular import solve_triangular_inplace, trsm_cost
+from modlin.typing import ArrayLike
+from modlin.linalg._arith import INT64_LIMIT, mul_cost, mulsub, parity
+from modlin.linalg._elimination import pluq_base
+from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
+from modlin.linalg._steps import elimination_cost, tracked
+from modlin.linalg._triangular import solve_triangular_inplace, trsm_cost
 
 __all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "THRESHOLD"]
 

@@ -1,8 +1,8 @@
 """The progress of a :mod:`modlin.linalg` call: its modelled cost, and one display for all of it.
 
-A call shows progress by the products' rule (:func:`modlin._progress.wanted`:
+A call shows progress by the products' rule (:func:`modlin._runtime.progress.wanted`:
 :func:`modlin.limits` asks for it, and the cost model expects more than
-:data:`modlin._progress.MIN_SECONDS`), its cost being what its algorithm's model
+:data:`modlin._runtime.progress.MIN_SECONDS`), its cost being what its algorithm's model
 (beside the algorithm: :func:`~modlin.linalg._pluq.pluq_cost`,
 :func:`~modlin.linalg._triangular.trsm_cost`, ...) adds up for a matrix of generic
 rank profile, in the multiply-adds of a large fp64 GEMM that price the products.
@@ -13,7 +13,7 @@ at the pace of the work, and the remaining time it shows follows. Work the model
 did not foresee (a rank-deficient matrix needs less, a charpoly's quotients more)
 ends the count early, or holds it at 99 % until the call returns.
 
-The products inside a call show no bar of their own (:func:`modlin._progress.covering`).
+The products inside a call show no bar of their own (:func:`modlin._runtime.progress.covering`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import threading
 from contextlib import contextmanager
 from typing import Callable
 
-from .._limits import current as current_limits, planning_threads
-from .._plan import CALIBRATION_THREADS
-from .._progress import covering
-from .._rnsplan import OBJECT_PIECE, RNSPlan
+from modlin._runtime.limits import current as current_limits, planning_threads
+from modlin._planning.plan import CALIBRATION_THREADS
+from modlin._runtime.progress import covering
+from modlin._planning.rnsplan import OBJECT_PIECE, RNSPlan
 
 __all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "points_cost", "STEPS"]
 
@@ -34,7 +34,7 @@ __all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_
 STEPS = 100
 
 # Costs of the base cases, in multiply-adds of a large fp64 GEMM on the 2-core development
-# machine (0.0185 ns each, see modlin._rnsplan.OBJECT_PIECE). Rough (the fastest of two or
+# machine (0.0185 ns each, see modlin._planning.rnsplan.OBJECT_PIECE). Rough (the fastest of two or
 # three runs, on a machine busy with other work): they decide when a call shows progress
 # and how its display moves, nothing else. Measured on pluq_base and lower_inverse of
 # 128 x 128 blocks, and on _det_poly at n = 600, b = 24 (int64) or n = 300, b = 16 (Python ints).
@@ -69,7 +69,7 @@ def _object_update(p: int) -> float:
 def product_cost(pl, m: int, k: int, n: int, objects: bool, prepared: bool = False) -> float:
     """Modelled cost of an ``m x k`` by ``k x n`` product with the plan ``pl``: its own
     (:meth:`modlin.Plan.cost`), and for Python-int operands (``objects``) their conversion
-    to 16-bit pieces (:data:`modlin._rnsplan.OBJECT_PIECE`; not that of a ``prepared`` left one)."""
+    to 16-bit pieces (:data:`modlin._planning.rnsplan.OBJECT_PIECE`; not that of a ``prepared`` left one)."""
     if m * n == 0 or k == 0:
         return 0.0
     cost = pl.cost((m, k, n))

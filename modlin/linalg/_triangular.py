@@ -14,12 +14,12 @@ from typing import Literal
 
 import numpy as np
 
-from .._convert import trans_code
-from ..typing import ArrayLike
-from ._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
-from ._elimination import triangular_inverse
-from ._inputs import as_field, check_unit_diagonal, prepare
-from ._steps import inversion_cost, tracked
+from modlin._front.inputs import trans_code
+from modlin.typing import ArrayLike
+from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
+from modlin.linalg._elimination import triangular_inverse
+from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
+from modlin.linalg._steps import inversion_cost, tracked
 
 __all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "THRESHOLD"]
 

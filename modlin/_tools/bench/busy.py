@@ -92,7 +92,7 @@ def run_busy_table(cases=None, rounds: int = 3, repeats: int = 3, busy: bool = T
     ``cases``: labels of :data:`BUSY_CASES` (default all). ``busy=False`` leaves the machine
     quiet. The busy loop stops by itself after ``limit_s`` seconds at the latest.
     """
-    from .products import _blas_summary, _cpu_summary
+    from modlin._tools.bench.products import _blas_summary, _cpu_summary
 
     labels = list(BUSY_CASES) if cases is None else list(cases)
     unknown = [c for c in labels if c not in BUSY_CASES]
@@ -131,6 +131,6 @@ def run_busy_table(cases=None, rounds: int = 3, repeats: int = 3, busy: bool = T
 
 
 def _default_threads() -> int:
-    from ..._limits import current
+    from modlin._runtime.limits import current
 
     return current().threads

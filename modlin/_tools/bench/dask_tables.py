@@ -28,9 +28,9 @@ from statistics import median
 
 import numpy as np
 
-from .products import _fmt_ratio, _fmt_s, _print_header, _timed
-from ..._matmul import matmul
-from ...ozaki import zgemm
+from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
+from modlin._front.products import matmul
+from modlin.ozaki import zgemm
 
 __all__ = ["run_dask_table"]
 

@@ -26,8 +26,8 @@ from statistics import median
 
 import numpy as np
 
-from ... import ozaki
-from .products import _fmt_ratio, _fmt_s, _paired, _print_header, _timed
+from modlin import ozaki
+from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _paired, _print_header, _timed
 
 __all__ = ["run_ozaki_table", "run_ozaki_accuracy_table"]
 

@@ -39,8 +39,8 @@ from statistics import median
 
 import numpy as np
 
-from ..._matmul import matmul
-from ..._planner import plan
+from modlin._front.products import matmul
+from modlin._planning.planner import plan
 
 __all__ = ["run_table", "run_rns_table", "run_linalg_table"]
 
@@ -271,7 +271,7 @@ def _command_line() -> str:
 
 
 def _versions(flint, use_galois) -> str:
-    from ... import __version__
+    from modlin import __version__
 
     vs = [f"modlin {__version__}", f"numpy {np.__version__}", f"python {platform.python_version()}"]
     if flint is not None:
@@ -536,8 +536,9 @@ def _random_signed(rng, bits: int, shape) -> np.ndarray:
 
 def _intmul_plan(a: np.ndarray, b: np.ndarray, n: int):
     """What :func:`modlin.intmul` does for ``n x n`` operands: ``(summary, #GEMMs, model cost)``."""
-    from ..._intmul import max_abs, single_gemm_exact
-    from ..._rnsplan import rns_plan
+    from modlin._arith.integers import max_abs
+    from modlin._algorithms.products import single_gemm_exact
+    from modlin._planning.rnsplan import rns_plan
 
     if single_gemm_exact(a, b, n):
         return "1 dgemm", 1, 1.0
@@ -645,7 +646,7 @@ def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=sys.stdout, pro
                 desc, gemms, cost = pl.summary, pl.gemm_count(), pl.relative_cost()
                 run = lambda: matmul(a, bb, p)  # noqa: E731
             else:
-                from ..._intmul import intmul
+                from modlin._front.products import intmul
 
                 a = _random_signed(rng, bits, (n, n))
                 bb = _random_signed(rng, bits, (n, n))
@@ -732,7 +733,7 @@ def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=s
     once by the dgemm, median of per-pair ratios), and NumPy complex128
     ``matmul`` time over modlin's (exact only for small entries).
     """
-    from ... import gaussian
+    from modlin import gaussian
 
     started = datetime.datetime.now().astimezone()
     rng = np.random.default_rng(seed)
@@ -798,7 +799,7 @@ LINALG_BITS = (20, 31, 50)
 
 def linalg_case(function: str, a: np.ndarray, b: np.ndarray, p: int):
     """A callable running ``modlin.linalg.<function>`` on ``a`` (``solve``: with right-hand side ``b``)."""
-    from ... import linalg
+    from modlin import linalg
 
     if function == "solve":
         return lambda: linalg.solve(a, b, p)

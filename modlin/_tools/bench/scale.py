@@ -7,7 +7,7 @@ runs the product once, as a user meets it (*first call*); then ``repeats``
 products into the same output, each followed at once by a float64
 :func:`numpy.matmul` of the same size, whose per-pair ratios give the
 *time / dgemm* column (median). The steady products run as a loop of products
-does, with the scratch pool keeping their buffers (:func:`modlin._tiles.holding`):
+does, with the scratch pool keeping their buffers (:func:`modlin._runtime.scratch.holding`):
 otherwise it frees what exceeds a quarter of the budget two seconds after each
 product, during the dgemm that follows, and the dgemm ran up to 30 % slower for
 it (127 bits, ``n = 4096``, untiled: 2.0-2.6 s against 1.76-1.83 after a tiled
@@ -50,7 +50,7 @@ from statistics import median
 import numpy as np
 import modlin
 from modlin import ozaki
-from modlin._tiles import holding
+from modlin._runtime.scratch import holding
 
 kind, arg, n, repeats = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
@@ -180,9 +180,9 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
     >>> from modlin._tools.bench.scale import run_scale_table
     >>> rows = run_scale_table(sizes=(256,), repeats=1, cases=["2^31-1"])  # doctest: +SKIP
     """
-    from .products import _print_header
-    from ..._limits import current, default_memory, format_size
-    from ..._progress import bar
+    from modlin._tools.bench.products import _print_header
+    from modlin._runtime.limits import current, default_memory, format_size
+    from modlin._runtime.progress import bar
 
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
