@@ -8,6 +8,7 @@ solve, nullspace, rref, PLUQ) and :mod:`modlin.ozaki` float GEMMs emulated on ex
 integer ones.
 """
 
+from modlin import gaussian, linalg, ozaki  # noqa: F401  (the public subpackages, in __all__)
 from modlin._engines.gemm import ENGINES
 from modlin._front.products import intmul
 from modlin._runtime.limits import limits
