@@ -1026,7 +1026,7 @@ class _ExactTile:
         """Modelled time of one tile product, in multiply-adds of a large fp64 GEMM: the real
         products of every modulus and, as for :class:`modlin.RNSPlan`, the residues of the
         panels and the CRT of the result."""
-        from modlin._planning.rnsplan import CRT_SUM, LIFT, LIMB, RESIDUE, WEIGH
+        from modlin._runtime.calibration import CRT_SUM, LIFT, LIMB, RESIDUE, WEIGH
 
         mt, kt, nt = tile
         N = len(self.tiles)

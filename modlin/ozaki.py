@@ -40,6 +40,7 @@ from modlin._planning.tiling import budget, choose, pair_count, square
 from modlin._runtime.scratch import holding
 from modlin._algorithms.tiles import progress, run
 from modlin._arith.moduli import twom_primes, why_not_twom, twom_moduli
+from modlin._runtime.calibration import OZAKI_COMBINE_PASS, OZAKI_OPERAND_PASS, OZAKI_RESULT_PASS
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "spread_bits", "AccuracyWarning"]
 
@@ -321,15 +322,6 @@ def _inside(module: str) -> bool:
 #: symmetric tile takes half of a GEMM's (2M: one GEMM of the pair's two per tile).
 _GEMMS = {"real": 1.0, "2m": 2.0, "3m": 3.0, "4m": 4.0}
 _SYMMETRIC_GEMMS = {"real": 1.0, "2m": 1.0, "3m": 2.0, "4m": 2.0}
-#: Modelled cost, in multiply-adds of a large fp64 GEMM, of one modulus' element-wise work
-#: per operand entry (its residues or 2M images, made again for every tile that reads the
-#: panel) and per result entry (combination, CRT), as measured on a 2-core machine: re-made
-#: residues are what tiling costs. The operand pass is the fused 2M kernel's, quantising as
-#: it reads, on both cores: 5.0-6.5 ns per complex entry and modulus inside a zgemm at
-#: n = 4096, where a dgemm takes 0.023 ns per multiply-add.
-_OPERAND_PASS, _RESULT_PASS = 250.0, 230.0
-#: The same for adding the residues of one more k-panel, per result entry and modulus.
-_COMBINE_PASS = 60.0
 
 
 def _kernels(xp) -> core.Kernels:
@@ -349,7 +341,7 @@ def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, xp
     N = len(mods.moduli)
 
     def cost(mt, kt, nt):
-        return gemms * mt * nt * kt + N * (_OPERAND_PASS * (mt * kt + kt * nt) + _RESULT_PASS * mt * nt)
+        return gemms * mt * nt * kt + N * (OZAKI_OPERAND_PASS * (mt * kt + kt * nt) + OZAKI_RESULT_PASS * mt * nt)
 
     def memory(mt, kt, nt):
         if symmetric:  # the tiles are made square afterwards: model the larger side
@@ -357,7 +349,7 @@ def _tiling(mods: _Moduli, complex_: bool, shape, mode: str, symmetric: bool, xp
         return core.workspace(mods, complex_, shape, (mt, kt, nt), mode, symmetric, kernels)
 
     parts = 2 if complex_ else 1
-    tiling = choose(shape, memory, budget(xp), cost, combine=_COMBINE_PASS * N * parts)
+    tiling = choose(shape, memory, budget(xp), cost, combine=OZAKI_COMBINE_PASS * N * parts)
     return (square(tiling) if symmetric else tiling), cost
 
 

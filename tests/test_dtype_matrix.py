@@ -1311,8 +1311,8 @@ def thresholds(request, monkeypatch):
     if request.param:
         from modlin.linalg import _pluq, _triangular
 
-        monkeypatch.setattr(_pluq, "THRESHOLD", 4)
-        monkeypatch.setattr(_triangular, "THRESHOLD", 4)
+        monkeypatch.setattr(_pluq, "PLUQ_THRESHOLD", 4)
+        monkeypatch.setattr(_triangular, "TRIANGULAR_THRESHOLD", 4)
     return request.param
 
 

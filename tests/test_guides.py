@@ -284,7 +284,8 @@ def test_intmul_takes_entries_of_32768_bits_of_twos_complement():
 def test_pass_scale_is_flat_in_bandwidth_not_in_scale_beyond_64_cores():
     """"0.89 on one core, 1.33 on 16, 2.67 on 64 ...; beyond 64 cores the bandwidth stays
     at 300 GB/s, so the scale grows with c there: 5.33 on 128" (it said the scale was flat)."""
-    from modlin._planning.plan import BANDWIDTH, pass_scale
+    from modlin._runtime.calibration import BANDWIDTH
+    from modlin._planning.plan import pass_scale
 
     assert BANDWIDTH[-1] == (64, 300.0)
     assert [round(pass_scale(c), 2) for c in (1, 16, 64, 128)] == [0.89, 1.33, 2.67, 5.33]
@@ -294,7 +295,7 @@ def test_non_gemm_share_table():
     """The table of ``8 P c F / (n BW(c))`` for the 31-bit (1,2) plan at n = 4096: P = 23
     passes (24 GEMMs), F = 69 GFLOP/s, the bandwidths of modlin._planning.plan.BANDWIDTH; the
     one-thread column is c times the one-core share (it read 0.45 and 3.6 for 0.44, 3.5)."""
-    from modlin._planning.plan import BANDWIDTH
+    from modlin._runtime.calibration import BANDWIDTH
 
     with _doc_model():
         pl = modlin.plan(2**31 - 1, 4096, 4096, 4096)
@@ -328,7 +329,8 @@ def test_the_cores_change_the_50_bit_choice():
 def test_the_gpu_budget_keeps_a_tenth_or_64_mib():
     """large.rst: the device budget is the free memory "less a tenth of that or 64 MiB,
     whichever is more" (it said less a tenth)."""
-    from modlin._planning.tiling import GPU_RESERVE, device_budget
+    from modlin._runtime.calibration import GPU_RESERVE
+    from modlin._planning.tiling import device_budget
 
     assert GPU_RESERVE == 64 * 2**20
     assert device_budget(300 * 2**20) == 236 * 2**20

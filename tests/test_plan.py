@@ -23,7 +23,7 @@ from modlin._planning import contract as _contract
 from modlin._engines.gemm import ENGINES
 from modlin._arith.modular import balanced_words
 from modlin._planning.plan import Plan, candidates, pass_scale
-from modlin._runtime.scratch import FRESH_BYTE
+from modlin._runtime.calibration import FRESH_BYTE
 from modlin._planning.planner import call_cost
 
 from conftest import assert_exact, matmul_limit_rows
@@ -284,7 +284,8 @@ def test_empty_products_cost_nothing():
 
 
 def test_pass_scale_follows_the_bandwidth_model():
-    from modlin._planning.plan import BANDWIDTH, CALIBRATION_THREADS, pass_scale
+    from modlin._runtime.calibration import BANDWIDTH, CALIBRATION_THREADS
+    from modlin._planning.plan import pass_scale
 
     assert pass_scale(CALIBRATION_THREADS) == 1.0
     bw = dict(BANDWIDTH)

@@ -19,6 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modlin._arith import pyints as P
+from modlin._arith import pyints_cpython as PC
+from modlin._arith import pyints_marshal as PM
 
 
 
@@ -36,7 +38,7 @@ def _objects_write(limbs, neg=None):  # makes ints of uint16 limbs only (IntWrit
 
 
 TO = [P.to_halves, P._to_halves_marshal, P._to_halves_bytes, _objects]
-FROM = [P.from_limbs, P._from_limbs_marshal, P._from_limbs_bytes, _objects_write]
+FROM = [P.from_limbs, PM._from_limbs_marshal, P._from_limbs_bytes, _objects_write]
 to_ids = ["public", "marshal", "bytes", "objects"]
 from_ids = to_ids
 
@@ -122,7 +124,7 @@ def test_objects_layout_holds():
 def test_objects_self_test_catches_a_wrong_layout(monkeypatch):
     # the other CPython layout's size word, read from these ints: the self-test says no,
     # and the public function goes through marshal (same results)
-    monkeypatch.setattr(P, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
+    monkeypatch.setattr(PC, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
     assert not P._objects_ok.__wrapped__()
     monkeypatch.setattr(P, "_objects_ok", lambda: False)
     used = []
@@ -133,7 +135,7 @@ def test_objects_self_test_catches_a_wrong_layout(monkeypatch):
 
 
 def test_objects_unknown_layout(monkeypatch):
-    monkeypatch.setattr(P.sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
+    monkeypatch.setattr(PC.sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
     assert P._int_layout() is None and not P._objects_ok.__wrapped__()
 
 
@@ -157,9 +159,9 @@ def test_objects_made_as_python_makes_them():
 
 
 def test_objects_writer_self_test_catches_a_wrong_layout(monkeypatch):
-    monkeypatch.setattr(P, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
+    monkeypatch.setattr(PC, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
     assert not P._objects_write_ok.__wrapped__()
-    monkeypatch.setattr(P, "_c_api", lambda: None)
+    monkeypatch.setattr(PC, "_c_api", lambda: None)
     assert not P._objects_write_ok.__wrapped__()
 
 
@@ -190,8 +192,8 @@ def test_objects_wider_than_the_sample(monkeypatch, where):
     # the sample (about 64 entries, evenly spaced) misses the widest entries: they are
     # measured, and every entry written again
     measured = []
-    need = P._objects_need
-    monkeypatch.setattr(P, "_objects_need", lambda *a: measured.append(1) or need(*a))
+    need = PC._objects_need
+    monkeypatch.setattr(PC, "_objects_need", lambda *a: measured.append(1) or need(*a))
     E = 64 * 50
     vals = [(-1) ** e * (e % 7) for e in range(E)]
     for v in (2**300 + 5, -(2**299), 2**47):
@@ -258,7 +260,7 @@ def test_blocks_flushes_and_stream_end(E, top, rng):
         vals.append(sign * (int.from_bytes(rng.bytes(b // 8 + 1), "little") % 2**b))
     vals[-1] = -(2 ** (top - 1))  # the last entry long (when top is) and at a sign edge
     check_halves(P._to_halves_marshal, obj(vals))
-    check_halves(_objects, obj(vals))  # its tiles of _FLUSH entries, for more than 8 pieces
+    check_halves(_objects, obj(vals))  # its tiles of PYINTS_FLUSH entries, for more than 8 pieces
 
 
 ints = st.integers(1, 3000).flatmap(lambda b: st.integers(-(2**b), 2**b))
@@ -281,7 +283,7 @@ def test_random_small(vals):
         check_halves(f, obj(vals))
     for dt in (np.uint16, np.int64, np.float64):
         limbs, neg = mag_limbs(vals, dtype=dt)
-        check_from(P._from_limbs_marshal, limbs, neg, vals)
+        check_from(PM._from_limbs_marshal, limbs, neg, vals)
 
 
 @pytest.mark.parametrize("f", TO, ids=to_ids)
@@ -438,7 +440,7 @@ def test_public_functions_use_fallback(monkeypatch):
     monkeypatch.setattr(P, "_to_halves_marshal", boom)
     monkeypatch.setattr(P, "_to_halves_objects", boom)
     monkeypatch.setattr(P, "_objects_from_limbs", boom)
-    monkeypatch.setattr(P, "_from_limbs_marshal", boom)
+    monkeypatch.setattr(PM, "_from_limbs_marshal", boom)
     monkeypatch.setattr(P, "_ints_marshal", boom)
     vals = boundaries(10)
     check_halves(P.to_halves, obj(vals))
@@ -466,7 +468,7 @@ class _Marshal:
 )
 def test_self_check_detects_other_formats(monkeypatch, fake):
     assert P._marshal_ok.__wrapped__()
-    monkeypatch.setattr(P, "marshal", fake)
+    monkeypatch.setattr(PM, "marshal", fake)
     assert not P._marshal_ok.__wrapped__()
 
 
@@ -478,14 +480,14 @@ def test_marshal_stream_is_what_dumps_writes(cap):
     limbs, neg = mag_limbs(vals, L=60)
     if cap is None:
         cap = 5 + len(vals) * (5 + 2 * 64)
-    buf, n = P._write_marshal(limbs, neg, 0, limbs.shape[1], np.empty(max(cap, 5), dtype=np.uint8))
+    buf, n = PM._write_marshal(limbs, neg, 0, limbs.shape[1], np.empty(max(cap, 5), dtype=np.uint8))
     assert buf[:n].tobytes() == marshal.dumps(vals, 2)
 
 
 def test_first_buffer_cap(monkeypatch):
-    monkeypatch.setattr(P, "_MAX_FIRST_BUFFER", 64)
+    monkeypatch.setattr(PM, "PYINTS_MAX_FIRST_BUFFER", 64)
     vals = [(-1) ** k * 3 ** (k % 500) for k in range(1500)]
-    check_from(P._from_limbs_marshal, *mag_limbs(vals, L=60), vals)
+    check_from(PM._from_limbs_marshal, *mag_limbs(vals, L=60), vals)
 
 
 @pytest.mark.parametrize("f", FROM, ids=from_ids)
@@ -499,14 +501,14 @@ def test_bad_limb_late(f):
 
 def test_scan_rejects_malformed_streams():
     good = np.frombuffer(marshal.dumps([1, 2**40, -(2**70)], 2), dtype=np.uint8)
-    assert P._scan_marshal(good, 3) == (True, 5)
-    assert not P._scan_marshal(good, 2)[0]  # wrong count
-    assert not P._scan_marshal(good[:-1], 3)[0]  # truncated
+    assert PM._scan_marshal(good, 3) == (True, 5)
+    assert not PM._scan_marshal(good, 2)[0]  # wrong count
+    assert not PM._scan_marshal(good[:-1], 3)[0]  # truncated
     for cut in (1, 4, 6, 10, 12):
-        assert not P._scan_marshal(good[:cut], 3)[0]
-    assert not P._scan_marshal(np.append(good, np.uint8(0)), 3)[0]  # trailing bytes
+        assert not PM._scan_marshal(good[:cut], 3)[0]
+    assert not PM._scan_marshal(np.append(good, np.uint8(0)), 3)[0]  # trailing bytes
     tup = np.frombuffer(marshal.dumps((1, 2), 2), dtype=np.uint8)
-    assert not P._scan_marshal(tup, 2)[0]
+    assert not PM._scan_marshal(tup, 2)[0]
 
 
 # --------------------------------------------------------------------------- IntWriter
@@ -534,10 +536,10 @@ def test_int_writer_chunks_equal_from_limbs(monkeypatch, marshal_ok, dt):
         assert all(type(v) is int for v in out)
 
 
-@pytest.mark.parametrize("f", [P.from_limbs, P._from_limbs_marshal])
+@pytest.mark.parametrize("f", [P.from_limbs, PM._from_limbs_marshal])
 def test_several_streams(monkeypatch, f):
     # one marshal stream per 7 entries, the buffer reused from one to the next
-    monkeypatch.setattr(P, "_STREAM_ENTRIES", 7)
+    monkeypatch.setattr(PM, "PYINTS_STREAM_ENTRIES", 7)
     vals = boundaries(20) + [(-1) ** k * 3**k for k in range(200)]
     check_from(f, *mag_limbs(vals), vals)
     assert _written(vals, [5, 6, 30, 31, 100]).tolist() == vals
@@ -545,7 +547,7 @@ def test_several_streams(monkeypatch, f):
 
 def test_int_writer_grows_its_buffer(monkeypatch):
     # the first buffer far too small for the stream: it grows chunk after chunk
-    monkeypatch.setattr(P, "_MAX_FIRST_BUFFER", 16)
+    monkeypatch.setattr(PM, "PYINTS_MAX_FIRST_BUFFER", 16)
     vals = [(-1) ** k * 3 ** (k % 500) for k in range(1500)]
     assert _written(vals, list(range(0, 1500, 128)), L=60).tolist() == vals
 
@@ -566,13 +568,13 @@ def test_int_writer_empty_and_errors():
 def test_each_direction_checks_only_its_own_kernels():
     # reading Python ints never compiles (or loads) the writer's kernels, nor writing the reader's
     # (which read or make the ints' memory, or marshal streams where that layout is unknown)
-    code = ("import numpy as np\nfrom modlin._arith import pyints as P\n"
-            "P.{call}\nprint(len(P._objects_halves.signatures) + len(P._scan_marshal.signatures),"
-            " len(P._objects_from_limbs.signatures) + len(P._append_marshal.signatures))")
+    code = ("import numpy as np\nfrom modlin._arith import pyints as P, pyints_cpython as PC, pyints_marshal as PM\n"
+            "P.{call}\nprint(len(PC._objects_halves.signatures) + len(PM._scan_marshal.signatures),"
+            " len(P._objects_from_limbs.signatures) + len(PM._append_marshal.signatures))")
     for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
                        ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,
-                           timeout=300, cwd=pathlib.Path(P.__file__).parents[2])
+                           timeout=300, cwd=pathlib.Path(PC.__file__).parents[2])
         assert r.returncode == 0, r.stderr
         assert r.stdout.split() == want.split()
 
@@ -585,13 +587,13 @@ def test_one_bit_length_the_branch_free_one():
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(P))
+    tree = ast.parse(inspect.getsource(PM))
     defs = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "_bit_length"]
     assert len(defs) == 1, [f.lineno for f in defs]
-    assert "frexp" in inspect.getsource(P._bit_length.py_func)
+    assert "frexp" in inspect.getsource(PM._bit_length.py_func)
     values = [0, 1, 2, 3, 2**15 - 1, 2**15, 2**16 - 1, 2**30 - 1, 2**30, 2**32 - 1, 2**52, 2**53 - 1]
     values += [int(v) for v in np.random.default_rng(2).integers(0, 2**53, 200)]
-    assert [P._bit_length.py_func(v) for v in values] == [v.bit_length() for v in values]
+    assert [PM._bit_length.py_func(v) for v in values] == [v.bit_length() for v in values]
     # compiled, inside a kernel, on the uint32 digits and uint16 pieces the conversions read
     import numba
 
@@ -599,7 +601,7 @@ def test_one_bit_length_the_branch_free_one():
     def lengths(x):
         out = np.empty(x.shape[0], dtype=np.int64)
         for i in range(x.shape[0]):
-            out[i] = P._bit_length(x[i])
+            out[i] = PM._bit_length(x[i])
         return out
 
     for dtype in (np.uint16, np.uint32, np.int64):

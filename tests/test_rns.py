@@ -226,12 +226,13 @@ def test_residues_int64_every_word_dtype(dtype, threads, rng, monkeypatch):
     # int64 residues come straight from the entries (no pieces): in place for float64 words,
     # through a float64 chunk for the others; many uneven chunks, split across workers
     from modlin._engines import threads as _threads
-    from modlin._arith.residues import CHUNK, Pieces16
+    from modlin._arith.residues import Pieces16
+    from modlin._runtime.calibration import RESIDUE_CHUNK
 
     monkeypatch.setattr(_threads, "MIN_WORK", 0)  # jobs of any size split across the workers
 
     moduli = int8_moduli()[:3] if dtype == np.int8 else (2**23 - 15, 2**22 - 3, 65521, 7)
-    E = 5 * CHUNK + 37
+    E = 5 * RESIDUE_CHUNK + 37
     x = rng.integers(-2**63, 2**63 - 1, E, endpoint=True)
     x[:4] = [-2**63, 2**63 - 1, -1, 2**42]
     with modlin.limits(threads=threads):
@@ -1107,7 +1108,7 @@ def test_planned_bases_never_need_the_exact_fallback(rng):
         x = _canonical(vals, basis).astype(np.float64)
         k, flag = np.empty(len(vals)), np.empty(len(vals), dtype=np.bool_)
         crt._crt_weights(x, 0, len(vals), np.array(basis.moduli, dtype=np.int64), crt._crt_constants(basis.moduli, None)[0],
-                         k, flag, np.empty((2, rns.CHUNK)), np.empty(x.shape))
+                         k, flag, np.empty((2, rns.RESIDUE_CHUNK)), np.empty(x.shape))
         assert not flag.any()
         assert [int(v) for v in reconstruct(_canonical(vals, basis), basis, as_object=True)] == vals
 
@@ -1247,7 +1248,7 @@ def test_int32_groups_weigh_memory_mapped_afresh(p, monkeypatch):
     model, than their extra reads of the operands (n = 4096 under the default 4 GiB)."""
     import modlin._planning.rnsplan as rnsplan
     from modlin._planning.plan import device_pass_scale
-    from modlin._runtime.scratch import POOL_SHARE
+    from modlin._runtime.calibration import POOL_SHARE
 
     n = 4096
     budget = 4 * 2**30

@@ -261,7 +261,7 @@ def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
     budget that cuts them, and the scheduler is asked for every product."""
     import modlin.linalg._pluq as pluq_mod
 
-    monkeypatch.setattr(pluq_mod, "THRESHOLD", 16)  # recurse, so that products happen
+    monkeypatch.setattr(pluq_mod, "PLUQ_THRESHOLD", 16)  # recurse, so that products happen
     A = rand_ints(rng, (300, 300), 0, p)
     want = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
     seen = []

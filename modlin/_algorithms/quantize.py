@@ -31,8 +31,7 @@ from modlin._engines.jit import njit
 from modlin._arith.residues import _balanced, _fmod
 from modlin._engines.threads import each, each_row
 from modlin._runtime.scratch import scratch
-
-
+from modlin._runtime.calibration import L1_CHUNK
 
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
@@ -244,10 +243,6 @@ class Kernels:
     accurate_scales: Callable | None = None
 
 
-#: Entries per chunk of the residue kernels: their buffers stay in the L1 cache.
-_CHUNK = 512
-
-
 class Panel:
     """Stage (b)'s operand: a panel ``x`` of ``A``'s rows (``axis=1``) or of ``B``'s columns
     (``axis=0``), float64 or complex128, with the shifts of its lines, standing for the
@@ -386,14 +381,14 @@ def _load(row, off, step, length, c0, c, a1, a2, c1, c2, buf):  # pragma: no cov
 @njit
 def _lost_kernel(flat, rs, i0, i1, width, off, step, length, r1, r2, c1, c2):  # pragma: no cover - compiled
     """How many nonzero entries of rows ``i0 .. i1`` of a part (in good lines) round to zero."""
-    buf, zero = np.empty(_CHUNK), np.empty(_CHUNK)
+    buf, zero = np.empty(L1_CHUNK), np.empty(L1_CHUNK)
     lost = 0
     for i in range(i0, i1):
         if r1[i] == 0.0:
             continue
         row = flat[i * rs:]
-        for c0 in range(0, width, _CHUNK):
-            c = min(_CHUNK, width - c0)
+        for c0 in range(0, width, L1_CHUNK):
+            c = min(L1_CHUNK, width - c0)
             _load(row, off, step, length, c0, c, r1[i], r2[i], c1, c2, buf)
             # the zeros of x (bad columns' entries count as zeros: 0 in buf too)
             stop = _read(row, off, step, length, c0, c, zero)
@@ -415,14 +410,14 @@ def _residues_kernel(flat, rs, i0, i1, width, off, step, length, r1, r2, c1, c2,
     minv = 1.0 / mf
     c32 = np.float64(2**32 % m)
     half = np.floor((mf - 1.0) / 2.0)
-    buf = np.empty(_CHUNK)
+    buf = np.empty(L1_CHUNK)
     for i in range(i0, i1):
         row, dst = flat[i * rs:], out[i]
         if r1[i] == 0.0:
             dst[:] = 0
             continue
-        for c0 in range(0, width, _CHUNK):
-            c = min(_CHUNK, width - c0)
+        for c0 in range(0, width, L1_CHUNK):
+            c = min(L1_CHUNK, width - c0)
             _load(row, off, step, length, c0, c, r1[i], r2[i], c1, c2, buf)
             for e in range(c):
                 buf[e] = _folded(buf[e], mf, minv, c32)
@@ -441,15 +436,15 @@ def _twom_kernel(flat, rs, i0, i1, width, ro, rstep, rlen, io, istep, ilen, r1, 
     c32 = np.float64(2**32 % m)
     half = np.floor((mf - 1.0) / 2.0)
     sf = np.float64(s)
-    r, t = np.empty(_CHUNK), np.empty(_CHUNK)
+    r, t = np.empty(L1_CHUNK), np.empty(L1_CHUNK)
     for i in range(i0, i1):
         row, dp, dm = flat[i * rs:], plus[i], minus[i]
         if r1[i] == 0.0:
             dp[:] = 0
             dm[:] = 0
             continue
-        for c0 in range(0, width, _CHUNK):
-            c = min(_CHUNK, width - c0)
+        for c0 in range(0, width, L1_CHUNK):
+            c = min(L1_CHUNK, width - c0)
             _load(row, ro, rstep, rlen, c0, c, r1[i], r2[i], c1, c2, r)
             _load(row, io, istep, ilen, c0, c, r1[i], r2[i], c1, c2, t)
             for e in range(c):

@@ -21,10 +21,11 @@ from modlin._engines.jit import njit
 from modlin._arith.pyints import IntWriter
 from modlin._engines.threads import each, quiet_blas, run, slabs, workers
 from modlin._runtime.scratch import Arena
-from modlin._arith.pyints import _bit_length
-from modlin._arith.residues import CHUNK
+from modlin._arith.pyints_marshal import _bit_length
+from modlin._runtime.calibration import RESIDUE_CHUNK
 from modlin._arith.moduli import Basis
 from modlin._arith.residues import _fmod, padded_rows
+from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N
 
 
 def crt(residues, moduli) -> int:
@@ -47,11 +48,6 @@ def garner_step(t, c, m, minv, w):  # pragma: no cover - compiled
         t[e] = _fmod(t[e] - c[e], m, minv) * w
     for e in range(t.shape[0]):
         t[e] = _fmod(t[e], m, minv)
-
-
-#: Moduli summed by one product against the limb constants: each term is below
-#: ``2**26 * 2**16``, so a sum of ``2**10`` of them plus the carries stays exact in float64.
-CRT_BLOCK = 1024
 
 
 #: Entries whose ``sum(y_i / m_i)`` has a fraction this close to 1/2 are rebuilt exactly.
@@ -85,13 +81,13 @@ def _crt_weights(x, lo, hi, moduli, w, k, flag, work, y):  # pragma: no cover - 
 
     ``k[e] = round(sum_i y_i / m_i)``: the sum is ``C / M + k`` and ``|C| < M / 2``.
     ``flag[e]`` marks a fraction too close to 1/2 for the float sum to round it surely.
-    ``work``: float64 scratch of shape ``(2, CHUNK)``; ``y``: float64 ``(N, hi - lo)``.
+    ``work``: float64 scratch of shape ``(2, RESIDUE_CHUNK)``; ``y``: float64 ``(N, hi - lo)``.
     """
     N = x.shape[0]
     f = work[0]
     kk = work[1]
-    for e0 in range(lo, hi, CHUNK):
-        e1 = min(hi, e0 + CHUNK)
+    for e0 in range(lo, hi, RESIDUE_CHUNK):
+        e1 = min(hi, e0 + RESIDUE_CHUNK)
         c = e1 - e0
         f[:c] = 0.0
         kk[:c] = 0.0
@@ -116,15 +112,15 @@ def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  
     so a float64 quotient ``V / p`` (below ``2**32``, error below ``2**-19``) biased down
     by ``2**-10`` is the true one or one less; ``V - q p`` computed modulo ``2**64`` is
     then in ``[0, 2 p)`` and one conditional subtraction finishes. ``work``: float64
-    ``(3, CHUNK)``; ``sums``: uint64 ``(2, CHUNK)``.
+    ``(3, RESIDUE_CHUNK)``; ``sums``: uint64 ``(2, RESIDUE_CHUNK)``.
     """
     N = x.shape[0]
     f, kk = work[0], work[1]
     sl, sh = sums[0], sums[1]
     up = np.uint64(p)
     pf = np.float64(p)
-    for e0 in range(lo, hi, CHUNK):
-        e1 = min(hi, e0 + CHUNK)
+    for e0 in range(lo, hi, RESIDUE_CHUNK):
+        e1 = min(hi, e0 + RESIDUE_CHUNK)
         c = e1 - e0
         f[:c] = 0.0
         kk[:c] = 0.0
@@ -149,10 +145,6 @@ def _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, work, sums):  
             if r >= up:
                 r -= up
             out[e0 + e] = np.int64(r)
-
-
-#: The most moduli the fused CRT (:func:`_crt_modp`) takes (a :class:`Basis` keeps each below ``2**26``).
-FUSED_MAX_N = 31
 
 
 def fused_crt(p: int | None, N: int) -> bool:
@@ -351,7 +343,7 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
         t = None
         # the kernels' scratch comes from here: one allocating inside would make numba's cached
         # kernel import numba.np.arrayobj on its first load (40 ms of a first call)
-        scratch = np.empty((2, CHUNK))
+        scratch = np.empty((2, RESIDUE_CHUNK))
         for e0 in range(part.start, part.stop, step):
             e1 = min(part.stop, e0 + step)
             c = e1 - e0
@@ -384,11 +376,11 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
         cl, ch, kl, kh = _fused_constants(basis.moduli, p)
 
         def fused(part: slice) -> None:
-            lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
-            _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, np.empty((3, CHUNK)),
-                      np.empty((2, CHUNK), dtype=np.uint64))
+            lo, hi = part.start * RESIDUE_CHUNK, min(E, part.stop * RESIDUE_CHUNK)
+            _crt_modp(x, lo, hi, moduli, w, cl, ch, kl, kh, p, flag, out, np.empty((3, RESIDUE_CHUNK)),
+                      np.empty((2, RESIDUE_CHUNK), dtype=np.uint64))
 
-        chunks = -(-E // CHUNK)
+        chunks = -(-E // RESIDUE_CHUNK)
         run(fused, slabs(chunks, workers(E * N * 4, chunks)))
     elif small:  # one range of entries per worker
         with quiet_blas():  # the limbs' GEMMs are at most CRT_BLOCK deep, mostly a few
@@ -419,8 +411,6 @@ def _exact_entry(x: np.ndarray, basis: Basis, p: int | None) -> int:
     c = sum(yi * (M // m) for yi, m in zip(y, basis.moduli)) % M
     c = c - M if c > (M - 1) // 2 else c
     return c if p is None else c % p
-
-
 
 
 @njit(inline="always")
@@ -504,15 +494,15 @@ def _to_double_kernel(res, lo_e, hi_e, moduli, inv, half, sa, sb, out):  # pragm
     """
     N = res.shape[0]
     n = sb.shape[0]
-    buf = np.empty((N, CHUNK))
-    hi = np.empty(CHUNK)
-    lo = np.empty(CHUNK)
-    sgn = np.empty(CHUNK)
+    buf = np.empty((N, RESIDUE_CHUNK))
+    hi = np.empty(RESIDUE_CHUNK)
+    lo = np.empty(RESIDUE_CHUNK)
+    sgn = np.empty(RESIDUE_CHUNK)
     rel = (N + 2) * 2.0**-100  # bound on the double-double's relative error
     exact = 0
     row, col = lo_e // n, lo_e % n
-    for e0 in range(lo_e, hi_e, CHUNK):
-        e1 = min(hi_e, e0 + CHUNK)
+    for e0 in range(lo_e, hi_e, RESIDUE_CHUNK):
+        e1 = min(hi_e, e0 + RESIDUE_CHUNK)
         c = e1 - e0
         for i in range(N):
             for e in range(c):

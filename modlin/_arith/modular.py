@@ -21,8 +21,7 @@ from modlin._engines.backend import is_cupy
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, each_row
 from modlin._runtime.scratch import scratch
-
-
+from modlin._runtime.calibration import L1_CHUNK
 
 
 #: Precision of the kernels' arithmetic: they compute in float64 whatever the
@@ -257,10 +256,6 @@ def _reduce1(x, m):  # pragma: no cover - compiled
     return x % m
 
 
-#: Entries per chunk of the 2M kernels: the chunk stays in the L1 cache between passes.
-_CHUNK = 512
-
-
 @njit(inline="always")
 def _image_pair(r, y, s, m, minv):  # pragma: no cover - compiled
     """``(r + s*y, r - s*y) mod m`` in ``[0, m)`` for ``r, y`` in ``[0, m)``."""
@@ -325,8 +320,8 @@ def _images_f(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
 def _twom_split_kernel(re, im, s, m, plus, minus):  # pragma: no cover - compiled
     """``plus = re + s*im``, ``minus = re - s*im`` (mod m, in ``[0, m)``), chunk by chunk."""
     minv = 1.0 / np.float64(m)
-    for e0 in range(0, re.shape[0], _CHUNK):
-        e1 = min(e0 + _CHUNK, re.shape[0])
+    for e0 in range(0, re.shape[0], L1_CHUNK):
+        e1 = min(e0 + L1_CHUNK, re.shape[0])
         _images(re[e0:e1], im[e0:e1], s, m, minv, plus[e0:e1], minus[e0:e1])
 
 
@@ -384,10 +379,10 @@ def _twom_words_kernel(re, im, lo, hi, s, m, shift, u, plus, minus):  # pragma: 
     half = (m - 1) // 2
     small = m <= FLOAT_MULMOD_MAX  # the images as floats (:func:`_images_f`)
     fhalf, fmod = np.float64(half), np.float64(m)
-    bp, bm = np.empty(_CHUNK, dtype=np.int64), np.empty(_CHUNK, dtype=np.int64)
-    fp, fm = np.empty(_CHUNK), np.empty(_CHUNK)
-    for e0 in range(lo, hi, _CHUNK):
-        c = min(_CHUNK, hi - e0)
+    bp, bm = np.empty(L1_CHUNK, dtype=np.int64), np.empty(L1_CHUNK, dtype=np.int64)
+    fp, fm = np.empty(L1_CHUNK), np.empty(L1_CHUNK)
+    for e0 in range(lo, hi, L1_CHUNK):
+        c = min(L1_CHUNK, hi - e0)
         if small:
             _images_f(re[e0:e0 + c], im[e0:e0 + c], s, m, minv, fp, fm)
             if u == 1:  # one word: the balanced image itself

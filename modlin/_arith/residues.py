@@ -18,10 +18,7 @@ from modlin._arith.pyints import python_ints, to_halves
 from modlin._engines.threads import run, slabs, workers
 from modlin._runtime.scratch import Arena, take
 from modlin._arith.moduli import Basis
-
-
-
-
+from modlin._runtime.calibration import MAX_PIECES, OBJECT_STEP, PIECE_STEP, RESIDUE_CHUNK, RESIDUE_INT64, RESIDUE_STEP
 
 
 def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -41,16 +38,6 @@ def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
     if pieces is None:  # NumPy integer scalars are converted; anything else is refused here
         pieces = to_halves(python_ints(x))
     return pieces, True
-
-
-#: The most 16-bit pieces an integer may have (32768 bits): :class:`Pieces16` refuses more.
-MAX_PIECES = 2**11
-
-
-#: Python ints converted to pieces at a time by :func:`object_pieces`: what the conversion
-#: holds beside the pieces (a block's pieces; through ``marshal``, also its list and stream,
-#: about ``3 H + 4`` bytes an entry) stays small.
-OBJECT_STEP = 2**16
 
 
 def object_pieces(x: np.ndarray, H: int) -> np.ndarray | None:
@@ -90,24 +77,6 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
     the balancing shift (``p = 0``: none)."""
     w = [[pow(2, 16 * j, m) for j in range(H)] + [-pow(2, 16 * H, m) if signed else 0, p % m] for m in moduli]
     return np.array(w, dtype=np.float64)
-
-
-#: Entries processed together by the kernels below: their working set stays in cache.
-CHUNK = 2048
-
-
-#: Entries per call of :func:`_piece_residues` in :meth:`Pieces16.residues`.
-RESIDUE_STEP = 32768
-
-
-#: Entries whose pieces :func:`_piece_residues` holds as floats at once (in the L1 cache).
-PIECE_STEP = 256
-
-
-#: Cost of one residue of an int64 entry (:func:`_int64_residues`), in multiply-adds of a
-#: large fp64 GEMM, for splitting it across workers: measured here at n = 2048 with six
-#: moduli, 34 on one worker and 18 on two (the pieces' GEMMs they replaced: 48 and 35).
-RESIDUE_INT64 = 30.0
 
 
 @njit
@@ -212,12 +181,12 @@ def _int64_residues(x, lo, hi, moduli, w, out, o0, lift, above):  # pragma: no c
     to ``x`` and below ``2**21 m + 2**21 m + 2**21 <= 2**53``: exact in float64, reduced as
     :func:`_piece_residues` reduces (:func:`_fmod`, :func:`_balanced`) in the same loop (a
     separate call on each row, still in L1, made the kernel 17 to 26 % slower). The
-    pieces are made once per :data:`CHUNK` entries, as floats through
+    pieces are made once per :data:`RESIDUE_CHUNK` entries, as floats through
     :func:`~modlin._arith.modular._to_float` (AVX2 has no packed int64 conversion).
     """
-    f = np.empty((3, CHUNK))
-    for c0 in range(lo, hi, CHUNK):
-        c = min(CHUNK, hi - c0)
+    f = np.empty((3, RESIDUE_CHUNK))
+    for c0 in range(lo, hi, RESIDUE_CHUNK):
+        c = min(RESIDUE_CHUNK, hi - c0)
         src = x[c0:c0 + c]
         f0, f1, f2 = f[0], f[1], f[2]
         for e in range(c):
@@ -422,17 +391,17 @@ class Pieces16:
         p, half = np.int64(self.lift), np.int64((self.lift - 1) // 2 if self.lift else 2**63 - 1)
 
         def chunks(part: slice) -> None:
-            lo, hi = part.start * CHUNK, min(E, part.stop * CHUNK)
+            lo, hi = part.start * RESIDUE_CHUNK, min(E, part.stop * RESIDUE_CHUNK)
             if direct:
                 _int64_residues(self.int64, first + lo, first + hi, mods, w, out, lo, p, half)
                 return
-            s = np.empty((G, CHUNK))
-            for e0 in range(lo, hi, CHUNK):
-                e1 = min(hi, e0 + CHUNK)
+            s = np.empty((G, RESIDUE_CHUNK))
+            for e0 in range(lo, hi, RESIDUE_CHUNK):
+                e1 = min(hi, e0 + RESIDUE_CHUNK)
                 _int64_residues(self.int64, first + e0, first + e1, mods, w, s, 0, p, half)
                 out[:, e0:e1] = s[:, :e1 - e0]  # small integers: exact in every word dtype
 
-        n = -(-E // CHUNK)
+        n = -(-E // RESIDUE_CHUNK)
         run(chunks, slabs(n, workers(RESIDUE_INT64 * E * G, n)))
         return out[:, :E].reshape((G,) + shape)
 

@@ -17,8 +17,7 @@ import importlib.resources
 import math
 from functools import lru_cache
 import numpy as np
-
-
+from modlin._runtime.calibration import CUDA_THREADS
 
 
 #: cuBLAS data-type codes (``cudaDataType``): CuPy exports CUDA_R_8I but not CUDA_R_32I.
@@ -32,9 +31,6 @@ CUBLAS_COMPUTE_32I = 72
 
 
 CUBLAS_GEMM_DEFAULT = -1
-
-
-THREADS = 256
 
 
 #: Limits of the kernels' fixed-size arrays (MODLIN_MAX_MODULI, MODLIN_MAX_LIMBS in
@@ -80,7 +76,7 @@ def launch(name: str, n: int, *args, shape: tuple[int, int] | None = None, tiled
     """Run kernel ``name`` over ``n`` entries (grid-stride loops: any grid covers them).
 
     ``shape = (R, C)``: a 2-D kernel over an ``R x C`` matrix (``MODLIN_GRID_2D``: rows
-    along the grid's y, columns along x by blocks of :data:`THREADS`); with ``tiled``, 32 x 32
+    along the grid's y, columns along x by blocks of :data:`CUDA_THREADS`); with ``tiled``, 32 x 32
     tiles by blocks of 32 x 8 threads (``MODLIN_TILED``). ``grid = (blocks, threads)``: the
     kernel's own geometry (stage (a)'s: a block per line, or one block)."""
     if n == 0:
@@ -89,14 +85,14 @@ def launch(name: str, n: int, *args, shape: tuple[int, int] | None = None, tiled
         kernel(name)(grid[0], grid[1], args)
         return
     if shape is None:
-        blocks = min((n + THREADS - 1) // THREADS, 65535 * 8)
-        kernel(name)((blocks,), (THREADS,), args)
+        blocks = min((n + CUDA_THREADS - 1) // CUDA_THREADS, 65535 * 8)
+        kernel(name)((blocks,), (CUDA_THREADS,), args)
         return
     R, C = shape
     if tiled:
         kernel(name)((min(-(-C // 32), 65535), min(-(-R // 32), 65535)), (32, 8), args)
     else:
-        kernel(name)((min(-(-C // THREADS), 65535), min(R, 65535)), (THREADS,), args)
+        kernel(name)((min(-(-C // CUDA_THREADS), 65535), min(R, 65535)), (CUDA_THREADS,), args)
 
 
 def pad4(n: int) -> int:

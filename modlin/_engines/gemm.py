@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from modlin._engines.backend import is_cupy
 from modlin._engines.threads import blas_at_most, blas_count, gemm_threads
-
-
+from modlin._runtime.calibration import GPU_RELATIVE_COST
 
 
 #: Where a product runs: NumPy arrays on the CPU, CuPy arrays on a CUDA GPU.
@@ -117,15 +116,6 @@ def get_engine(name: str) -> Engine:
         raise ValueError(
             f"unknown engine {name!r}; choose one of {sorted(ENGINES)}"
         ) from None
-
-
-#: GEMM time per multiply-add relative to DGEMM on a GPU. int8: cuBLAS ``gemmEx`` in
-#: the TN layout with int32 sums, ``B``'s transposed copy included, measured on an H200
-#: (``benchmarks/gpu_report.py``, batches of 10 to 18 moduli): 0.090 of a DGEMM at
-#: n = 4096, 0.074 to 0.078 at 8192 (the peak ratio, about 2000 dense int8 TOP/s to
-#: 67 fp64 TFLOP/s, would be 1/30). fp32 is absent: without tensor cores it is no faster
-#: than fp64 there, and TF32 tensor cores are not exact.
-GPU_RELATIVE_COST = {"fp64": 1.0, "int8": 0.08}
 
 
 def _check_device(device: str) -> str:

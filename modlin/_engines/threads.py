@@ -34,37 +34,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable, Iterator, Sequence, TypeVar
 from modlin._runtime.limits import available_cpus, current as current_limits
-from modlin._runtime.calibration import COMBINE_PASS
-
-
-
-
-#: Slabs are never thinner than this many rows: below it BLAS loses its speed
-#: and the per-slab overhead (a task, a GEMM call per block) shows.
-MIN_ROWS = 64
-
-
-#: Products with fewer multiply-adds than this run on the calling thread only,
-#: with BLAS' own threads: splitting them costs more than it saves.
-MIN_WORK = 2**25
-
-
-#: GEMM calls deeper than this keep BLAS' own threads instead of slabs. Not for the GEMMs
-#: themselves: two one-thread slabs match BLAS' two threads on a lone GEMM of any shape
-#: measured with no BLAS thread still spinning (``benchmarks/slabs_vs_blas.py``: 0.86-1.04;
-#: slabs timed just after a GEMM on BLAS' threads look up to twice as slow). A 61-bit
-#: product at n = 4096 (k-blocks of 1024) measured the same either way (6.82 against 6.88
-#: dgemm times); linalg's products keep BLAS' threads at every depth (:func:`blas_gemms`).
-MAX_SLAB_K = 512
-
-
-#: Entries per part of a flat pass (:func:`each`), at least.
-MIN_ENTRIES = 2**16
-
-
-#: Seconds over which :func:`free_cores` measures the other processes' CPU time (its reading
-#: is reused that long): /proc/stat counts in ticks of 10 ms, so shorter windows are coarse.
-BUSY_WINDOW = 0.2
+from modlin._runtime.calibration import PASS
+from modlin._runtime.calibration import MIN_ROWS, MIN_WORK, MAX_SLAB_K, MIN_ENTRIES, BUSY_WINDOW
 
 
 T = TypeVar("T")
@@ -342,7 +313,7 @@ def each_row(fn: Callable[[slice], T], rows: int, cols: int, passes: float = 1.0
     """``fn(part)`` over slabs of rows (slices) covering ``range(rows)``, in parallel: an
     element-wise job of ``passes`` passes over a ``rows x cols`` matrix of any strides,
     which row-wise kernels walk slab by slab."""
-    t = row_workers(rows * cols * passes * COMBINE_PASS, rows)
+    t = row_workers(rows * cols * passes * PASS, rows)
     with region(t):
         return run(fn, slabs(rows, t))
 
@@ -350,8 +321,8 @@ def each_row(fn: Callable[[slice], T], rows: int, cols: int, passes: float = 1.0
 def each(fn: Callable[[range], T], n: int, passes: float = 1.0) -> list[T]:
     """``fn(part)`` over contiguous ranges covering ``range(n)``, in parallel: a flat
     element-wise job of ``passes`` passes over ``n`` entries (for the cost model, each
-    pass over an entry is :data:`~modlin._runtime.calibration.COMBINE_PASS` multiply-adds)."""
-    t = workers(n * passes * COMBINE_PASS, n // MIN_ENTRIES)
+    pass over an entry is :data:`~modlin._runtime.calibration.PASS` multiply-adds)."""
+    t = workers(n * passes * PASS, n // MIN_ENTRIES)
     parts = [range(s.start, s.stop) for s in slabs(n, t)]
     with region(t):
         return run(fn, parts)

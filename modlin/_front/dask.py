@@ -48,19 +48,7 @@ from modlin._arith import crt as _crt
 from modlin._arith.modular import add_into
 from modlin._planning.planner import plan as make_plan
 from modlin._planning.rnsplan import RNSPlan
-
-
-
-
-#: Partials combined by one task of the tree along k (dask's reductions use 4 by default too:
-#: a deeper tree adds tasks, a flatter one holds more partials at once).
-SPLIT_EVERY = 4
-
-
-#: A worker runs up to ``nthreads`` tasks at once and pauses at 80% of its memory limit; the
-#: stored chunks and each task's operands and result live outside modlin's working budget,
-#: so a task's budget is this fraction of the limit, shared among the worker's threads.
-WORKER_MEMORY_SHARE = 4
+from modlin._runtime.calibration import SPLIT_EVERY, WORKER_MEMORY_SHARE
 
 
 # blockwise index letters: i, j, k for the matrix axes, the others for stacks and lead axes

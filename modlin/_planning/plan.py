@@ -18,8 +18,7 @@ from modlin._engines.gemm import ENGINES, engines_on, get_engine, relative_cost
 from modlin._runtime.limits import current as current_limits, planning_threads
 from modlin._arith.modular import Reduction, word_bounds
 from modlin._planning.tiling import Tiling, choose as choose_tiles
-
-
+from modlin._runtime.calibration import GEMM_K_OVERHEAD, GEMM_MN_OVERHEAD, PASS, WORD_PASS, BANDWIDTH, CALIBRATION_THREADS, GPU_PASS_SCALE
 
 
 #: The largest modulus multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
@@ -28,32 +27,6 @@ MAX_MODULUS = 2**52
 
 
 Variant = Literal["horner", "concat-b", "concat-a"]
-
-
-# Cost model, in units of one fp64 multiply-add of a large GEMM. Measured on the
-# 2-core development machine (numpy/OpenBLAS): a GEMM with inner dimension kb runs
-# at about kb/(kb + GEMM_K_OVERHEAD) of peak, and one element-wise pass over an m x n
-# float64 array costs about PASS multiply-adds per entry.
-GEMM_K_OVERHEAD = 24.0
-
-
-GEMM_MN_OVERHEAD = 16.0
-
-
-PASS = 40.0
-
-
-WORD_PASS = 25.0
-
-
-#: Memory bandwidth (GB/s) of the element-wise passes on ``c`` cores, ``(c, BW(c))``:
-#: measured here for 1 and 2 (the reduction pass), assumed for 16 cores on one socket
-#: and 64 on two (docs/guide/large.rst); log-log interpolation between, flat beyond.
-BANDWIDTH = ((1, 14.0), (2, 25.0), (16, 150.0), (64, 300.0))
-
-
-#: The cores :data:`PASS` and :data:`WORD_PASS` were measured on.
-CALIBRATION_THREADS = 2
 
 
 def pass_scale(threads: int | None = None) -> float:
@@ -76,13 +49,6 @@ def pass_scale(threads: int | None = None) -> float:
         bw = b0 * (b1 / b0) ** (math.log(c / c0) / math.log(c1 / c0))
     base = dict(pts)[CALIBRATION_THREADS]
     return (c / bw) / (CALIBRATION_THREADS / base)
-
-
-#: A multiword plan's element-wise passes on a GPU (CuPy array expressions), relative to
-#: their cost on the calibration machine, both in GEMM times: the GPU's DGEMM outruns its
-#: memory bandwidth several times more than two cores do. Measured on an H200
-#: (``benchmarks/gpu_report.py``, the 31-bit (1,2) plan at n = 4096 and 8192): 6.25 and 6.01.
-GPU_PASS_SCALE = 6.1
 
 
 def device_pass_scale(device: str, threads: int | None = None) -> float:

@@ -16,78 +16,15 @@ from functools import lru_cache
 import numpy as np
 from modlin._engines.gemm import engines_on, get_engine
 from modlin._runtime.limits import current as current_limits, planning_threads
-from modlin._planning.plan import CALIBRATION_THREADS, PASS, Plan, best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale, empty_product
-from modlin._arith.residues import CHUNK
+from modlin._runtime.calibration import CALIBRATION_THREADS, PASS
+from modlin._planning.plan import Plan, best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale, empty_product
+from modlin._runtime.calibration import RESIDUE_CHUNK
 from modlin._arith.moduli import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_range, primes_below
 from modlin._arith.crt import crt_scratch, fused_crt
-from modlin._engines.threads import MIN_ROWS
-from modlin._runtime.scratch import FRESH_BYTE, POOL_SHARE
+from modlin._runtime.calibration import MIN_ROWS
+from modlin._runtime.calibration import FRESH_BYTE, POOL_SHARE
 from modlin._planning.tiling import Tiling
-
-
-#: Int32 products are made in panels of at least this many rows of ``A`` (or all of them)
-#: when the budget allows it with groups of several moduli: dgemm at k = 1024, n = 2048 on
-#: the development machine ran 89 GFlop/s on 1024 and 2048 rows, 81 on 512, 72 on 256, 45 on 64.
-GEMM_ROWS = 1024
-
-
-
-
-# Cost model, in multiply-adds of a large fp64 GEMM (as in modlin._planning.plan), measured
-# on the 2-core development machine at n = 2048 (the passes cost more per entry
-# there than at n = 1024: more of them miss the caches): per input entry, lifting
-# it into 16-bit pieces and its balanced residue per modulus; per output entry,
-# its CRT weight per modulus, the sum of weights times 16-bit limbs (a small GEMM)
-# per modulus and limb, and the carries and the reduction modulo p per limb. Modulo a
-# p < 2**63 the CRT is one fused pass instead (modlin._arith.crt._crt_modp): the weights, two
-# integer multiply-adds per modulus and one reduction, measured at a third of the limbs'
-# time for six moduli (6-9 against 18-29 ns per entry).
-#
-# RESIDUE was measured on the pieces' path. The residues of int64 operands (all operands
-# modulo a p <= 2**64) now come straight from the entries, at about 18 per entry and
-# modulus (modlin._arith.residues.RESIDUE_INT64), but RESIDUE is kept: priced so, the model would
-# move 48- to 52-bit products at n >= 1000 from (2,3) multiword plans to five-modulus RNS
-# ones, faster when the same product is repeated but slower when products of other plans
-# come between, whose buffers the RNS' larger workspace does not find (50 bits, n = 2048,
-# medians of 7 interleaved runs: 5.63 against 6.16 dgemm times repeated, 6.95 against
-# 6.10 alternating).
-LIFT = 60.0
-
-
-RESIDUE = 150.0
-
-
-WEIGH = 100.0
-
-
-CRT_SUM = 8.0
-
-
-LIMB = 120.0
-
-
-#: Converting a Python int into 16-bit pieces (:func:`modlin._arith.pyints.to_halves`: its digits
-#: read by a numba kernel) and balancing it, per piece: serial under the GIL, so a tile that
-#: converts its operands' blocks again pays it again. Measured at 127 bits (8 pieces, 2048 x
-#: 2048, medians of 7): 39.5 ns per entry against 93.6 through ``marshal`` (calibrated at 800
-#: when the conversion went that way: 108 + 14 ns per entry against 0.0185 ns per
-#: multiply-add of a 2048 dgemm on 2 cores), so 800 * 39.5 / 93.6.
-OBJECT_PIECE = 340.0
-
-
-#: Each group of moduli after the first reads the operands' pieces again to make its
-#: residues (:meth:`RNSPlan.schedule`), per piece of an entry: measured at 127 bits (8 pieces)
-#: on a 2048 x 2048 operand, 12 moduli in 1, 2, 3, 4, 6 and 12 groups took about 95, 50,
-#: 45, 42, 40 and 38 ns per entry on 2 cores (2.5 to 5 ns per entry and extra group).
-REREAD = 24.0
-
-
-#: On a GPU those passes are fused kernels over data already on the device (one
-#: residue kernel for all moduli, a reduction per modulus, one CRT kernel), priced
-#: relative to their CPU cost, both in GEMM times. Measured on an H200
-#: (``benchmarks/gpu_report.py``: the kernels timed apart against a DGEMM, 31-, 50- and
-#: 61-bit p at n = 4096 and 8192): 1.70 to 2.12.
-GPU_PASS_FACTOR = 1.9
+from modlin._runtime.calibration import GEMM_ROWS, LIFT, RESIDUE, WEIGH, CRT_SUM, LIMB, OBJECT_PIECE, REREAD, GPU_PASS_FACTOR
 
 
 @dataclass(frozen=True)
@@ -245,7 +182,7 @@ class RNSPlan:
         # the fused CRT's buffers are a few chunks per worker; the limbs' (crt_scratch) too
         threads = current_limits().threads if self.device == "cpu" else 1
         if self.device == "cpu" and fused_crt(self.p, N):
-            fused = 5 * 8 * CHUNK * threads
+            fused = 5 * 8 * RESIDUE_CHUNK * threads
         else:
             fused = crt_scratch(N, self.p or self.basis.M, e, threads)
         crt = 18 * e + fused

@@ -17,12 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 import numpy as np
 from modlin._runtime.limits import current as current_limits, format_size
-from modlin._runtime.calibration import COMBINE_PASS
-
-
-#: Tiles are never cut thinner than this (or the dimension itself): below it GEMMs
-#: lose most of their speed, and a budget that needs thinner tiles is refused.
-MIN_TILE = 64
+from modlin._runtime.calibration import PASS
+from modlin._runtime.calibration import MIN_TILE, GPU_RESERVE
 
 
 @dataclass(frozen=True)
@@ -87,13 +83,6 @@ class Tiling:
         return f"{self.count} tiles of {mt}x{kt} @ {kt}x{nt} ({a} x {b} output tiles{panels}{kept}), {peak}"
 
 
-#: Bytes of a GPU's free memory the tiles leave to cuBLAS' workspace, CuPy's kernels and
-#: the pool's rounding, or a tenth of it where that is more: those allocations do not
-#: shrink with the budget, and a tenth of a few hundred MiB is too thin a margin for them
-#: (squeezed products on an H200, benchmarks/gpu_report.py).
-GPU_RESERVE = 64 * 2**20
-
-
 def device_budget(free: int) -> int:
     """The tiles' budget on a GPU with ``free`` bytes free (the pool's free blocks counted)."""
     return max(0, free - max(free // 10, GPU_RESERVE))
@@ -134,11 +123,11 @@ def _sizes(d: int) -> list[int]:
 
 def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int], budget: int,
            cost: Callable[[int, int, int], float], *, split_k: bool = True,
-           combine: float = COMBINE_PASS) -> Tiling:
+           combine: float = PASS) -> Tiling:
     """The cheapest tiling of ``shape`` whose tiles' ``workspace(mt, kt, nt)`` fits ``budget``.
 
     ``cost(mt, kt, nt)`` is the modelled time of one tile product; k-panels add
-    ``combine`` (default :data:`COMBINE_PASS`) per output entry each. With ``split_k=False`` only
+    ``combine`` (default :data:`PASS`) per output entry each. With ``split_k=False`` only
     output panels are considered (for products whose partial sums could not be
     combined exactly).
 

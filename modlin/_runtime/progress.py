@@ -23,18 +23,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 import numpy as np
 from modlin._runtime.limits import current as current_limits
-
-
-
-
-#: Products expected to take less than this show no progress.
-MIN_SECONDS = 2.0
-
-
-#: The plain line is written again at most this often, in seconds (besides at its first
-#: step, its new descriptions and its last step): a loop of thousands of small steps
-#: would otherwise spend its time writing lines nobody can read.
-REFRESH = 0.1
+from modlin._runtime.calibration import MIN_SECONDS, REFRESH
 
 
 #: Set while one display covers a whole computation (:func:`covering`): the bars asked for

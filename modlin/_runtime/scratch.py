@@ -18,30 +18,7 @@ from contextlib import contextmanager
 from typing import Iterator
 import numpy as np
 from modlin._runtime.limits import current as current_limits
-
-
-#: Idle scratch buffers kept between products: up to the whole memory budget while products
-#: follow one another, then, :data:`POOL_DECAY` seconds after the last buffer fell idle, at
-#: most this fraction of it.
-POOL_SHARE = 0.25
-
-
-#: Modelled cost of a byte of working memory a product maps afresh, in multiply-adds of a
-#: large fp64 GEMM on 2 cores: the kernel zeroes and maps each page when it is first
-#: written (0.2 s per GiB measured here, where the GEMM does 6e10 multiply-adds a second).
-#: What lies beyond :data:`POOL_SHARE` of the budget is charged so, by the planner
-#: (multiword against residue plans) and by :meth:`modlin.RNSPlan.schedule`.
-FRESH_BYTE = 12.0
-
-
-#: Seconds idle scratch beyond :data:`POOL_SHARE` of the budget is kept after the last
-#: product: a loop of products finds its buffers again, a finished computation returns them.
-POOL_DECAY = 2.0
-
-
-#: Smaller scratch arrays are plain ``np.empty``: the C allocator reuses small blocks without
-#: new pages, and a pool of many would be slow to search.
-POOL_MIN = 2**20
+from modlin._runtime.calibration import POOL_SHARE, POOL_DECAY, POOL_MIN
 
 
 class _Pool:

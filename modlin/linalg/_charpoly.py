@@ -40,18 +40,13 @@ from modlin.linalg._pluq import pluq_cost, pluq_inplace
 from modlin.linalg._solve import eliminate_factored, solve_factored
 from modlin.linalg._steps import advance, points_cost, tracked
 from modlin.linalg._triangular import trsm_cost
+from modlin._runtime.calibration import MIN_BLOCK_KRYLOV, MIN_POINTS
 
 __all__ = ["charpoly", "minpoly", "charpoly_cost", "minpoly_cost", "MIN_BLOCK_KRYLOV"]
 
-#: Matrices of fewer rows go through the Krylov stages (read at call time, so tests may lower it).
-MIN_BLOCK_KRYLOV = 96
 
 #: The random vectors: the results do not depend on them, and a fixed seed keeps timings repeatable.
 SEED = 0x6D6F646C
-
-#: Interpolation points per worker of the evaluations and determinants, at least (their
-#: loops over points are the vectorised ones).
-MIN_POINTS = 64
 
 
 def block_size(n: int) -> int:

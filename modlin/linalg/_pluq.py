@@ -3,7 +3,7 @@
 The recursion is the one of FFPACK (Dumas, Pernet and Sultan): split ``A`` in
 four blocks, factor the top-left one, and recurse on the Schur complements
 that remain, every update being a triangular solve or a product, so that all
-but ``O(n * THRESHOLD**2)`` of the work goes through :func:`modlin.matmul`.
+but ``O(n * PLUQ_THRESHOLD**2)`` of the work goes through :func:`modlin.matmul`.
 It works in place on one working copy of ``A``; permutations are index
 arrays, applied only to the rows and columns that move.
 """
@@ -20,12 +20,9 @@ from modlin.linalg._elimination import pluq_base
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
 from modlin.linalg._steps import elimination_cost, tracked
 from modlin.linalg._triangular import solve_triangular_inplace, trsm_cost
+from modlin._runtime.calibration import PLUQ_THRESHOLD
 
-__all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "THRESHOLD"]
-
-#: Blocks with at most this many rows and columns are eliminated by the base case.
-#: Read at call time, so tests may lower it to exercise the recursion on small matrices.
-THRESHOLD = 128
+__all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "PLUQ_THRESHOLD"]
 
 
 class PLUQ(NamedTuple):
@@ -90,7 +87,7 @@ def pluq_inplace(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     m, n = A.shape
     if m == 0 or n == 0:
         return np.arange(m), np.arange(n), 0
-    t = THRESHOLD
+    t = PLUQ_THRESHOLD
     if m <= t and n <= t:
         return pluq_base(A, p)
     m1 = m // 2 if m > t else m
@@ -153,7 +150,7 @@ def pluq_cost(p: int, m: int, n: int) -> float:
     multiply-adds in products for a square matrix."""
     if m == 0 or n == 0:
         return 0.0
-    t = THRESHOLD
+    t = PLUQ_THRESHOLD
     if m <= t and n <= t:
         return elimination_cost(p, m, n, min(m, n), p >= INT64_LIMIT)
     m1 = m // 2 if m > t else m
@@ -232,7 +229,7 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
     2013): ``A`` is cut into four blocks, the top-left one is factored
     recursively, the others are updated by triangular solves (:func:`trsm`)
     and products, and three more recursive calls factor what remains. Blocks
-    of at most ``THRESHOLD`` rows and columns (128) are eliminated row by row
+    of at most ``PLUQ_THRESHOLD`` rows and columns (128) are eliminated row by row
     by a compiled kernel, choosing in each row the nonzero entry of least
     column index. For an ``n x n`` matrix of full rank the work is
     ``n**3 / 3`` multiply-adds, nearly all inside :func:`modlin.matmul`.

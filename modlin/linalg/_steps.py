@@ -24,37 +24,20 @@ from contextlib import contextmanager
 from typing import Callable
 
 from modlin._runtime.limits import current as current_limits, planning_threads
-from modlin._planning.plan import CALIBRATION_THREADS
+from modlin._runtime.calibration import CALIBRATION_THREADS
 from modlin._runtime.progress import covering
-from modlin._planning.rnsplan import OBJECT_PIECE, RNSPlan
+from modlin._runtime.calibration import OBJECT_PIECE
+from modlin._planning.rnsplan import RNSPlan
+from modlin._runtime.calibration import PROGRESS_STEPS as STEPS, KERNEL_UPDATE, POINT_UPDATE, OBJECT_UPDATE, OBJECT_UPDATE_BITS, OBJECT_INVERSE, OBJECT_POINTS
 
 __all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "points_cost", "STEPS"]
 
-#: Steps of the display: percent of the modelled cost.
-STEPS = 100
 
 # Costs of the base cases, in multiply-adds of a large fp64 GEMM on the 2-core development
 # machine (0.0185 ns each, see modlin._planning.rnsplan.OBJECT_PIECE). Rough (the fastest of two or
 # three runs, on a machine busy with other work): they decide when a call shows progress
 # and how its display moves, nothing else. Measured on pluq_base and lower_inverse of
 # 128 x 128 blocks, and on _det_poly at n = 600, b = 24 (int64) or n = 300, b = 16 (Python ints).
-
-#: One update ``c - l x mod p`` of the compiled int64 kernels (elimination, triangular
-#: inverse): 1.0 to 1.7 ns, narrow to wide moduli. One thread: scaled by the cores.
-KERNEL_UPDATE = 80.0
-#: One update of the polynomial determinants' evaluations and eliminations at the
-#: interpolation points (int64): 1.9 to 3.1 ns on two workers. Split across the threads
-#: as the GEMMs are: not scaled.
-POINT_UPDATE = 140.0
-#: One update on Python ints (object arrays, moduli from ``2**63``): NumPy's loops call
-#: Python's integer arithmetic, ``OBJECT_UPDATE + OBJECT_UPDATE_BITS * bits**1.6`` per
-#: update of the elimination (290 ns at 64 bits, 500 at 200, 5200 at 1000, 33000 at 3000;
-#: an exponent near that of Karatsuba's products), a third of it for a triangular inverse
-#: (dot products), 0.4 of it for the determinants at the points. One thread: scaled.
-OBJECT_UPDATE = 13500.0
-OBJECT_UPDATE_BITS = 4.2
-OBJECT_INVERSE = 1 / 3
-OBJECT_POINTS = 0.4
 
 
 def _serial() -> float:

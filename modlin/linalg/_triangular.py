@@ -3,7 +3,7 @@
 ``T X = B`` with ``T = [[T11, 0], [T21, T22]]`` splits into ``T11 X1 = B1``,
 ``B2 <- B2 - T21 X1`` (one :func:`modlin.matmul`) and ``T22 X2 = B2``; the other
 three cases (upper, and ``X T = B``) are the same with the halves in another
-order. Below :data:`THRESHOLD` rows, the triangle is inverted by a kernel and
+order. Below :data:`TRIANGULAR_THRESHOLD` rows, the triangle is inverted by a kernel and
 ``X = T**-1 B`` is one more product: twice the multiply-adds of a substitution,
 but at GEMM speed rather than one modular operation at a time.
 """
@@ -20,12 +20,9 @@ from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
 from modlin.linalg._elimination import triangular_inverse
 from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
 from modlin.linalg._steps import inversion_cost, tracked
+from modlin._runtime.calibration import TRIANGULAR_THRESHOLD
 
-__all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "THRESHOLD"]
-
-#: Triangles of at most this many rows are inverted outright (then one product).
-#: Read at call time, so tests may lower it to exercise the recursion on small matrices.
-THRESHOLD = 128
+__all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "TRIANGULAR_THRESHOLD"]
 
 
 def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool, lower: bool,
@@ -39,7 +36,7 @@ def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool
     k = T.shape[0]
     if k == 0 or B.size == 0:
         return
-    if k <= THRESHOLD:
+    if k <= TRIANGULAR_THRESHOLD:
         Tinv = triangular_inverse(T, p, lower, unit)
         B[...] = mul(Tinv, B, p, temporary=True) if left else mul(B, Tinv, p, temporary=True)
         return
@@ -77,7 +74,7 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
     substitution, but in products.
     """
     k = T.shape[0]
-    if k <= THRESHOLD:
+    if k <= TRIANGULAR_THRESHOLD:
         return triangular_inverse(T, p, lower, unit)
     h = k // 2
     X = np.zeros((k, k), dtype=T.dtype)
@@ -103,7 +100,7 @@ def trsm_cost(p: int, k: int, w: int, left: bool = True) -> float:
     inverses priced (:mod:`modlin.linalg._steps`)."""
     if k == 0 or w == 0:
         return 0.0
-    if k <= THRESHOLD:
+    if k <= TRIANGULAR_THRESHOLD:
         product = mul_cost(p, k, k, w) if left else mul_cost(p, w, k, k)
         return inversion_cost(p, k, p >= INT64_LIMIT) + product
     h = k // 2
@@ -113,7 +110,7 @@ def trsm_cost(p: int, k: int, w: int, left: bool = True) -> float:
 
 def invert_cost(p: int, k: int) -> float:
     """Modelled cost of :func:`invert_triangular` of a ``k x k`` triangle."""
-    if k <= THRESHOLD:
+    if k <= TRIANGULAR_THRESHOLD:
         return inversion_cost(p, k, p >= INT64_LIMIT)
     h = k // 2
     return invert_cost(p, h) + invert_cost(p, k - h) + trsm_cost(p, h, k - h, left=False) + trsm_cost(p, k - h, h)
@@ -184,7 +181,7 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     -----
     The triangle is split in halves recursively; each level solves two
     half-size systems and makes one product with :func:`modlin.matmul`.
-    Triangles of at most ``THRESHOLD`` rows (128) are inverted by a kernel and
+    Triangles of at most ``TRIANGULAR_THRESHOLD`` rows (128) are inverted by a kernel and
     multiplied with ``B``, so nearly all the work runs in GEMMs: ``k**2 * w / 2``
     multiply-adds in all for ``B`` of width ``w``, at the speed of the product.
 
