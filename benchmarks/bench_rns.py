@@ -10,6 +10,7 @@ object arrays of Python ints above), and exact integer products of random signed
 import numpy as np
 
 import modlin
+
 # the operands of `modlin bench --table rns`, so that both measure the same cases
 from modlin._tools.bench.products import _random_residues as _residues, _random_signed as _signed
 
@@ -93,8 +94,8 @@ class PythonIntsToPieces:
         from modlin._arith import pyints as _pyints
 
         self.x = _signed(np.random.default_rng(0), bits, (1024, 1024))
-        self.read = (lambda x: _pyints._to_halves_objects(x, None)) if reader == "objects" \
-            else _pyints._to_halves_marshal
+        self.read = (lambda x: _pyints.halves_from_objects(x, None)) if reader == "objects" \
+            else _pyints.to_halves_marshal
         assert self.read(self.x[:2]) is not None  # kernels compiled, layout checked: outside the samples
 
     def time_to_pieces(self, bits, reader):

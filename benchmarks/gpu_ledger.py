@@ -135,7 +135,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                                             "modlin._algorithms.gpu.add_residues")),
     ("(c) CRT", ("modlin._algorithms.gpu.to_double", "modlin._algorithms.gpu.reconstruct_modp", "modlin._algorithms.gpu._twom_crt")),
     ("(c) results copied into the output", ("modlin._algorithms.ozaki.finish", "modlin._algorithms.gpu.rns_multiply",
-                                            "modlin._algorithms.products._gpu_matmul.<locals>.finish",
+                                            "modlin._algorithms.products.gpu_matmul.<locals>.finish",
                                             "modlin.gaussian._TileProduct.__call__")),
     ("(c) Inf/NaN lines, overflow check", ("modlin._algorithms.ozaki.native_lines", "modlin._algorithms.ozaki.exact_overflow",
                                            "modlin._algorithms.ozaki.may_overflow")),
@@ -310,8 +310,9 @@ def standin(memory: int | None = None, harness=None) -> Iterator[Callable]:
     a temporary directory unless given."""
     sys.path.insert(0, str(TESTS))
     try:
-        from conftest import build_harness
         from cupy_standin import Patcher, install
+
+        from conftest import build_harness
 
         with tempfile.TemporaryDirectory() as tmp, Patcher() as patch:
             lib = harness if harness is not None else build_harness(tmp)
@@ -323,24 +324,24 @@ def standin(memory: int | None = None, harness=None) -> Iterator[Callable]:
 @contextlib.contextmanager
 def tilings(record: Callable = lambda tiling: tiling) -> Iterator[list]:
     """What ``record(tiling)`` gives of each tiling the tile loop runs inside the block, in
-    the order they start (:func:`modlin._algorithms.tiles.run` spied on wherever it was imported;
+    the order they start (:func:`modlin._algorithms.tiles.drive` spied on wherever it was imported;
     ``benchmarks/gpu_report.py`` records the device memory live as each starts)."""
     from modlin._algorithms import tiles as _tiles
 
-    made, run = [], _tiles.run
+    made, drive = [], _tiles.drive
 
     def spy(tiling, *args, **kwargs):
         made.append(record(tiling))
-        return run(tiling, *args, **kwargs)
+        return drive(tiling, *args, **kwargs)
 
-    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "run", None) is run]
+    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "drive", None) is drive]
     for m in users:
-        m.run = spy
+        m.drive = spy
     try:
         yield made
     finally:
         for m in users:
-            m.run = run
+            m.drive = drive
 
 
 def measure(case: Case, to_gpu, n: int, N: int, seed: int = 0) -> dict[str, Any]:

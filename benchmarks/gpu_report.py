@@ -403,10 +403,9 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
     import cupy as cp
 
     import modlin
-    from modlin._engines import cuda as _cuda
     from modlin._algorithms import gpu as _gpu
-    from modlin._planning import plan as _plan
-    from modlin._planning import rnsplan as _rnsplan
+    from modlin._engines import cuda as _cuda
+    from modlin._planning import plan as _plan, rnsplan as _rnsplan
 
     rng = np.random.default_rng(3)
     lines += ["| n | p | plan | measured / DGEMM | modelled / DGEMM | residues | int8 GEMMs | reductions | CRT "
@@ -584,9 +583,8 @@ def stages(lines: list[str], sizes, repeats: int) -> None:
     import cupy as cp
 
     from modlin import ozaki
+    from modlin._algorithms import gpu as _gpu, ozaki as _ozaki_core
     from modlin._engines import cuda as _cuda
-    from modlin._algorithms import gpu as _gpu
-    from modlin._algorithms import ozaki as _ozaki_core
 
     spied = [(_ozaki_core, "scales", "(a) scales and exponents (line statistics, fast scales)"),
              (_gpu, "_panel_residues", "(b) quantisation and int8 residues (2M images)"),

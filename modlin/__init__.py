@@ -10,12 +10,11 @@ integer ones.
 
 from modlin import gaussian, linalg, ozaki  # noqa: F401  (the public subpackages, in __all__)
 from modlin._engines.gemm import ENGINES
-from modlin._front.products import intmul
-from modlin._runtime.limits import limits
-from modlin._front.products import matmul
+from modlin._front.products import intmul, matmul
 from modlin._planning.plan import MAX_MODULUS, Plan
 from modlin._planning.planner import plan
 from modlin._planning.rnsplan import RNSPlan
+from modlin._runtime.limits import limits
 
 __version__ = "0.2.0.dev0"
 

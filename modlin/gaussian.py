@@ -25,22 +25,17 @@ import sys
 
 import numpy as np
 
-from modlin._arith import moduli as _moduli
-from modlin._arith import residues as _residues
-from modlin._arith import crt as _crt
-from modlin._engines.backend import cpu_only, is_dask, namespace
+from modlin._arith import crt as _crt, modular as _modular, moduli as _moduli, residues as _residues
 from modlin._arith.integers import balanced_halves, balanced_lift, float_integers, integers, max_abs, residues_int64
-from modlin._front.inputs import integer_operands, unwrap_fields
-from modlin._front.flint import FlintType
-from modlin._runtime.limits import current as current_limits
-
-from modlin._front.products import matmul as _matmul
-from modlin._arith import modular as _modular
 from modlin._arith.modular import add_into, twom_combine, twom_finish, twom_words
+from modlin._arith.moduli import check_modulus, is_twom_modulus, sqrt_minus_one, twom_moduli, twom_primes, why_not_twom
+from modlin._engines.backend import cpu_only, is_dask, namespace
+from modlin._front.flint import FlintType
+from modlin._front.inputs import integer_operands, unwrap_fields
+from modlin._front.products import matmul as _matmul
 from modlin._planning.plan import MAX_MODULUS
-from modlin._arith.moduli import check_modulus
 from modlin._planning.rnsplan import RNSPlan
-from modlin._arith.moduli import twom_primes, why_not_twom, is_twom_modulus, sqrt_minus_one, twom_moduli
+from modlin._runtime.limits import current as current_limits
 
 __all__ = ["twom_moduli", "is_twom_modulus", "sqrt_minus_one", "matmul", "intmul",
            "herk", "syrk", "her2k", "syr2k"]
@@ -301,8 +296,7 @@ def _rns_matmul(a, b, m: int, alg: str):
     the exact product over Z[i] of their balanced residues, by a residue number system
     (:meth:`_ExactTile.modular`) tile by tile within the memory budget, each tile's CRT
     reducing modulo ``m``, and the partial products of k-panels added modulo ``m``."""
-    from modlin._algorithms.tiles import as_matrix
-    from modlin._algorithms.tiles import matmul_shapes
+    from modlin._algorithms.tiles import as_matrix, matmul_shapes
 
     (mm, k, n), full, shape = matmul_shapes(a[0].shape, b[0].shape)
     out = [np.empty(full, dtype=_dtype(m)) for _ in range(2)]
@@ -381,12 +375,10 @@ def _tiled_matmul(a, b, m: int, alg: str):
     each tile converts its panels (2M on the CPU: their images straight into the words of
     one multiword plan, which both real products share), and the partial products of
     k-panels are added modulo ``m``."""
-    from modlin._algorithms.tiles import as_matrix
     from modlin._algorithms.products import device_residues
-    from modlin._algorithms.tiles import matmul_shapes
+    from modlin._algorithms.tiles import as_matrix, drive, matmul_shapes, progress, stack_items
     from modlin._planning.plan import Plan
     from modlin._planning.planner import plan
-    from modlin._algorithms.tiles import progress, run, stack_items
 
     xp = namespace(*a, *b)
     gpu = xp is not np
@@ -421,7 +413,7 @@ def _tiled_matmul(a, b, m: int, alg: str):
                     return tile(xt, yt)
                 return tile(xt, yt, out=[d[..., rows, cols] for d in dst])
 
-            run(tiling, product, add=tile.add, bar=bar)
+            drive(tiling, product, add=tile.add, bar=bar)
     return _shaped(re, im, shape)
 
 
@@ -536,10 +528,10 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
     For ``m >= 2**52`` each tile's product is the exact one of the balanced residues, by a
     residue number system reduced modulo ``m`` by its CRT (:meth:`_ExactTile.modular`).
     """
+    from modlin._algorithms.tiles import drive, progress
     from modlin._planning.plan import Plan
     from modlin._planning.planner import plan
     from modlin._planning.tiling import pair_count, square
-    from modlin._algorithms.tiles import progress, run
 
     ops = [x for t in terms for part in t for x in part]
     if any(np.ndim(x) < 2 for x in ops):
@@ -601,7 +593,7 @@ def _rank_k(terms, m: int, alg: str, conj: bool):
                     if rows != cols:  # C_JI = C_IJ^T, or its conjugate
                         dst[idx][cols, rows] = _neg_mod(part.T, m) if conj and j == 1 else part.T
 
-            run(tiling, product, add=tile.add, finish=finish, bar=bar, pairs=True)
+            drive(tiling, product, add=tile.add, finish=finish, bar=bar, pairs=True)
     return out[0] if real else tuple(out)
 
 
@@ -903,8 +895,7 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
     flat, names, rebuild = _flatten({"A": A, "B": B})
     ftype, plain = integer_operands(*flat, names=names, fn="modlin.gaussian.intmul")
     A, B = rebuild(plain)
-    from modlin._algorithms.tiles import as_matrix
-    from modlin._algorithms.tiles import matmul_shapes
+    from modlin._algorithms.tiles import as_matrix, matmul_shapes
 
     if engine not in ("fp64", "int8"):
         raise ValueError(f"engine must be 'fp64' or 'int8', got {engine!r}")
@@ -934,7 +925,7 @@ def _run_exact(tile: _ExactTile, shape: tuple[int, int, int], x: list, y: list, 
     stacks, broadcasting to ``out``'s shape) by ``tile`` (an :class:`_ExactTile`), tile by
     tile within the memory budget of :func:`modlin.limits`: the product of each k-panel is
     added into the output (:meth:`_ExactTile.add`)."""
-    from modlin._algorithms.tiles import progress, run, stack_items
+    from modlin._algorithms.tiles import drive, progress, stack_items
 
     stack = out[0].shape[:-2]
     tiling, items, rounds = stack_items(stack, lambda count: tile.tiling(shape, count), x, y)
@@ -951,7 +942,7 @@ def _run_exact(tile: _ExactTile, shape: tuple[int, int, int], x: list, y: list, 
                     d[..., rows, cols] = p
                 return [d[..., rows, cols] for d in dst]
 
-            run(tiling, product, add=tile.add, bar=bar)
+            drive(tiling, product, add=tile.add, bar=bar)
 
 
 class _ExactTile:

@@ -29,18 +29,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from modlin._algorithms import ozaki as core
-from modlin._algorithms import quantize as _quantize
+from modlin._algorithms import ozaki as core, quantize as _quantize
+from modlin._algorithms.ozaki import Moduli as _Moduli
+from modlin._algorithms.tiles import drive, matmul_shapes, progress
+from modlin._arith.moduli import Basis, int8_moduli, twom_moduli, twom_primes, why_not_twom
 from modlin._engines.backend import is_cupy, is_dask, namespace
 from modlin._front.inputs import check_operand, trans_code
-from modlin._algorithms.tiles import matmul_shapes
-from modlin._algorithms.ozaki import Moduli as _Moduli
-from modlin._arith.moduli import Basis, int8_moduli
 from modlin._planning.tiling import budget, choose, pair_count, square
-from modlin._runtime.scratch import holding
-from modlin._algorithms.tiles import progress, run
-from modlin._arith.moduli import twom_primes, why_not_twom, twom_moduli
 from modlin._runtime.calibration import OZAKI_COMBINE_PASS, OZAKI_OPERAND_PASS, OZAKI_RESULT_PASS
+from modlin._runtime.scratch import holding
 
 __all__ = ["dgemm", "zgemm", "dsyrk", "zherk", "moduli_for", "spread_bits", "AccuracyWarning"]
 
@@ -392,7 +389,7 @@ def _gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndar
         epilogue(tile, rows, cols)
 
     with progress(tiling.count, tiling.count * cost(*tiling.tile), "modlin.ozaki product") as bar:
-        run(tiling, product, add=lambda acc, part: kernels.add_residues(acc, part, mods), finish=finish, bar=bar)
+        drive(tiling, product, add=lambda acc, part: kernels.add_residues(acc, part, mods), finish=finish, bar=bar)
     lost_a, lost_b = known if known is not None else lost
     _warn_lost(lost_a, "A", 1)
     _warn_lost(lost_b, "B", 0)
@@ -440,7 +437,7 @@ def _herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue) 
             epilogue(tile, r, c)
 
     with progress(pair_count(tiling), pair_count(tiling) * cost(*tiling.tile), "modlin.ozaki rank-k update") as bar:
-        run(tiling, product, add=add, finish=finish, bar=bar, pairs=True)
+        drive(tiling, product, add=add, finish=finish, bar=bar, pairs=True)
     _warn_lost(known[0] if known is not None else lost[0], "A", 1)
 
 

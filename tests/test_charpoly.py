@@ -16,13 +16,12 @@ import flint
 import galois
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from modlin import linalg
-from conftest import StepRecorder
-from modlin.linalg import _charpoly
+from hypothesis import given, settings, strategies as st
 from test_linalg import fmat, native, rand
+
+from conftest import StepRecorder
+from modlin import linalg
+from modlin.linalg import _charpoly
 
 P61, P63, P127 = 2**61 - 1, 2**63 - 25, 2**127 - 1
 #: 2, 3 and primes of 31, 61, 63 and 127 bits

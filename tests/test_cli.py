@@ -263,8 +263,8 @@ def test_warmup_compiles_every_path_ahead():
     assert r.stdout.startswith("modlin warmup:") and "compiled into" in r.stdout
     files = _cache_files(cache)
     indexes = {pathlib.Path(f).name.split("-")[0] for f in files if f.endswith(".nbi")}
-    for kernel in ("_modular._step", "_modular._finalize", "_rns._crt_weights", "_pyints._objects_halves",
-                   "_modular._twom_words_kernel", "_elimination._eliminate", "_crtfloat._to_double_kernel"):
+    for kernel in ("modular._step", "modular._finalize", "crt._crt_weights", "pyints_cpython._objects_halves",
+                   "modular._twom_words_kernel", "_elimination._eliminate", "crt._to_double_kernel"):
         assert kernel in indexes
     # A fresh process's first calls load every kernel they need, and warming up again compiles
     # nothing: both counted by the process itself. Not by the cache's files: the other test

@@ -575,7 +575,7 @@ def test_ozaki_field_chunks_refused():
 
 # --------------------------------------------------------------------------- residue partials
 
-def _balanced(x, p):
+def balance_rem(x, p):
     """The entries' residues in ``[-(p//2), (p-1)//2]``, as Python ints."""
     return np.vectorize(lambda v: (int(v) + p // 2) % p - p // 2, otypes=[object])(np.asarray(x, dtype=object))
 
@@ -597,7 +597,7 @@ def test_residue_partials_one_crt_per_chunk(p, rng):
     part = dask.get(graph, (pair, 0, 0, 0))  # the residues of A[:10, :9] @ B[:9, :6], balanced
     moduli = plan(p, 20, 36, 12).moduli  # the whole product's
     assert part.dtype == np.int32 and part.shape == (len(moduli), 10, 6)
-    exact = _balanced(A[:10, :9], p) @ _balanced(B[:9, :6], p)
+    exact = balance_rem(A[:10, :9], p) @ balance_rem(B[:9, :6], p)
     assert all(np.array_equal(part[i].astype(object), exact % q) for i, q in enumerate(moduli))
     _same(C.compute(scheduler="sync"), modlin.matmul(A, B, p))
     assert np.array_equal(C.compute(scheduler="sync").astype(object), ref_matmul(A, B, p))
@@ -615,7 +615,7 @@ def test_chunk_residues(p, rng):
 
     def check(a, b, shape):
         got = chunk_residues(a, b, p, pl)
-        exact = _balanced(a, p) @ _balanced(b, p)
+        exact = balance_rem(a, p) @ balance_rem(b, p)
         assert got.dtype == np.int32 and got.shape == (len(pl.moduli),) + shape
         for i, q in enumerate(pl.moduli):
             assert np.array_equal(got[i].astype(object), exact % q)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import modlin
-
 from conftest import ref_matmul
 
 PRIME_FIELDS = [7, 65521, 2**31 - 1, 2**50 - 27]  # the last one is stored as an object array

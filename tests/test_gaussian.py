@@ -18,14 +18,12 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import modlin
+from conftest import as_python_ints
 from modlin import gaussian as g
 from modlin._arith.moduli import int8_moduli
-
-from conftest import as_python_ints
 
 DESIGN = (241, 233, 229, 221, 205, 197, 193, 181, 173, 157, 149, 137, 113, 109, 101,
           97, 89, 73, 61, 53, 37, 29)
@@ -1247,8 +1245,8 @@ def test_rank_k_large_moduli_tiled_within_budget(m):
 # --------------------------------------------------------------------- fields, dask, property
 
 def test_large_moduli_fields():
-    import galois
     import flint
+    import galois
 
     for p in (2**61 - 1, 2**127 - 1):
         GF = galois.GF(p)

@@ -18,9 +18,9 @@ import sys
 
 import numpy as np
 import pytest
+from cupy_standin import IN_PLACE, POISON, FakeCupyArray, install
 
 import modlin
-from cupy_standin import IN_PLACE, POISON, FakeCupyArray, install
 from modlin._engines import cuda as _cuda
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -22,14 +22,14 @@ import types
 
 import numpy as np
 import pytest
+from cupy_standin import FakeCupyArray, _arg, install
 
 import modlin
 from conftest import budgets, same_bits, traced
-from cupy_standin import FakeCupyArray, _arg, install
 from modlin import ozaki
+from modlin._arith.moduli import twom_moduli
 from modlin._engines import cuda as _cuda
 from modlin._planning import tiling as _tiling
-from modlin._arith.moduli import twom_moduli
 
 
 @pytest.fixture
@@ -166,8 +166,7 @@ def test_gpu_planner_picks_what_measured_fastest_on_an_h200(p, n, kind, measured
 def test_gpu_cost_model_prices_passes_at_the_gpu_scale():
     import dataclasses
 
-    from modlin._planning import plan as _plan
-    from modlin._planning import rnsplan as _rnsplan
+    from modlin._planning import plan as _plan, rnsplan as _rnsplan
 
     cpu = modlin.plan(2**31 - 1, 4096, 4096, 4096, engine="fp64", algorithm="multiword")
     gpu = dataclasses.replace(cpu, device="cuda")

@@ -34,10 +34,10 @@ def _doc_model():
 def _relative(pl) -> float:
     """What :func:`modlin.plan` weighs a plan by (its cost and the memory it maps afresh),
     in units of one float64 GEMM of the plan's shape."""
-    from modlin._planning.plan import _gemm_cost
+    from modlin._planning.plan import gemm_model_cost
     from modlin._planning.planner import call_cost
 
-    return call_cost(pl) / _gemm_cost(*pl.shape)
+    return call_cost(pl) / gemm_model_cost(*pl.shape)
 
 
 # ------------------------------------------------------ matmul.rst: the limit tables
@@ -284,8 +284,8 @@ def test_intmul_takes_entries_of_32768_bits_of_twos_complement():
 def test_pass_scale_is_flat_in_bandwidth_not_in_scale_beyond_64_cores():
     """"0.89 on one core, 1.33 on 16, 2.67 on 64 ...; beyond 64 cores the bandwidth stays
     at 300 GB/s, so the scale grows with c there: 5.33 on 128" (it said the scale was flat)."""
-    from modlin._runtime.calibration import BANDWIDTH
     from modlin._planning.plan import pass_scale
+    from modlin._runtime.calibration import BANDWIDTH
 
     assert BANDWIDTH[-1] == (64, 300.0)
     assert [round(pass_scale(c), 2) for c in (1, 16, 64, 128)] == [0.89, 1.33, 2.67, 5.33]
@@ -329,8 +329,8 @@ def test_the_cores_change_the_50_bit_choice():
 def test_the_gpu_budget_keeps_a_tenth_or_64_mib():
     """large.rst: the device budget is the free memory "less a tenth of that or 64 MiB,
     whichever is more" (it said less a tenth)."""
-    from modlin._runtime.calibration import GPU_RESERVE
     from modlin._planning.tiling import device_budget
+    from modlin._runtime.calibration import GPU_RESERVE
 
     assert GPU_RESERVE == 64 * 2**20
     assert device_budget(300 * 2**20) == 236 * 2**20

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin._planning.plan import candidates
-
 from conftest import assert_exact
+from modlin._planning.plan import candidates
 
 #: One modulus per size class, prime and composite.
 SOME_MODULI = [2, 7, 2**16, 2**31 - 1, 10**12, 2**52 - 47, 2**52 - 1]

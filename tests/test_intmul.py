@@ -13,13 +13,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import modlin
-from modlin._arith.moduli import int8_moduli
-
 from conftest import as_python_ints, from_flint, rand_ints
+from modlin._arith.moduli import int8_moduli
 
 INT8_RANGE = math.prod(int8_moduli())  # the int8 engine covers bounds below about INT8_RANGE / 2
 

@@ -23,17 +23,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from modlin._arith import crt as _crtfloat
-from modlin._engines import cuda as _cuda
-from modlin._arith import modular as _modular
-from modlin._algorithms import quantize as _quantize
-from modlin._arith import crt as _crt
-from modlin._arith.modular import Reduction
-from modlin._arith.moduli import Basis, int8_moduli
-from modlin._algorithms.gpu import GAPS
-from modlin._arith.moduli import sqrt_minus_one, twom_moduli
-
 from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS, _nvcc
+from modlin._algorithms import quantize as _quantize
+from modlin._algorithms.gpu import GAPS
+from modlin._arith import crt as _crt, crt as _crtfloat, modular as _modular
+from modlin._arith.modular import Reduction
+from modlin._arith.moduli import Basis, int8_moduli, sqrt_minus_one, twom_moduli
+from modlin._engines import cuda as _cuda
 
 if NVCC is None:
     pytest.skip("nvcc is not on PATH: the CUDA kernels are not compiled here", allow_module_level=True)

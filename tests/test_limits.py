@@ -16,14 +16,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import modlin
-from modlin._runtime import limits as _limits
-from modlin._engines import threads as _threads
-
 from conftest import rand_ints, ref_matmul
+from modlin._engines import threads as _threads
+from modlin._runtime import limits as _limits
 
 MiB = 2**20
 WAIT = 30  # seconds any thread waits for another before the test fails instead of hanging

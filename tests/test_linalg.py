@@ -5,7 +5,7 @@ Every result is checked exactly, against python-flint (``nmod_mat`` below
 L U`` with the rank profile matrix brute-forced from the ranks of leading
 submatrices, ``A inv(A) = I``, ``A X = B``, ``A N = 0`` with ``N`` of full
 column rank ``n - rank``, ``T X = B``. Most tests lower the recursion
-thresholds (``THRESHOLD`` of ``_pluq`` and ``_triangular``) so that matrices of
+thresholds (``PLUQ_THRESHOLD`` and ``TRIANGULAR_THRESHOLD``) so that matrices of
 a dozen rows exercise several levels of the recursion.
 """
 
@@ -15,11 +15,10 @@ import flint
 import galois
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from modlin import linalg
 from conftest import StepRecorder
+from modlin import linalg
 from modlin.linalg import _arith, _elimination, _pluq, _triangular
 
 #: p = 2, 3; 31-, 50-bit primes (narrow int64 kernels); 2**61 - 1 and the largest prime

@@ -19,10 +19,9 @@ import numpy as np
 import pytest
 
 import modlin
+from conftest import assert_exact, flint_matmul, ref_matmul
 from modlin._engines.gemm import ENGINES
 from modlin._planning.plan import candidates
-
-from conftest import assert_exact, flint_matmul, ref_matmul
 
 # --------------------------------------------------------------------- moduli
 

@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 import modlin
-from modlin._arith.modular import FLOAT_MULMOD_MAX, Reduction, add_into, balanced_words, finalize, step, twom_combine, twom_split, twom_words, word_bounds
+from modlin._arith.modular import (
+    FLOAT_MULMOD_MAX,
+    Reduction,
+    add_into,
+    balanced_words,
+    finalize,
+    step,
+    twom_combine,
+    twom_split,
+    twom_words,
+    word_bounds,
+)
 from modlin._planning.plan import Plan, candidates
 
 KERNEL_L = 2**53  # the kernels compute in float64
@@ -464,10 +474,10 @@ def test_twom_finish_is_finalize_then_combine(bits, k, rng):
     reduced and combined in one kernel) gives the bits of ``finalize`` then ``twom_combine``
     and the Python-int product, for single and multiword plans with k in one block and
     in several, into strided outputs."""
-    from modlin._engines.gemm import get_engine
-    from modlin._arith.modular import twom_finish
     from modlin._algorithms.multiword import multiply_words
+    from modlin._arith.modular import twom_finish
     from modlin._arith.moduli import sqrt_minus_one
+    from modlin._engines.gemm import get_engine
 
     m = _twom_prime(2**bits)
     s = sqrt_minus_one(m)

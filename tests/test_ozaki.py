@@ -25,13 +25,11 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from modlin import ozaki
 from modlin._arith.crt import to_double
-from modlin._arith.moduli import Basis, int8_moduli
-from modlin._arith.moduli import is_twom_modulus, twom_moduli
+from modlin._arith.moduli import Basis, int8_moduli, is_twom_modulus, twom_moduli
 
 PHIS = (0.0, 0.5, 1.0, 2.0)
 ENGINES = ("int8", "fp64")
@@ -1541,8 +1539,7 @@ def test_panel_kernels_quantise_as_they_read(rng, complex_, layout, axis):
 def test_line_stats_kernel_matches_the_numpy_passes(rng, complex_, layout, axis):
     # stage (a)'s one-pass kernel gives the integers of part_bounds and exact_bits: entries
     # from subnormal to 1e308, odd multiples of every power of two, zeros, Inf and NaN lines
-    from modlin._algorithms import ozaki as core
-    from modlin._algorithms import quantize as _quantize
+    from modlin._algorithms import ozaki as core, quantize as _quantize
 
     r, c = (9, 300) if axis == 1 else (300, 7)
     lines = r if axis == 1 else c

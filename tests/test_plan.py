@@ -15,18 +15,16 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import modlin
-from modlin._planning import contract as _contract
-from modlin._engines.gemm import ENGINES
-from modlin._arith.modular import balanced_words
-from modlin._planning.plan import Plan, candidates, pass_scale
-from modlin._runtime.calibration import FRESH_BYTE
-from modlin._planning.planner import call_cost
-
 from conftest import assert_exact, matmul_limit_rows
+from modlin._arith.modular import balanced_words
+from modlin._engines.gemm import ENGINES
+from modlin._planning import contract as _contract
+from modlin._planning.plan import Plan, candidates, pass_scale
+from modlin._planning.planner import call_cost
+from modlin._runtime.calibration import FRESH_BYTE
 
 REGIME_PRIMES = [3, 251, 65521, 2**20 - 3, 2**24 - 3, 2**26 - 5, 2**31 - 1, 2**35 - 31, 2**40 - 87,
                  2**50 - 27, 2**52 - 47]
@@ -284,8 +282,8 @@ def test_empty_products_cost_nothing():
 
 
 def test_pass_scale_follows_the_bandwidth_model():
-    from modlin._runtime.calibration import BANDWIDTH, CALIBRATION_THREADS
     from modlin._planning.plan import pass_scale
+    from modlin._runtime.calibration import BANDWIDTH, CALIBRATION_THREADS
 
     assert pass_scale(CALIBRATION_THREADS) == 1.0
     bw = dict(BANDWIDTH)

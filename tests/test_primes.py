@@ -11,8 +11,7 @@ import flint
 import galois
 import pytest
 
-from modlin._arith import primes as _primes
-from modlin._arith import crt as _crt
+from modlin._arith import crt as _crt, primes as _primes
 
 RNG = random.Random(7)
 SMALL = list(range(-3, 3000))

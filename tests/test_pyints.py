@@ -15,30 +15,26 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
-from modlin._arith import pyints as P
-from modlin._arith import pyints_cpython as PC
-from modlin._arith import pyints_marshal as PM
-
+from modlin._arith import pyints as P, pyints_cpython as PC, pyints_marshal as PM
 
 
 def _objects(x):  # reads object arrays only (the public function sends it no others)
-    return P._to_halves_objects(x, None) if x.dtype == object else P.to_halves(x)
+    return P.halves_from_objects(x, None) if x.dtype == object else P.to_halves(x)
 
 
 def _objects_write(limbs, neg=None):  # makes ints of uint16 limbs only (IntWriter sends it no others)
-    limbs, neg = P._check_limbs(limbs, neg)
+    limbs, neg = P.check_limbs(limbs, neg)
     if limbs.dtype != np.uint16:
         return P.from_limbs(limbs, neg)
     out = np.empty(limbs.shape[1], dtype=object)
-    assert P._objects_from_limbs(limbs, neg, P._slots(out), *P._c_api(), P._int_layout() == 1) == out.size
+    assert P.objects_from_limbs(limbs, neg, P.slots_of(out), *P.c_api(), P.int_layout() == 1) == out.size
     return out
 
 
-TO = [P.to_halves, P._to_halves_marshal, P._to_halves_bytes, _objects]
-FROM = [P.from_limbs, PM._from_limbs_marshal, P._from_limbs_bytes, _objects_write]
+TO = [P.to_halves, P.to_halves_marshal, P.to_halves_bytes, _objects]
+FROM = [P.from_limbs, PM.from_limbs_marshal, P.from_limbs_bytes, _objects_write]
 to_ids = ["public", "marshal", "bytes", "objects"]
 from_ids = to_ids
 
@@ -112,37 +108,37 @@ def boundaries(jmax=70):
 
 def test_marshal_format_holds():
     # CPython 3.10+ marshal: the fast path must be the one in use here
-    assert P._marshal_ok()
+    assert P.marshal_ok()
 
 
 def test_objects_layout_holds():
     # CPython 3.11-3.13 ints: the public function reads them straight from their memory
-    assert P._int_layout() is not None
-    assert P._objects_ok.__wrapped__()
+    assert P.int_layout() is not None
+    assert P.objects_read_ok.__wrapped__()
 
 
 def test_objects_self_test_catches_a_wrong_layout(monkeypatch):
     # the other CPython layout's size word, read from these ints: the self-test says no,
     # and the public function goes through marshal (same results)
-    monkeypatch.setattr(PC, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
-    assert not P._objects_ok.__wrapped__()
-    monkeypatch.setattr(P, "_objects_ok", lambda: False)
+    monkeypatch.setattr(PC, "int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
+    assert not P.objects_read_ok.__wrapped__()
+    monkeypatch.setattr(P, "objects_read_ok", lambda: False)
     used = []
-    real = P._to_halves_marshal
-    monkeypatch.setattr(P, "_to_halves_marshal", lambda x: used.append(1) or real(x))
+    real = P.to_halves_marshal
+    monkeypatch.setattr(P, "to_halves_marshal", lambda x: used.append(1) or real(x))
     check_halves(P.to_halves, obj(boundaries(10)))
     assert used
 
 
 def test_objects_unknown_layout(monkeypatch):
     monkeypatch.setattr(PC.sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else None)
-    assert P._int_layout() is None and not P._objects_ok.__wrapped__()
+    assert P.int_layout() is None and not P.objects_read_ok.__wrapped__()
 
 
 def test_objects_made_as_python_makes_them():
     # the ints IntWriter makes itself: exact, of type int, one reference each (the array's),
     # every reference they replaced (None) released
-    assert P._objects_write_ok.__wrapped__()
+    assert P.objects_write_ok.__wrapped__()
     vals = boundaries(40) + [0, -0]
     limbs, neg = mag_limbs(vals)
     neg[-1] = True  # -0 is 0
@@ -159,10 +155,10 @@ def test_objects_made_as_python_makes_them():
 
 
 def test_objects_writer_self_test_catches_a_wrong_layout(monkeypatch):
-    monkeypatch.setattr(PC, "_int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
-    assert not P._objects_write_ok.__wrapped__()
-    monkeypatch.setattr(PC, "_c_api", lambda: None)
-    assert not P._objects_write_ok.__wrapped__()
+    monkeypatch.setattr(PC, "int_layout", lambda: 1 - (sys.version_info >= (3, 12)))
+    assert not P.objects_write_ok.__wrapped__()
+    monkeypatch.setattr(PC, "c_api", lambda: None)
+    assert not P.objects_write_ok.__wrapped__()
 
 
 def test_int_writer_out_of_memory(monkeypatch):
@@ -176,9 +172,9 @@ def test_int_writer_out_of_memory(monkeypatch):
         calls.append(n)
         return 0
 
-    release = P._c_api()[1]
-    assert P._objects_write_ok()  # checked (and cached) before the stand-in
-    monkeypatch.setattr(P, "_c_api", lambda: (ctypes.cast(new, ctypes.c_void_p).value, release))
+    release = P.c_api()[1]
+    assert P.objects_write_ok()  # checked (and cached) before the stand-in
+    monkeypatch.setattr(P, "c_api", lambda: (ctypes.cast(new, ctypes.c_void_p).value, release))
     w = P.IntWriter(3)
     assert w._direct
     limbs, neg = mag_limbs([1, 2, 3])
@@ -201,17 +197,17 @@ def test_objects_wider_than_the_sample(monkeypatch, where):
         x = obj(vals)
         check_halves(_objects, x)
         check_halves(P.to_halves, x.reshape(64, 50))
-        assert P._to_halves_objects(x, 2) is None  # more than `most` pieces: refused
+        assert P.halves_from_objects(x, 2) is None  # more than `most` pieces: refused
         where += 50
     assert len(measured) >= 6
     # the self-test takes that way too
     measured.clear()
-    assert P._objects_ok.__wrapped__() and measured
+    assert P.objects_read_ok.__wrapped__() and measured
 
 
 @pytest.mark.parametrize("objects", [True, False], ids=["objects", "marshal"])
 def test_most_pieces(monkeypatch, objects):
-    monkeypatch.setattr(P, "_objects_ok", lambda: objects)
+    monkeypatch.setattr(P, "objects_read_ok", lambda: objects)
     x = obj([3, -(2**47), 2**40])  # 3 pieces
     assert P.to_halves(x, 3).shape == (3, 3)
     assert P.to_halves(x, 2) is None
@@ -227,7 +223,7 @@ def test_objects_leave_the_ints_as_they_were():
     check_halves(_objects, x)
     assert [sys.getrefcount(v) for v in x.ravel()] == counts
     with pytest.raises(TypeError, match="object arrays only"):
-        P._to_halves_objects(np.arange(3), None)
+        P.halves_from_objects(np.arange(3), None)
 
 
 @pytest.mark.parametrize("f", TO, ids=to_ids)
@@ -259,7 +255,7 @@ def test_blocks_flushes_and_stream_end(E, top, rng):
         sign = -1 if rng.integers(2) else 1
         vals.append(sign * (int.from_bytes(rng.bytes(b // 8 + 1), "little") % 2**b))
     vals[-1] = -(2 ** (top - 1))  # the last entry long (when top is) and at a sign edge
-    check_halves(P._to_halves_marshal, obj(vals))
+    check_halves(P.to_halves_marshal, obj(vals))
     check_halves(_objects, obj(vals))  # its tiles of PYINTS_FLUSH entries, for more than 8 pieces
 
 
@@ -283,7 +279,7 @@ def test_random_small(vals):
         check_halves(f, obj(vals))
     for dt in (np.uint16, np.int64, np.float64):
         limbs, neg = mag_limbs(vals, dtype=dt)
-        check_from(PM._from_limbs_marshal, limbs, neg, vals)
+        check_from(PM.from_limbs_marshal, limbs, neg, vals)
 
 
 @pytest.mark.parametrize("f", TO, ids=to_ids)
@@ -430,18 +426,18 @@ def test_roundtrip_through_halves():
 
 
 def test_public_functions_use_fallback(monkeypatch):
-    monkeypatch.setattr(P, "_marshal_ok", lambda direction="both": False)
-    monkeypatch.setattr(P, "_objects_ok", lambda: False)
-    monkeypatch.setattr(P, "_objects_write_ok", lambda: False)
+    monkeypatch.setattr(P, "marshal_ok", lambda direction="both": False)
+    monkeypatch.setattr(P, "objects_read_ok", lambda: False)
+    monkeypatch.setattr(P, "objects_write_ok", lambda: False)
 
     def boom(*a, **k):
         raise AssertionError("marshal path used")
 
-    monkeypatch.setattr(P, "_to_halves_marshal", boom)
-    monkeypatch.setattr(P, "_to_halves_objects", boom)
-    monkeypatch.setattr(P, "_objects_from_limbs", boom)
-    monkeypatch.setattr(PM, "_from_limbs_marshal", boom)
-    monkeypatch.setattr(P, "_ints_marshal", boom)
+    monkeypatch.setattr(P, "to_halves_marshal", boom)
+    monkeypatch.setattr(P, "halves_from_objects", boom)
+    monkeypatch.setattr(P, "objects_from_limbs", boom)
+    monkeypatch.setattr(PM, "from_limbs_marshal", boom)
+    monkeypatch.setattr(P, "ints_marshal", boom)
     vals = boundaries(10)
     check_halves(P.to_halves, obj(vals))
     assert P.to_halves(obj([1, True])) is None
@@ -467,9 +463,9 @@ class _Marshal:
     ],
 )
 def test_self_check_detects_other_formats(monkeypatch, fake):
-    assert P._marshal_ok.__wrapped__()
+    assert P.marshal_ok.__wrapped__()
     monkeypatch.setattr(PM, "marshal", fake)
-    assert not P._marshal_ok.__wrapped__()
+    assert not P.marshal_ok.__wrapped__()
 
 
 @pytest.mark.parametrize("cap", [0, 5, 100, None])
@@ -487,7 +483,7 @@ def test_marshal_stream_is_what_dumps_writes(cap):
 def test_first_buffer_cap(monkeypatch):
     monkeypatch.setattr(PM, "PYINTS_MAX_FIRST_BUFFER", 64)
     vals = [(-1) ** k * 3 ** (k % 500) for k in range(1500)]
-    check_from(PM._from_limbs_marshal, *mag_limbs(vals, L=60), vals)
+    check_from(PM.from_limbs_marshal, *mag_limbs(vals, L=60), vals)
 
 
 @pytest.mark.parametrize("f", FROM, ids=from_ids)
@@ -528,7 +524,7 @@ def _written(vals, cuts, L=None, dtype=np.uint16):
 @pytest.mark.parametrize("dt", [np.uint16, np.int64, np.float64])
 def test_int_writer_chunks_equal_from_limbs(monkeypatch, marshal_ok, dt):
     if not marshal_ok:
-        monkeypatch.setattr(P, "_marshal_ok", lambda direction="both": False)
+        monkeypatch.setattr(P, "marshal_ok", lambda direction="both": False)
     vals = boundaries(30) + [(-1) ** k * 7**k for k in range(300)]
     for cuts in ([], [1], [63, 64, 65], list(range(0, len(vals), 97)), [len(vals)]):
         out = _written(vals, cuts, L=60, dtype=dt)
@@ -536,7 +532,7 @@ def test_int_writer_chunks_equal_from_limbs(monkeypatch, marshal_ok, dt):
         assert all(type(v) is int for v in out)
 
 
-@pytest.mark.parametrize("f", [P.from_limbs, PM._from_limbs_marshal])
+@pytest.mark.parametrize("f", [P.from_limbs, PM.from_limbs_marshal])
 def test_several_streams(monkeypatch, f):
     # one marshal stream per 7 entries, the buffer reused from one to the next
     monkeypatch.setattr(PM, "PYINTS_STREAM_ENTRIES", 7)
@@ -570,7 +566,7 @@ def test_each_direction_checks_only_its_own_kernels():
     # (which read or make the ints' memory, or marshal streams where that layout is unknown)
     code = ("import numpy as np\nfrom modlin._arith import pyints as P, pyints_cpython as PC, pyints_marshal as PM\n"
             "P.{call}\nprint(len(PC._objects_halves.signatures) + len(PM._scan_marshal.signatures),"
-            " len(P._objects_from_limbs.signatures) + len(PM._append_marshal.signatures))")
+            " len(P.objects_from_limbs.signatures) + len(PM._append_marshal.signatures))")
     for call, want in (("to_halves(np.array([2**70, -3], dtype=object))", "1 0"),
                        ("from_limbs(np.array([[1, 2], [3, 4]], dtype=np.uint16))", "0 1")):
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], capture_output=True, text=True,

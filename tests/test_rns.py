@@ -16,18 +16,15 @@ import math
 import galois
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import modlin
-from modlin._planning.rnsplan import RNSPlan
+from conftest import flint_matmul, rand_ints, ref_matmul
+from modlin._arith.crt import reconstruct
 from modlin._arith.integers import balanced_lift
 from modlin._arith.moduli import Basis, int8_moduli
 from modlin._arith.residues import pieces_of, residues
-from modlin._arith.crt import reconstruct
-from modlin._planning.rnsplan import choose_moduli
-
-from conftest import flint_matmul, rand_ints, ref_matmul
+from modlin._planning.rnsplan import RNSPlan, choose_moduli
 
 # ----------------------------------------------------------------- moduli
 
@@ -225,8 +222,8 @@ def test_residues_int64(basis, rng):
 def test_residues_int64_every_word_dtype(dtype, threads, rng, monkeypatch):
     # int64 residues come straight from the entries (no pieces): in place for float64 words,
     # through a float64 chunk for the others; many uneven chunks, split across workers
-    from modlin._engines import threads as _threads
     from modlin._arith.residues import Pieces16
+    from modlin._engines import threads as _threads
     from modlin._runtime.calibration import RESIDUE_CHUNK
 
     monkeypatch.setattr(_threads, "MIN_WORK", 0)  # jobs of any size split across the workers
@@ -520,7 +517,7 @@ def test_rnsplan_attributes():
         s.check()
     assert pl.gemm_count() == sum(s.gemm_count() for s in subs) >= len(pl.moduli)
     assert pl.cost() > 0 and pl.relative_cost() > 0
-    assert math.isclose(pl.relative_cost(), pl.cost() / modlin._planning.plan._gemm_cost(32, 100, 16))
+    assert math.isclose(pl.relative_cost(), pl.cost() / modlin._planning.plan.gemm_model_cost(32, 100, 16))
     assert pl.cost((64, 100, 16)) > pl.cost()
     text = pl.explain()
     assert "residue number system" in text and f"{len(pl.moduli)} pairwise-coprime moduli" in text
@@ -1018,8 +1015,8 @@ FUSED_BASES = [
 def test_fused_crt_on_unreduced_products(basis, p, rng, monkeypatch):
     # the rows a product leaves (integers up to 2**53 in magnitude, not reduced) straight to
     # residues modulo p < 2**63 in one pass; the limbs' path, forced, agrees
-    import modlin._arith.residues as rns
     import modlin._arith.crt as crt
+    import modlin._arith.residues as rns
 
     E = 300
     x = rns.padded_rows(len(basis.moduli), E, np.float64)
@@ -1038,8 +1035,8 @@ def test_fused_crt_on_unreduced_products(basis, p, rng, monkeypatch):
 def test_fused_crt_largest_sums(p):
     # every y_i = m_i - 1 with 31 moduli just below 2**26 and p just below 2**63: the
     # uint64 sums reach 62 * 2**58 and the quotient its largest
-    import modlin._arith.residues as rns
     import modlin._arith.crt as crt
+    import modlin._arith.residues as rns
 
     basis = FUSED_BASES[1]
     M, q = basis.M, basis.moduli
@@ -1054,8 +1051,8 @@ def test_fused_crt_largest_sums(p):
 
 def test_fused_crt_limits_fall_back_to_limbs(rng, monkeypatch):
     # 32 moduli, or p >= 2**63: the limbs' path, still exact
-    import modlin._arith.residues as rns
     import modlin._arith.crt as crt
+    import modlin._arith.residues as rns
 
     monkeypatch.setattr(crt, "_crt_modp", lambda *a: pytest.fail("the fused CRT was used"))
     for basis, p in [(Basis(tuple(int(galois.prev_prime(2**26 - 100 * i)) for i in range(1, 33))), 2**61 - 1),
@@ -1071,8 +1068,8 @@ def test_residues_of_sums_at_the_contract_limit(m):
     # a GEMM's sums reach 2**53 in magnitude (k a_max b_max <= 2**53): x - floor(x / m) m
     # with a plain product once lost a bit there (q m beyond 2**53), for negative x within
     # about m of -2**53; the reductions of the CRT and of k-panels go through it
-    import modlin._arith.residues as rns
     import modlin._algorithms.rns as rns_products
+    import modlin._arith.residues as rns
 
     j = np.arange(0, 3 * 2**16, dtype=np.int64)
     x = np.concatenate([-(2**53) + j, 2**53 - j, -j, j])
@@ -1085,7 +1082,7 @@ def test_residues_of_sums_at_the_contract_limit(m):
 
 
 def test_rns_product_whose_sums_reach_minus_2_53():
-    # a wrong answer before _fmod's fused multiply-add: moduli admitting sums of exactly
+    # a wrong answer before fmod_inv's fused multiply-add: moduli admitting sums of exactly
     # 2**53 (k = 128 products of (2**23) * (-2**23) modulo 2**24 + 1) and operands there
     p, k = 2**31 - 1, 128
     plan = modlin.plan(p, 4, k, 4, algorithm="rns", moduli=(2**24 + 1, 16777213, 16777199))
@@ -1097,9 +1094,9 @@ def test_rns_product_whose_sums_reach_minus_2_53():
 
 def test_planned_bases_never_need_the_exact_fallback(rng):
     # planned_range's margin keeps every |C| <= bound off the rounding boundary of k
-    import modlin._arith.residues as rns
     import modlin._arith.crt as crt
     import modlin._arith.moduli as moduli
+    import modlin._arith.residues as rns
 
     for bound in (2**40, 2**61 * 1000, 2**200 + 12345, 2**700):
         basis = Basis(choose_moduli(bound, (64, 1000, 64), "fp64"))
@@ -1126,8 +1123,8 @@ def test_exact_fallback_at_the_edge_of_a_tight_basis():
 @pytest.mark.parametrize("p", [2**61 - 1, 2**64 - 59, 2**127 - 1, P256], ids=pid)
 def test_rns_product_in_groups_and_chunks(p, rng, monkeypatch):
     # residues computed a few moduli and a few entries at a time, reusing their buffers
-    import modlin._arith.residues as rns
     import modlin._algorithms.rns as rns_products
+    import modlin._arith.residues as rns
 
     # a memory budget that holds the residues of two moduli at a time
     from modlin._arith.integers import balanced_halves
@@ -1154,8 +1151,8 @@ def test_rns_products_as_int32_panels(p, rng):
     """Below the pool's share of the budget the products are int32 residues made a
     modulus and a panel of rows at a time (uneven last panel), read by the fused CRT:
     exact, and the same as the float64 products', with a prepared left operand too."""
-    import modlin._arith.residues as rns
     import modlin._algorithms.rns as rns_products
+    import modlin._arith.residues as rns
     from modlin._arith.integers import balanced_halves
 
     m, k, n = 301, 150, 70
@@ -1207,8 +1204,8 @@ def test_rns_int32_products_in_groups_of_moduli(p, rng, monkeypatch):
     """Int32 products made from the residues of several moduli at a time, in panels of rows
     (uneven last panel), the fused CRT's and the limbs': exact, and each group reads the
     operands' pieces once (fewer groups than moduli)."""
-    import modlin._arith.residues as rns
     import modlin._algorithms.rns as rns_products
+    import modlin._arith.residues as rns
     import modlin._planning.rnsplan as rnsplan
     from modlin._arith.integers import balanced_halves
 
@@ -1275,8 +1272,8 @@ def test_limb_crt_reads_int32_residues(p, rng, monkeypatch):
     """The limbs' CRT only reads the products: int32 residues and float64 sums congruent
     to them give the same results, the entries at the edge of a tight basis (rebuilt with
     Python ints) too, and neither input changes."""
-    import modlin._arith.residues as rns
     import modlin._arith.crt as crt
+    import modlin._arith.residues as rns
 
     monkeypatch.setattr(crt, "FUSED_MAX_N", 0)  # the limbs' path for every p
     basis = Basis((2**26 - 5, 2**26 - 27, 2**25 - 39))

@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin import gaussian, ozaki
-from modlin._runtime import limits as _limits
-from modlin._engines import threads as _threads
-
 from conftest import rand_ints, ref_matmul
+from modlin import gaussian, ozaki
+from modlin._engines import threads as _threads
+from modlin._runtime import limits as _limits
 
 P31, P50, P61, P127 = 2**31 - 1, 1125899906842597, 2**61 - 1, 2**127 - 1
 

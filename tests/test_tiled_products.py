@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_ozaki import gemmul8
 
 import modlin
-from modlin import gaussian, ozaki
-from modlin._runtime import limits as _limits
-from modlin._engines import threads as _threads
-
 from conftest import budgets, rand_ints, same_bits, traced
-from test_ozaki import gemmul8
+from modlin import gaussian, ozaki
+from modlin._engines import threads as _threads
+from modlin._runtime import limits as _limits
 
 
 @pytest.fixture(autouse=True)

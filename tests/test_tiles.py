@@ -12,12 +12,10 @@ import numpy as np
 import pytest
 
 import modlin
-from modlin._runtime import limits as _limits
-from modlin._planning import tiling as _tiling
-from modlin._runtime import scratch as _scratch
-from modlin._algorithms import tiles as _tiles
-
 from conftest import rand_ints, ref_matmul
+from modlin._algorithms import tiles as _tiles
+from modlin._planning import tiling as _tiling
+from modlin._runtime import limits as _limits, scratch as _scratch
 
 
 @pytest.fixture(autouse=True)
@@ -399,7 +397,7 @@ def test_tile_loop_drops_each_panel_before_the_next(rng):
         alive.append(weakref.ref(p))
         return p
 
-    _tiles.run(tiling, product, add=lambda acc, part: acc, finish=lambda rows, cols, acc: None)
+    _tiles.drive(tiling, product, add=lambda acc, part: acc, finish=lambda rows, cols, acc: None)
     assert len(alive) == tiling.count
 
 
@@ -499,9 +497,8 @@ def test_tiled_python_ints_are_converted_once(rng, monkeypatch):
     stays within the modelled peak."""
     import sys
 
-    from modlin._arith import residues as _residues
-
     from conftest import traced
+    from modlin._arith import residues as _residues
 
     p = 2**127 - 1
     m, k, n = 400, 300, 500
@@ -548,7 +545,6 @@ def test_rns_k_panels_within_the_budget(p, shape, sizes, rng, monkeypatch):
     untiled ones, and the working memory (beyond the result and its Python ints) stays
     within the budget."""
     import sys
-
 
     from conftest import traced
 

@@ -21,14 +21,13 @@ GEMMs through :mod:`modlin._engines.cuda` (the raw bindings):
 from __future__ import annotations
 
 import math
+
 import numpy as np
-from modlin._engines import cuda as _cuda
-from modlin._arith import modular as _modular
+
 from modlin._algorithms.quantize import G_MAX, T_BITS, Kernels, Scales, check_bits
+from modlin._arith import modular as _modular
 from modlin._arith.moduli import sqrt_minus_one
-
-
-
+from modlin._engines import cuda as _cuda
 
 #: Gap bins per line of :func:`line_stats`' counts (MODLIN_GAPS in kernels/modlin_elem.cuh).
 GAPS = G_MAX + 2
@@ -669,7 +668,7 @@ def _finalize(x, out, reduce, t, pre, scale_exp, scaled, q1, q2) -> None:
 
 def _gpu_mulmod(x, c: int, m: int):
     """``x * c mod m`` in ``[0, m)`` for CuPy int64 ``0 <= x < m < 2**52`` and ``0 <= c < m``:
-    :func:`_mulmod1`'s float quotient (a few units off), the remainder exact modulo
+    :func:`mulmod1`'s float quotient (a few units off), the remainder exact modulo
     ``2**64`` (wrapping int64 products) and so, being small, exactly the integer."""
     q = (x.astype(np.float64) * float(c) * (1.0 / m)).astype(np.int64)
     return (x * c - q * m) % m

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+
 from modlin._arith import modular as _modular
 from modlin._engines.backend import namespace
 from modlin._engines.gemm import get_engine
-from modlin._planning.plan import Plan
 from modlin._engines.threads import gemm_workers, region, run, slabs
+from modlin._planning.plan import Plan
 from modlin._runtime.scratch import Arena, take
-
-
 
 
 class Words:

@@ -29,22 +29,19 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+
 import numpy as np
-from modlin._algorithms import multiword as _multiword
-from modlin._algorithms import quantize as _quantize
-from modlin._engines.backend import is_cupy, namespace
-from modlin._arith.crt import to_double
-from modlin._engines.gemm import get_engine
-from modlin._planning.plan import best_plan
-from modlin._algorithms import rns as _rns
+
+from modlin._algorithms import multiword as _multiword, quantize as _quantize, rns as _rns
 from modlin._algorithms.quantize import Kernels, Panel, Scales
-from modlin._arith.moduli import Basis
+from modlin._algorithms.tiles import drive
+from modlin._arith.crt import to_double
+from modlin._arith.moduli import Basis, sqrt_minus_one
+from modlin._engines.backend import is_cupy, namespace
+from modlin._engines.gemm import get_engine
 from modlin._engines.threads import side_by_side
-from modlin._algorithms.tiles import run
+from modlin._planning.plan import best_plan
 from modlin._runtime.scratch import scratch
-from modlin._arith.moduli import sqrt_minus_one
-
-
 
 
 @dataclass(frozen=True)
@@ -180,7 +177,7 @@ def scales(a: np.ndarray, b: np.ndarray | None, mods: Moduli, mode: str, tiling=
         if tiling is None:
             store(slice(None), slice(None), _bound_gemm(abars, bbars))
         else:
-            run(tiling, lambda rows, inner, cols: _bound_gemm(abars[rows, inner], bbars[inner, cols]),
+            drive(tiling, lambda rows, inner, cols: _bound_gemm(abars[rows, inner], bbars[inner, cols]),
                 add=lambda w, part: xp.add(w, part, out=w), finish=store)
         if kernels is not None and kernels.accurate_scales is not None:
             return kernels.accurate_scales(stats_a, stats_b, code, top, b is None)

@@ -4,41 +4,31 @@ and exact (:func:`integer_product`, the engine of :func:`modlin.intmul`).
 :func:`tile_product` runs a plan over the tiles of one product within the memory budget:
 operands converted once per tile (or once for the whole product), partial products over
 k-panels added modulo ``p`` (or as residues), results written into the caller's array.
-The GPU path (:func:`_gpu_matmul`) runs the device stage tables of
+The GPU path (:func:`gpu_matmul`) runs the device stage tables of
 :mod:`modlin._algorithms.gpu`.
 """
 
 from __future__ import annotations
 
 import math
+
 import numpy as np
-from modlin._algorithms import multiword as _multiword
-from modlin._arith import residues as _residues
-from modlin._algorithms import rns as _rns
-from modlin._arith import crt as _crt
-from modlin._engines.backend import namespace
-from modlin._algorithms.tiles import matmul_shapes
-from modlin._arith.integers import balanced_halves, residues_int64
-from modlin._engines.gemm import get_engine
-from modlin._runtime.limits import format_size
+
+from modlin._algorithms import multiword as _multiword, rns as _rns
+from modlin._algorithms.tiles import as_matrix, drive, matmul_shapes, progress, stack_items
+from modlin._arith import crt as _crt, residues as _residues
+from modlin._arith.integers import balanced_halves, integers, max_abs, residues_int64
 from modlin._arith.modular import add_into
-from modlin._planning.plan import Plan
 from modlin._arith.moduli import check_modulus
-from modlin._planning.planner import plan as make_plan
-from modlin._planning.rnsplan import RNSPlan
-from modlin._runtime.scratch import Arena, take
-from modlin._planning.tiling import budget
-from modlin._algorithms.tiles import progress, run, stack_items
+from modlin._engines.backend import namespace
+from modlin._engines.gemm import ENGINES, get_engine
 from modlin._planning import contract as _contract
-from modlin._arith.integers import integers, max_abs
-from modlin._engines.gemm import ENGINES
-from modlin._runtime.limits import current as current_limits
-from modlin._planning.plan import _gemm_cost
-from modlin._planning.tiling import choose
-from modlin._algorithms.tiles import as_matrix
-from modlin._planning.rnsplan import as_moduli, rns_plan
-
-
+from modlin._planning.plan import Plan, gemm_model_cost
+from modlin._planning.planner import plan as make_plan
+from modlin._planning.rnsplan import RNSPlan, as_moduli, rns_plan
+from modlin._planning.tiling import budget, choose
+from modlin._runtime.limits import current as current_limits, format_size
+from modlin._runtime.scratch import Arena, take
 
 
 class Prepared:
@@ -112,88 +102,128 @@ def tile_product(plan: Plan | RNSPlan, a: np.ndarray | Prepared, b: np.ndarray, 
                          "16-bit pieces, made for the bound and read by every tile") from None
     arena = Arena() if tiling.count * rounds > 1 else None  # tiles reuse their buffers
     lead = (slice(None),) if residues else ()
-    whole_a = prepared is not None and tiling.grid[:2] == (1, 1)  # every tile reads all of a
-    last_a = [None, None]  # an RNS tile's A block and its pieces, for the next tile of its row
-
-    def pieces(x, name):
-        return _residues.Pieces16(x) if p is None else balanced_halves(x, p, name)
-
-    def pieces_a(x, rows, inner):
-        if last_a[0] != (rows, inner):
-            last_a[:] = None, None  # freed before the next block's are made
-            last_a[:] = (rows, inner), pieces(x[..., rows, inner], "A")
-        return last_a[1]
-
-    def int64_residues(t, name):
-        r = residues_int64(t, p, name)
-        if r.flags.c_contiguous:
-            return r
-        if arena is None:
-            return np.ascontiguousarray(r)
-        buf = arena.take(name, r.shape, np.int64)
-        np.copyto(buf, r)
-        return buf
-
-    def add(tile, part):
-        if p is None:  # exact partial sums: the bound covers every one of them
-            np.add(tile, part, out=tile)
-        else:
-            add_into(tile, part, p)
-        return tile
-
+    whole_a = prepared if prepared is not None and tiling.grid[:2] == (1, 1) else None  # every tile reads all of a
     what = "modlin.intmul" if p is None else f"modlin.matmul mod a {p.bit_length()}-bit p"
     with progress(rounds * tiling.count, batch * tiling.count * plan.cost(tiling.tile), what) as bar:
         for idx, x, y in items:
             dst = result[lead + idx]
-            kept_b = pieces(y, "B") if tiling.kept else None  # converted once, read by every tile
-            last_a[:] = None, None
-
-            def product(rows, inner, cols):
-                xt, yt, tile = x[..., rows, inner], y[..., inner, cols], dst[..., rows, cols]
-                first = inner.start == 0
-                if multiword:
-                    part = tile if first else take(arena, "part", tile.shape, np.int64)
-                    _multiword.multiply(plan, prepared if whole_a else int64_residues(xt, "A"),
-                                        int64_residues(yt, "B"), part, arena)
-                    return part
-                xt = prepared if whole_a else held[0].block(rows, inner) if held[0] is not None \
-                    else pieces_a(x, rows, inner)
-                yt = kept_b.block(inner, cols) if kept_b is not None else held[1].block(inner, cols) \
-                    if held[1] is not None else pieces(yt, "B")
-                whole = first and inner.stop >= k and not residues  # the CRT straight from the products
-                direct = whole and tile.dtype == np.int64 and tile.flags.c_contiguous  # into the result itself
-                # what the tile holds apart from the result: its int64 entries, and the k-panels'
-                # residues; and B's pieces when they are kept
-                memory = tiling.budget - tiling.kept - pinned \
-                    - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
-                if whole:
-                    if direct:
-                        _rns.multiply(plan, xt, yt, memory=memory, arena=arena, out=tile)
-                    else:
-                        tile[...] = _rns.multiply(plan, xt, yt, as_object=as_object, memory=memory, arena=arena)
-                    return None
-                # k-panels: each panel's products reduced and added into the tile's residues
-                rc, full = _rns.product_residues(plan, xt, yt, memory=memory, arena=arena)
-                # padded rows, which the CRT reads as they are (no float64 copy of N products)
-                acc = _residues.padded_rows(len(plan.moduli), math.prod(full), np.int32, arena, "residues")
-                return _rns.reduce_residues(rc, math.prod(full), plan.basis, acc, add=not first)
-
-            def finish(rows, cols, acc):
-                if acc is None:
-                    return
-                tile = dst[..., rows, cols]
-                E = tile.size // len(plan.moduli) if residues else tile.size
-                if residues:
-                    tile[...] = acc[:, :E].reshape(tile.shape)
-                elif tile.dtype == np.int64 and tile.flags.c_contiguous:  # the CRT writes into the result
-                    _crt.reconstruct_rows(acc, E, plan.basis, p, as_object, tile)
-                else:
-                    tile[...] = _crt.reconstruct_rows(acc, E, plan.basis, p, as_object).reshape(tile.shape)
-
             if multiword:
-                run(tiling, product, add=add, bar=bar)
-            else:  # the products added themselves into the tile's residues
-                run(tiling, product, add=lambda acc, part: part, finish=finish, bar=bar)
+                tiles = _MultiwordTiles(plan, x, y, dst, p, whole_a, arena)
+            else:
+                tiles = _RNSTiles(plan, x, y, dst, p, whole_a, arena, tiling, held, pinned, as_object, residues)
+            drive(tiling, tiles.product, add=tiles.add, finish=tiles.finish, bar=bar)
+
+
+def _contiguous_int64(t, p: int, name: str, arena: Arena | None) -> np.ndarray:
+    """``t``'s residues modulo ``p`` as a C-contiguous int64 array (in the arena's buffer
+    ``name`` when one is given and a copy is needed)."""
+    r = residues_int64(t, p, name)
+    if r.flags.c_contiguous:
+        return r
+    if arena is None:
+        return np.ascontiguousarray(r)
+    buf = arena.take(name, r.shape, np.int64)
+    np.copyto(buf, r)
+    return buf
+
+
+class _MultiwordTiles:
+    """The tile products of a multiword plan over one matrix of a stack: each k-panel's
+    product modulo ``p`` (its operands' words made from the panels, or read from a
+    :class:`Prepared` ``a`` that the tile spans), the k-panels added modulo ``p`` into the
+    result's own tile."""
+
+    finish = None
+
+    def __init__(self, plan: Plan, x, y, dst, p: int, prepared, arena: Arena | None):
+        self.plan, self.x, self.y, self.dst, self.p, self.prepared, self.arena = plan, x, y, dst, p, prepared, arena
+
+    def product(self, rows: slice, inner: slice, cols: slice) -> np.ndarray:
+        tile = self.dst[..., rows, cols]
+        part = tile if inner.start == 0 else take(self.arena, "part", tile.shape, np.int64)
+        a = self.prepared if self.prepared is not None else _contiguous_int64(self.x[..., rows, inner], self.p, "A",
+                                                                                  self.arena)
+        _multiword.multiply(self.plan, a, _contiguous_int64(self.y[..., inner, cols], self.p, "B", self.arena), part,
+                            self.arena)
+        return part
+
+    def add(self, tile: np.ndarray, part: np.ndarray) -> np.ndarray:
+        add_into(tile, part, self.p)
+        return tile
+
+
+class _RNSTiles:
+    """The tile products of a residue number system over one matrix of a stack. A tile that
+    spans ``k`` goes from its products straight through the CRT into the result (or its
+    residues, with ``residues``); k-panels' products are reduced and added into the tile's
+    residues, which :meth:`finish` turns into the result. The operands enter as 16-bit
+    pieces (balanced residues modulo ``p``, or the integers themselves for ``p = None``):
+    ``held`` ones, a :class:`Prepared` ``a``, ``B``'s kept whole when the tiling keeps them,
+    or each block's, ``A``'s made once per row of tiles."""
+
+    def __init__(self, plan: RNSPlan, x, y, dst, p: int | None, prepared, arena: Arena | None, tiling, held: tuple,
+                 pinned: int, as_object: bool, residues: bool):
+        self.plan, self.x, self.y, self.dst, self.p, self.prepared, self.arena = plan, x, y, dst, p, prepared, arena
+        self.tiling, self.held, self.pinned, self.as_object, self.residues = tiling, held, pinned, as_object, residues
+        self.kept_b = self._pieces(y, "B") if tiling.kept else None  # converted once, read by every tile
+        self.last_a = None, None  # a tile's A block and its pieces, for the next tile of its row
+
+    def _pieces(self, x, name: str):
+        return _residues.Pieces16(x) if self.p is None else balanced_halves(x, self.p, name)
+
+    def _a(self, rows: slice, inner: slice):
+        if self.prepared is not None:
+            return self.prepared
+        if self.held[0] is not None:
+            return self.held[0].block(rows, inner)
+        if self.last_a[0] != (rows, inner):
+            self.last_a = None, None  # freed before the next block's are made
+            self.last_a = (rows, inner), self._pieces(self.x[..., rows, inner], "A")
+        return self.last_a[1]
+
+    def _b(self, inner: slice, cols: slice):
+        if self.kept_b is not None:
+            return self.kept_b.block(inner, cols)
+        if self.held[1] is not None:
+            return self.held[1].block(inner, cols)
+        return self._pieces(self.y[..., inner, cols], "B")
+
+    def product(self, rows: slice, inner: slice, cols: slice):
+        plan, tile, arena = self.plan, self.dst[..., rows, cols], self.arena
+        xt, yt = self._a(rows, inner), self._b(inner, cols)
+        first = inner.start == 0
+        whole = first and inner.stop >= self.tiling.shape[1] and not self.residues  # the CRT straight from the products
+        direct = whole and tile.dtype == np.int64 and tile.flags.c_contiguous  # into the result itself
+        # what the tile holds apart from the result: its int64 entries, and the k-panels'
+        # residues; and B's pieces when they are kept
+        memory = self.tiling.budget - self.tiling.kept - self.pinned \
+            - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
+        if whole:
+            if direct:
+                _rns.multiply(plan, xt, yt, memory=memory, arena=arena, out=tile)
+            else:
+                tile[...] = _rns.multiply(plan, xt, yt, as_object=self.as_object, memory=memory, arena=arena)
+            return None
+        # k-panels: each panel's products reduced and added into the tile's residues
+        rc, full = _rns.product_residues(plan, xt, yt, memory=memory, arena=arena)
+        # padded rows, which the CRT reads as they are (no float64 copy of N products)
+        acc = _residues.padded_rows(len(plan.moduli), math.prod(full), np.int32, arena, "residues")
+        return _rns.reduce_residues(rc, math.prod(full), plan.basis, acc, add=not first)
+
+    def add(self, acc, part):
+        return part  # each panel's products were added into the tile's residues already
+
+    def finish(self, rows: slice, cols: slice, acc) -> None:
+        if acc is None:
+            return
+        plan, tile = self.plan, self.dst[..., rows, cols]
+        E = tile.size // len(plan.moduli) if self.residues else tile.size
+        if self.residues:
+            tile[...] = acc[:, :E].reshape(tile.shape)
+        elif tile.dtype == np.int64 and tile.flags.c_contiguous:  # the CRT writes into the result
+            _crt.reconstruct_rows(acc, E, plan.basis, self.p, self.as_object, tile)
+        else:
+            tile[...] = _crt.reconstruct_rows(acc, E, plan.basis, self.p, self.as_object).reshape(tile.shape)
 
 
 def chunk_residues(a, b, p: int, plan: RNSPlan) -> np.ndarray:
@@ -229,7 +259,7 @@ def device_residues(x, p: int):
     return x.astype(np.int64, copy=False) % p  # one array: an int64 operand is not copied first
 
 
-def _gpu_matmul(A, B, p, out, plan):
+def gpu_matmul(A, B, p, out, plan):
     """:func:`matmul` on CuPy arrays: the plan is made for the GPU's engines and every
     pass runs on the device."""
     from modlin._algorithms import gpu as _gpu
@@ -276,7 +306,7 @@ def _gpu_matmul(A, B, p, out, plan):
             if acc is not direct.get((rows.start, cols.start)):
                 result[..., rows, cols] = acc
 
-        run(tiling, product, add=add, finish=finish)
+        drive(tiling, product, add=add, finish=finish)
     result = result.reshape(shape)
     if out is not None:
         if out.shape != shape or out.dtype != np.int64:
@@ -284,10 +314,6 @@ def _gpu_matmul(A, B, p, out, plan):
         out[...] = result
         return out
     return result
-
-
-
-
 
 
 def single_gemm_exact(a, b, k: int) -> bool:
@@ -310,7 +336,7 @@ def _float_gemm(a: np.ndarray, b: np.ndarray, full: tuple[int, ...]) -> np.ndarr
     def tiling_of(batch):
         # the float64 panels, the tile's product and, with k-panels, the running sum
         return choose((m, k, n), lambda mt, kt, nt: 8 * batch * (mt * kt + kt * nt + 2 * mt * nt),
-                      current_limits().memory, lambda mt, kt, nt: batch * _gemm_cost(mt, kt, nt))
+                      current_limits().memory, lambda mt, kt, nt: batch * gemm_model_cost(mt, kt, nt))
 
     tiling, items, _ = stack_items(full[:-2], tiling_of, a, b)
     for idx, x, y in items:
@@ -322,7 +348,7 @@ def _float_gemm(a: np.ndarray, b: np.ndarray, full: tuple[int, ...]) -> np.ndarr
         def finish(rows, cols, acc):
             dst[..., rows, cols] = acc
 
-        run(tiling, product, add=lambda acc, part: np.add(acc, part, out=acc), finish=finish)
+        drive(tiling, product, add=lambda acc, part: np.add(acc, part, out=acc), finish=finish)
     return c
 
 

@@ -25,14 +25,15 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
 import numpy as np
+
+from modlin._arith.residues import balance_rem, fmod_inv
 from modlin._engines.backend import namespace
 from modlin._engines.jit import njit
-from modlin._arith.residues import _balanced, _fmod
 from modlin._engines.threads import each, each_row
-from modlin._runtime.scratch import scratch
 from modlin._runtime.calibration import L1_CHUNK
-
+from modlin._runtime.scratch import scratch
 
 #: Bits of the integer bounds ``Abar``: sums of ``k`` products of them stay exact in
 #: float64 (and in int32 for ``k <= 2**19`` on an int8 engine).
@@ -340,7 +341,7 @@ def _folded(v, m, minv, c32):  # pragma: no cover - compiled
     ``hi < 2**53`` and ``0 <= lo < 2**32`` exactly, and ``(hi mod m) * (2**32 mod m) + lo < 2**53``."""
     hi = np.floor(v * 2.0**-32)
     lo = v - hi * 2.0**32
-    return _fmod(hi, m, minv) * c32 + lo
+    return fmod_inv(hi, m, minv) * c32 + lo
 
 
 @njit(inline="always")
@@ -422,7 +423,7 @@ def _residues_kernel(flat, rs, i0, i1, width, off, step, length, r1, r2, c1, c2,
             for e in range(c):
                 buf[e] = _folded(buf[e], mf, minv, c32)
             for e in range(c):
-                dst[c0 + e] = _balanced(_fmod(buf[e], mf, minv), mf, half)
+                dst[c0 + e] = balance_rem(fmod_inv(buf[e], mf, minv), mf, half)
 
 
 @njit
@@ -451,11 +452,11 @@ def _twom_kernel(flat, rs, i0, i1, width, ro, rstep, rlen, io, istep, ilen, r1, 
                 r[e] = _folded(r[e], mf, minv, c32)
                 t[e] = _folded(t[e], mf, minv, c32)
             for e in range(c):  # r + s t and r - s t stay below m + m**2 < 2**53: reduced once
-                r[e] = _fmod(r[e], mf, minv)
-                t[e] = _fmod(t[e], mf, minv) * sf
+                r[e] = fmod_inv(r[e], mf, minv)
+                t[e] = fmod_inv(t[e], mf, minv) * sf
             for e in range(c):
-                dp[c0 + e] = _balanced(_fmod(r[e] + t[e], mf, minv), mf, half)
-                dm[c0 + e] = _balanced(_fmod(r[e] - t[e], mf, minv), mf, half)
+                dp[c0 + e] = balance_rem(fmod_inv(r[e] + t[e], mf, minv), mf, half)
+                dm[c0 + e] = balance_rem(fmod_inv(r[e] - t[e], mf, minv), mf, half)
 
 
 def _panel(x) -> tuple[Panel, bool]:
@@ -648,8 +649,8 @@ def _twom_combine_kernel(X, Y, m, inv2, inv2s, re, im):  # pragma: no cover - co
     mf = np.float64(m)
     minv = 1.0 / mf
     for e in range(X.shape[0]):
-        re[e] = _fmod((X[e] + Y[e]) * inv2, mf, minv)  # below 2m * m < 2**53: exact
-        im[e] = _fmod((X[e] - Y[e]) * inv2s, mf, minv)
+        re[e] = fmod_inv((X[e] + Y[e]) * inv2, mf, minv)  # below 2m * m < 2**53: exact
+        im[e] = fmod_inv((X[e] - Y[e]) * inv2s, mf, minv)
 
 
 def twom_combine(X: np.ndarray, Y: np.ndarray, m: int, s: int, re: np.ndarray, im: np.ndarray) -> None:

@@ -10,16 +10,18 @@ residues as its GEMM ends (:func:`product_residues`).
 from __future__ import annotations
 
 import math
+
 import numpy as np
+
 from modlin._algorithms import multiword as _multiword
-from modlin._engines.gemm import get_engine
-from modlin._engines.jit import njit
-from modlin._runtime.limits import current as current_limits
-from modlin._engines.threads import each, gemm_workers, region, row_workers, run, slabs
-from modlin._runtime.scratch import Arena, take
-from modlin._arith.residues import Pieces16, Residues, padded_rows, _fmod
 from modlin._arith.crt import reconstruct_rows
 from modlin._arith.moduli import Basis
+from modlin._arith.residues import Pieces16, Residues, fmod_inv, padded_rows
+from modlin._engines.gemm import get_engine
+from modlin._engines.jit import njit
+from modlin._engines.threads import each, gemm_workers, region, row_workers, run, slabs
+from modlin._runtime.limits import current as current_limits
+from modlin._runtime.scratch import Arena, take
 
 
 def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = None,
@@ -124,11 +126,11 @@ def _reduce_rows_kernel(src, moduli, dst, add, lo, hi):  # pragma: no cover - co
         x, y = src[i, lo:hi], dst[i, lo:hi]  # 1-D slices: loops over offset indices do not vectorise (5x)
         if add:
             for e in range(hi - lo):
-                r = _fmod(x[e], m, minv) + y[e]
+                r = fmod_inv(x[e], m, minv) + y[e]
                 y[e] = r - (m if r >= m else 0.0)
         else:
             for e in range(hi - lo):
-                y[e] = _fmod(x[e], m, minv)
+                y[e] = fmod_inv(x[e], m, minv)
 
 
 def reduce_residues(rc: np.ndarray, E: int, basis: Basis, out: np.ndarray, *, add: bool = False) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The tile driver: one product run tile by tile, and the shapes of NumPy's matmul.
 
 A :class:`~modlin._planning.tiling.Tiling` (chosen by the planner within the memory
-budget) cuts a product into output tiles and k-panels; :func:`run` calls the caller's
+budget) cuts a product into output tiles and k-panels; :func:`drive` calls the caller's
 tile product on each, adds k-panels' partial products with the caller's ``add`` and
 hands each finished tile to ``finish``, with a progress bar on long work
 (:func:`progress`). :func:`stack_items` walks the matrices of stacked operands, and
@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from typing import Any, Callable
+
 import numpy as np
+
 from modlin._engines.backend import namespace
-from modlin._runtime.progress import bar as progress_bar, wanted
 from modlin._planning.tiling import Tiling
-
-
+from modlin._runtime.progress import bar as progress_bar, wanted
 
 
 @contextmanager
@@ -36,7 +36,7 @@ def progress(total: int, cost: float, what: str):
             shown.close()
 
 
-def run(tiling: Tiling, product: Callable[[slice, slice, slice], Any], *,
+def drive(tiling: Tiling, product: Callable[[slice, slice, slice], Any], *,
         add: Callable[[Any, Any], Any] | None = None, finish: Callable[[slice, slice, Any], None] | None = None,
         bar=None, pairs: bool = False) -> None:
     """The tile loop every tiled product runs.

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+
 import numpy as np
-from modlin._engines.jit import njit
-from modlin._arith.pyints import IntWriter
-from modlin._engines.threads import each, quiet_blas, run, slabs, workers
-from modlin._runtime.scratch import Arena
-from modlin._arith.pyints_marshal import _bit_length
-from modlin._runtime.calibration import RESIDUE_CHUNK
+
 from modlin._arith.moduli import Basis
-from modlin._arith.residues import _fmod, padded_rows
-from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N
+from modlin._arith.pyints import IntWriter
+from modlin._arith.pyints_marshal import _bit_length
+from modlin._arith.residues import fmod_inv, padded_rows
+from modlin._engines.jit import njit
+from modlin._engines.threads import each, quiet_blas, run, slabs, workers
+from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N, RESIDUE_CHUNK
+from modlin._runtime.scratch import Arena
 
 
 def crt(residues, moduli) -> int:
@@ -45,9 +46,9 @@ def garner_step(t, c, m, minv, w):  # pragma: no cover - compiled
     Garner's mixed-radix digits, which :mod:`modlin._arith.crt` needs for its sign test.
     Two loops: with both reductions in one, LLVM vectorises neither."""
     for e in range(t.shape[0]):
-        t[e] = _fmod(t[e] - c[e], m, minv) * w
+        t[e] = fmod_inv(t[e] - c[e], m, minv) * w
     for e in range(t.shape[0]):
-        t[e] = _fmod(t[e], m, minv)
+        t[e] = fmod_inv(t[e], m, minv)
 
 
 #: Entries whose ``sum(y_i / m_i)`` has a fraction this close to 1/2 are rebuilt exactly.
@@ -63,9 +64,9 @@ def _weigh(x, y, f, k, m, minv, w):  # pragma: no cover - compiled
     over 1-D slices. Two loops: with both reductions in one, LLVM vectorises neither
     (1.25 -> 0.69 ns per entry and modulus)."""
     for e in range(y.shape[0]):
-        y[e] = _fmod(x[e], m, minv) * w
+        y[e] = fmod_inv(x[e], m, minv) * w
     for e in range(y.shape[0]):
-        v = _fmod(y[e], m, minv)
+        v = fmod_inv(y[e], m, minv)
         y[e] = v
         s = f[e] + v * minv
         whole = np.floor(s)

@@ -8,6 +8,7 @@ what it cannot convert (floats that are not integers, entries past int64 where o
 from __future__ import annotations
 
 import numpy as np
+
 from modlin._arith.modular import balanced_lift_int64, balanced_lift_word, reduced_int64
 from modlin._arith.pyints import python_ints
 

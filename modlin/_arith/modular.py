@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
 import numpy as np
+
 from modlin._engines.backend import is_cupy
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, each_row
-from modlin._runtime.scratch import scratch
 from modlin._runtime.calibration import L1_CHUNK
-
+from modlin._runtime.scratch import scratch
 
 #: Precision of the kernels' arithmetic: they compute in float64 whatever the
 #: word type (fp32 and int32 accumulators are converted exactly on load).
@@ -189,7 +190,7 @@ _BITS_2_52 = 0x4330000000000000
 
 
 @njit(inline="always")
-def _to_float(x):  # pragma: no cover - compiled
+def int_to_float(x):  # pragma: no cover - compiled
     """``float64(x)`` for an int64 ``0 <= x < 2**52``, through the bits of ``2**52 + x``: AVX2
     has no packed int64-float64 conversions, and LLVM's emulation of them made the
     vectorised loops slower than scalar ones (:func:`_twom_combine_kernel` compiled for
@@ -199,12 +200,12 @@ def _to_float(x):  # pragma: no cover - compiled
 
 @njit(inline="always")
 def _to_int(f):  # pragma: no cover - compiled
-    """``int64(f)`` for an integer-valued float64 ``0 <= f < 2**52``, as :func:`_to_float` backwards."""
+    """``int64(f)`` for an integer-valued float64 ``0 <= f < 2**52``, as :func:`int_to_float` backwards."""
     return np.float64(f + 2.0**52).view(np.int64) - _BITS_2_52
 
 
 @njit(inline="always")
-def _mulmod1(x, c, m, minv):  # pragma: no cover - compiled
+def mulmod1(x, c, m, minv):  # pragma: no cover - compiled
     """``x * c mod m`` for ``0 <= x, c < m < 2**52``, ``minv = fl(1/m)``.
 
     The float64 quotient ``fl(fl(x*c) * minv)`` is ``y = x*c/m`` times three
@@ -215,7 +216,7 @@ def _mulmod1(x, c, m, minv):  # pragma: no cover - compiled
     int64 products give it exactly, and two corrections each way bring it into
     ``[0, m)``. Selects, not ``while`` loops: only they let loops over entries vectorise.
     """
-    q = _to_int(np.floor(_to_float(x) * _to_float(c) * minv))
+    q = _to_int(np.floor(int_to_float(x) * int_to_float(c) * minv))
     r = x * c - q * m
     r += m if r < 0 else 0
     r += m if r < 0 else 0
@@ -231,7 +232,7 @@ FLOAT_MULMOD_MAX = 2**26
 
 @njit(inline="always")
 def _mulmod1f(a, c, fm, minv):  # pragma: no cover - compiled
-    """:func:`_mulmod1` in float64 alone, for integral floats ``0 <= a, c < m <= 2**26``
+    """:func:`mulmod1` in float64 alone, for integral floats ``0 <= a, c < m <= 2**26``
     (``fm = m``, ``minv = fl(1/m)``); an integral float in ``[0, m)``.
 
     ``a*c < 2**52`` is exact. The quotient ``fl(fl(a*c) * minv)`` is within
@@ -259,7 +260,7 @@ def _reduce1(x, m):  # pragma: no cover - compiled
 @njit(inline="always")
 def _image_pair(r, y, s, m, minv):  # pragma: no cover - compiled
     """``(r + s*y, r - s*y) mod m`` in ``[0, m)`` for ``r, y`` in ``[0, m)``."""
-    t = _mulmod1(y, s, m, minv)
+    t = mulmod1(y, s, m, minv)
     a = r + t
     b = r - t
     return a - m if a >= m else a, b + m if b < 0 else b
@@ -309,8 +310,8 @@ def _images_f(re, im, s, m, minv, plus, minus):  # pragma: no cover - compiled
     fm, fs = np.float64(m), np.float64(s)
     for e in range(re.shape[0]):
         x, y = re[e], im[e]
-        r = _to_float(x + m if x < 0 else x)
-        t = _mulmod1f(_to_float(y + m if y < 0 else y), fs, fm, minv)
+        r = int_to_float(x + m if x < 0 else x)
+        t = _mulmod1f(int_to_float(y + m if y < 0 else y), fs, fm, minv)
         a, b = r + t, r - t
         plus[e] = a - fm if a >= fm else a
         minus[e] = b + fm if b < 0 else b
@@ -332,7 +333,7 @@ def _combine1(x, y, inv2, inv2s, m, minv):  # pragma: no cover - compiled
     a = a - m if a >= m else a
     b = x - y
     b = b + m if b < 0 else b
-    return _mulmod1(a, inv2, m, minv), _mulmod1(b, inv2s, m, minv)
+    return mulmod1(a, inv2, m, minv), mulmod1(b, inv2s, m, minv)
 
 
 @njit

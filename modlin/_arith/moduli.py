@@ -12,16 +12,16 @@ integer of at least 2 (:func:`check_modulus`).
 
 from __future__ import annotations
 
-import threading
-
+import itertools
 import math
+import operator
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
-import numpy as np
-import itertools
-from modlin._arith.primes import RHO_STEPS, factor, prev_prime
-import operator
 
+import numpy as np
+
+from modlin._arith.primes import RHO_STEPS, factor, prev_prime
 
 #: Moduli stay below 2**26 so that a product of two residues is exact in float64.
 MAX_RNS_MODULUS = 2**26
@@ -140,8 +140,6 @@ def cover_count(moduli, bound: int) -> int | None:
             if prod >= need:
                 return i + 1
     return None
-
-
 
 
 #: The least root is the least of ``2**(r-1)`` CRT combinations for ``r`` distinct

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+
 import numpy as np
-
-
-
 
 #: Miller-Rabin with :data:`_BASES` decides primality exactly below this bound.
 DETERMINISTIC_LIMIT = 3317044064679887385961981

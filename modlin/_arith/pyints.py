@@ -12,8 +12,25 @@ CPython's); ``int.to_bytes`` / ``int.from_bytes`` entry by entry (anywhere; slow
 from __future__ import annotations
 
 import numpy as np
-from modlin._arith.pyints_marshal import _MAX_ENTRIES, _check_limbs, _from_limbs_bytes, _ints_marshal, _marshal_ok, _to_halves_bytes, _to_halves_marshal
-from modlin._arith.pyints_cpython import _c_api, _int_layout, _objects_from_limbs, _objects_ok, _objects_write_ok, _slots, _to_halves_objects
+
+from modlin._arith.pyints_cpython import (
+    c_api,
+    halves_from_objects,
+    int_layout,
+    objects_from_limbs,
+    objects_read_ok,
+    objects_write_ok,
+    slots_of,
+)
+from modlin._arith.pyints_marshal import (
+    MAX_MARSHAL_ENTRIES,
+    check_limbs,
+    from_limbs_bytes,
+    ints_marshal,
+    marshal_ok,
+    to_halves_bytes,
+    to_halves_marshal,
+)
 
 
 def python_ints(x: np.ndarray) -> np.ndarray:
@@ -63,12 +80,12 @@ def to_halves(x: np.ndarray, most: int | None = None) -> np.ndarray | None:
     >>> to_halves(np.array([1, True], dtype=object)) is None
     True
     """
-    if x.dtype == object and _objects_ok():
-        return _to_halves_objects(x, most)
-    if _marshal_ok("read") and x.size <= _MAX_ENTRIES:
-        h = _to_halves_marshal(x)
+    if x.dtype == object and objects_read_ok():
+        return halves_from_objects(x, most)
+    if marshal_ok("read") and x.size <= MAX_MARSHAL_ENTRIES:
+        h = to_halves_marshal(x)
     else:
-        h = _to_halves_bytes(x)
+        h = to_halves_bytes(x)
     return None if h is None or (most is not None and h.shape[0] > most) else h
 
 
@@ -80,7 +97,7 @@ class IntWriter:
     then ``w.result()``: :func:`from_limbs` of the chunks side by side, without
     the whole ``(L, E)`` limbs ever existing. Each chunk is
     converted as it comes, while its limbs are still in cache: on CPython the
-    ints are made by a kernel (:func:`_objects_from_limbs`, about twice as fast
+    ints are made by a kernel (:func:`objects_from_limbs`, about twice as fast
     as ``marshal``), elsewhere through one marshal buffer reused from chunk to
     chunk.
 
@@ -96,24 +113,24 @@ class IntWriter:
     def __init__(self, E: int):
         self._out = np.empty(E, dtype=object)
         self._filled = 0
-        self._direct = _objects_write_ok()
-        self._slots = _slots(self._out) if self._direct else None
+        self._direct = objects_write_ok()
+        self._slots = slots_of(self._out) if self._direct else None
         self._buf = None
 
     def add(self, limbs: np.ndarray, neg: np.ndarray | None = None) -> None:
         """Append the next ``limbs.shape[1]`` entries."""
-        limbs, neg = _check_limbs(limbs, neg)
+        limbs, neg = check_limbs(limbs, neg)
         a = self._filled
         b = a + limbs.shape[1]
         if b > self._out.size:
             raise ValueError(f"{b} entries given to an IntWriter of {self._out.size}")
         if self._direct and limbs.dtype == np.uint16:  # (other limbs are checked on the way below)
-            if _objects_from_limbs(limbs, neg, self._slots[a:b], *_c_api(), _int_layout() == 1) < b - a:
+            if objects_from_limbs(limbs, neg, self._slots[a:b], *c_api(), int_layout() == 1) < b - a:
                 raise MemoryError(f"Python ints of {b - a} entries")
-        elif _marshal_ok("write"):
-            self._buf = _ints_marshal(limbs, neg, self._out[a:b], self._buf)
+        elif marshal_ok("write"):
+            self._buf = ints_marshal(limbs, neg, self._out[a:b], self._buf)
         else:
-            self._out[a:b] = _from_limbs_bytes(limbs, neg)
+            self._out[a:b] = from_limbs_bytes(limbs, neg)
         self._filled = b
 
     def result(self) -> np.ndarray:
@@ -154,7 +171,7 @@ def from_limbs(limbs: np.ndarray, neg: np.ndarray | None = None) -> np.ndarray:
     >>> from_limbs(limbs, np.array([False, True, True]))
     array([1, -65536, -5], dtype=object)
     """
-    limbs, neg = _check_limbs(limbs, neg)
+    limbs, neg = check_limbs(limbs, neg)
     w = IntWriter(limbs.shape[1])
     w.add(limbs, neg)
     return w.result()

@@ -2,17 +2,17 @@
 
 Reading: on CPython, whose ints are a size-and-sign word and 30-bit digits after
 the object's header, a numba kernel reads every entry's digits straight from its
-memory (:func:`_to_halves_objects`, about 40 ns an entry at 127 bits, most of it
+memory (:func:`halves_from_objects`, about 40 ns an entry at 127 bits, most of it
 the memory's latency), with the GIL held, so that no other thread can drop an
-entry while it is read. :func:`_objects_ok` checks that layout once per process
+entry while it is read. :func:`objects_read_ok` checks that layout once per process
 against ``int.to_bytes`` on boundary values. Writing: there, the ints
 of a product's results are made the same way, by a kernel that asks the
 interpreter for each new int (``_PyLong_New``) and writes its digits and its
-size and sign (:func:`_objects_from_limbs`, checked once per process by
-:func:`_objects_write_ok`). Elsewhere (another interpreter, a free-threaded
+size and sign (:func:`objects_from_limbs`, checked once per process by
+:func:`objects_write_ok`). Elsewhere (another interpreter, a free-threaded
 build) both go through :mod:`marshal`.
 
-Everything here depends on that layout; :func:`_objects_ok` and :func:`_objects_write_ok` are its self-checks.
+Everything here depends on that layout; :func:`objects_read_ok` and :func:`objects_write_ok` are its self-checks.
 """
 
 from __future__ import annotations
@@ -22,18 +22,25 @@ import struct
 import sys
 import sysconfig
 from functools import cache
+
 import numpy as np
+
+from modlin._arith.pyints_marshal import (
+    CHECK_VALUES,
+    _bit_length,
+    check_limbs_of,
+    refuses_non_ints,
+    to_halves_bytes,
+)
 from modlin._engines.jit import call_int64, call_void, njit, peek_int64, peek_uint32, poke_int64, poke_uint32
 from modlin._runtime.calibration import PYINTS_FLUSH, PYINTS_TILED_PIECES
-from modlin._arith.pyints_marshal import _CHECK_VALUES, _bit_length, _check_limbs_of, _refuses_non_ints, _to_halves_bytes
-
 
 #: Offsets (bytes) in a CPython int object of its type pointer, of the word that holds its
 #: size and sign, and of its 30-bit digits (least significant first).
 _TYPE, _SIZE, _DIGITS = 8, 16, 24
 
 
-def _int_layout() -> int | None:
+def int_layout() -> int | None:
     """How this interpreter's ints keep their size and sign: 0 for a signed count of digits
     (CPython up to 3.11), 1 for a tag (3.12 on: ``digits << 3 | sign``, sign 0 for positive,
     1 for zero, 2 for negative); None for anything else (other interpreters, free-threaded
@@ -136,20 +143,20 @@ def _objects_halves(ptrs, int_type, tagged, out, tile):  # pragma: no cover - co
     return H
 
 
-def _to_halves_objects(x: np.ndarray, most: int | None) -> np.ndarray | None:
+def halves_from_objects(x: np.ndarray, most: int | None) -> np.ndarray | None:
     """:func:`to_halves` of an object array, read straight from its ints' memory: three to
     four times as fast as through ``marshal`` (25 against 99 ns an entry at 127 bits, medians of 7 on
     1024 x 1024; 50 against 152 at 256 bits), and nothing
     but the pieces allocated. As many pieces as a sample of the entries needs are written
     in one pass; should a later entry need more, the entries are measured and written again."""
     if x.dtype != object:  # its entries would be read as addresses
-        raise TypeError(f"_to_halves_objects reads object arrays only, not {x.dtype}")
+        raise TypeError(f"halves_from_objects reads object arrays only, not {x.dtype}")
     flat = np.ascontiguousarray(x).reshape(-1)  # the array (or its copy) holds every entry alive
     E = flat.size
     if not E:
         return np.zeros((1, 0), dtype=np.uint16)
-    ptrs = _slots(flat)
-    tagged = _int_layout() == 1
+    ptrs = slots_of(flat)
+    tagged = int_layout() == 1
     sample = flat[:: max(1, E // 64)].tolist()
     if any(type(v) is not int for v in sample):
         return None
@@ -171,7 +178,7 @@ def _to_halves_objects(x: np.ndarray, most: int | None) -> np.ndarray | None:
 
 
 @njit(nogil=False)
-def _objects_from_limbs(limbs, neg, slots, new, release, tagged):  # pragma: no cover - compiled
+def objects_from_limbs(limbs, neg, slots, new, release, tagged):  # pragma: no cover - compiled
     """``slots[e]`` = a new int of value ``±limbs[:, e]`` (uint16 limbs of the magnitude,
     least significant first; ``-`` where ``neg[e]``) for every entry ``e``, made by the
     interpreter's ``_PyLong_New`` (the address ``new``) and given its 30-bit digits and its
@@ -213,7 +220,7 @@ def _objects_from_limbs(limbs, neg, slots, new, release, tagged):  # pragma: no 
 
 
 @cache
-def _c_api() -> tuple[int, int] | None:
+def c_api() -> tuple[int, int] | None:
     """The addresses of ``_PyLong_New`` and ``Py_DecRef`` in this interpreter, or None."""
     try:
         return tuple(ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
@@ -222,7 +229,7 @@ def _c_api() -> tuple[int, int] | None:
         return None
 
 
-def _slots(out: np.ndarray) -> np.ndarray:
+def slots_of(out: np.ndarray) -> np.ndarray:
     """The entries of the C-contiguous object array ``out`` as the addresses they hold
     (int64, a view of its memory: writing one replaces a reference, not counted)."""
     return np.ctypeslib.as_array((ctypes.c_int64 * out.size).from_address(out.ctypes.data)) if out.size \
@@ -230,45 +237,45 @@ def _slots(out: np.ndarray) -> np.ndarray:
 
 
 @cache
-def _objects_ok() -> bool:
+def objects_read_ok() -> bool:
     """Whether :func:`to_halves` may read ints straight from their memory: this interpreter's
-    ints are laid out as :func:`_int_layout` knows, and :data:`_CHECK_VALUES` come out as
+    ints are laid out as :func:`int_layout` knows, and :data:`CHECK_VALUES` come out as
     ``int.to_bytes`` writes them (in one pass, and measured first), non-ints refused."""
     try:
-        if _int_layout() is None:
+        if int_layout() is None:
             return False
-        x = np.empty(len(_CHECK_VALUES), dtype=object)
-        x[:] = list(_CHECK_VALUES)
-        ref = _to_halves_bytes(x)
+        x = np.empty(len(CHECK_VALUES), dtype=object)
+        x[:] = list(CHECK_VALUES)
+        ref = to_halves_bytes(x)
         # as they are (the sample is every entry), and at odd places among zeros, which the
         # sample (every other entry, of 128 or more) misses: measured, and written again
         spread = np.zeros(4 * len(x) + 128, dtype=object)
         spread[1:2 * len(x):2] = x
         for y in (x, spread):
-            h = _to_halves_objects(y, None)
-            if h is None or not np.array_equal(h, _to_halves_bytes(y)):
+            h = halves_from_objects(y, None)
+            if h is None or not np.array_equal(h, to_halves_bytes(y)):
                 return False
-        if _to_halves_objects(x, ref.shape[0] - 1) is not None:
+        if halves_from_objects(x, ref.shape[0] - 1) is not None:
             return False
-        return _refuses_non_ints(lambda y: _to_halves_objects(y, None))
+        return refuses_non_ints(lambda y: halves_from_objects(y, None))
     except Exception:  # noqa: BLE001  any surprise: not the layout we assume
         return False
 
 
 @cache
-def _objects_write_ok() -> bool:
-    """Whether :class:`IntWriter` may make ints itself (:func:`_objects_from_limbs`): this
-    interpreter's ints are laid out as :func:`_int_layout` knows, its C API has the
-    functions, and the ints made for :data:`_CHECK_VALUES` (and zeros, and ones made
+def objects_write_ok() -> bool:
+    """Whether :class:`IntWriter` may make ints itself (:func:`objects_from_limbs`): this
+    interpreter's ints are laid out as :func:`int_layout` knows, its C API has the
+    functions, and the ints made for :data:`CHECK_VALUES` (and zeros, and ones made
     negative) are those values, as Python's own arithmetic sees them."""
     try:
-        if _int_layout() is None or _c_api() is None:
+        if int_layout() is None or c_api() is None:
             return False
-        vals = list(_CHECK_VALUES) + [0, 5, -(2**29), 2**30 - 1, -(2**30), 2**60]
-        limbs, neg = _check_limbs_of(vals)
+        vals = list(CHECK_VALUES) + [0, 5, -(2**29), 2**30 - 1, -(2**30), 2**60]
+        limbs, neg = check_limbs_of(vals)
         neg[vals.index(0)] = True  # -0 is 0
         out = np.empty(len(vals), dtype=object)
-        if _objects_from_limbs(limbs, neg, _slots(out), *_c_api(), _int_layout() == 1) != len(vals):
+        if objects_from_limbs(limbs, neg, slots_of(out), *c_api(), int_layout() == 1) != len(vals):
             return False
         back = out.tolist()
         return back == vals and all(type(v) is int and int(str(v)) == v and hash(v) == hash(int(str(v)))

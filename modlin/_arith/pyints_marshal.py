@@ -20,7 +20,7 @@ means the entry is not an exact ``int``; ``marshal.dumps`` raises
 ``ValueError`` for objects it cannot serialise at all (``int`` subclasses,
 ``Fraction``, ...).
 
-The format is an implementation detail of CPython, so :func:`_marshal_ok`
+The format is an implementation detail of CPython, so :func:`marshal_ok`
 checks it once per process against ``int.to_bytes`` / ``int.from_bytes`` on
 boundary values; if the check fails, the public functions use per-entry
 ``int.to_bytes`` / ``int.from_bytes`` instead (same results, slower).
@@ -32,10 +32,11 @@ import marshal
 import math
 import struct
 from functools import cache
+
 import numpy as np
+
 from modlin._engines.jit import njit
 from modlin._runtime.calibration import PYINTS_BLOCK, PYINTS_FLUSH, PYINTS_MAX_FIRST_BUFFER, PYINTS_STREAM_ENTRIES
-
 
 # Type codes of Python/marshal.c.
 _LIST = ord("[")
@@ -48,7 +49,7 @@ _LONG = ord("l")
 
 
 #: Marshal lists carry a signed 32-bit count.
-_MAX_ENTRIES = 2**31 - 1
+MAX_MARSHAL_ENTRIES = 2**31 - 1
 
 
 @njit(inline="always")
@@ -59,7 +60,7 @@ def _load_le(buf, pos, nbytes):  # pragma: no cover - compiled
     LLVM merges the byte loads into one unaligned load when it can tell that
     their indices do not wrap around: unsigned indices tell it, where signed
     ones get numba's handling of negative indices. Little-endian machines only:
-    elsewhere :func:`_marshal_ok` fails and the kernels are not used.
+    elsewhere :func:`marshal_ok` fails and the kernels are not used.
     """
     p = np.uint64(pos)
     v = np.int64(0)
@@ -312,7 +313,7 @@ def _reader_scratch(H: int) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros((nc + 4 + W, PYINTS_BLOCK), dtype=np.int64), np.empty((4 * W, PYINTS_FLUSH // 4), dtype=np.int64)
 
 
-def _to_halves_marshal(x: np.ndarray) -> np.ndarray | None:
+def to_halves_marshal(x: np.ndarray) -> np.ndarray | None:
     """:func:`to_halves` through ``marshal.dumps`` and two numba passes."""
     E = x.size
     try:
@@ -329,7 +330,7 @@ def _to_halves_marshal(x: np.ndarray) -> np.ndarray | None:
     return out
 
 
-def _to_halves_bytes(x: np.ndarray) -> np.ndarray | None:
+def to_halves_bytes(x: np.ndarray) -> np.ndarray | None:
     """:func:`to_halves` through ``int.to_bytes`` entry by entry (the fallback)."""
     lst = x.ravel().tolist()
     if not lst:
@@ -437,7 +438,7 @@ def _write_marshal(limbs: np.ndarray, neg: np.ndarray, e_start: int, e_stop: int
 _LIMB_DTYPES = (np.dtype(np.uint16), np.dtype(np.int64), np.dtype(np.float64))
 
 
-def _check_limbs(
+def check_limbs(
     limbs: np.ndarray, neg: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Shape and dtype checks; C-contiguous views (or copies) for the kernels."""
@@ -456,7 +457,7 @@ def _check_limbs(
     return np.ascontiguousarray(limbs), neg
 
 
-def _ints_marshal(limbs: np.ndarray, neg: np.ndarray, out: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
+def ints_marshal(limbs: np.ndarray, neg: np.ndarray, out: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
     """Fill the object array ``out`` with the Python ints of checked ``limbs`` and
     ``neg`` (see :func:`from_limbs`), one marshal stream per :data:`PYINTS_STREAM_ENTRIES`
     entries written into ``buf`` and read by ``marshal.loads``. Returns the buffer
@@ -473,21 +474,21 @@ def _ints_marshal(limbs: np.ndarray, neg: np.ndarray, out: np.ndarray, buf: np.n
     return buf
 
 
-def _from_limbs_marshal(
+def from_limbs_marshal(
     limbs: np.ndarray, neg: np.ndarray | None = None
 ) -> np.ndarray:
     """:func:`from_limbs` through numba passes and ``marshal.loads``."""
-    limbs, neg = _check_limbs(limbs, neg)
+    limbs, neg = check_limbs(limbs, neg)
     out = np.empty(limbs.shape[1], dtype=object)
-    _ints_marshal(limbs, neg, out)
+    ints_marshal(limbs, neg, out)
     return out
 
 
-def _from_limbs_bytes(
+def from_limbs_bytes(
     limbs: np.ndarray, neg: np.ndarray | None = None
 ) -> np.ndarray:
     """:func:`from_limbs` through ``int.from_bytes`` entry by entry (the fallback)."""
-    limbs, neg = _check_limbs(limbs, neg)
+    limbs, neg = check_limbs(limbs, neg)
     L, E = limbs.shape
     with np.errstate(invalid="ignore"):  # NaN or out of range: caught just below
         u = limbs.astype(np.uint16)
@@ -504,12 +505,12 @@ def _from_limbs_bytes(
 
 #: Boundary values of the marshal int format (int32 or long, 15-bit digits)
 #: and of the pieces.
-_CHECK_VALUES = (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**15,
+CHECK_VALUES = (0, 1, -1, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**15,
                  -(2**15), 2**30, 2**45 - 1, -(2**45), -(2**200) + 7,
                  2**1000 + 3, -(2**1007))
 
 
-def _refuses_non_ints(read) -> bool:
+def refuses_non_ints(read) -> bool:
     """Whether ``read`` (a reader of object arrays) gives None for an entry that is not
     exactly an ``int``, first or last."""
     class _Sub(int):
@@ -522,7 +523,7 @@ def _refuses_non_ints(read) -> bool:
     return True
 
 
-def _check_limbs_of(vals: list) -> tuple[np.ndarray, np.ndarray]:
+def check_limbs_of(vals: list) -> tuple[np.ndarray, np.ndarray]:
     """``(limbs, neg)`` of ``vals`` as :func:`from_limbs` takes them (by ``int.to_bytes``)."""
     H = max(max(vals), ~min(vals)).bit_length() // 16 + 1
     mags = b"".join([abs(v).to_bytes(2 * H, "little") for v in vals])
@@ -531,33 +532,33 @@ def _check_limbs_of(vals: list) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _reads_ok() -> bool:
-    """Whether the kernels parse ``marshal.dumps`` streams of :data:`_CHECK_VALUES` as
+    """Whether the kernels parse ``marshal.dumps`` streams of :data:`CHECK_VALUES` as
     ``int.to_bytes`` writes them, and refuse non-ints."""
-    vals = list(_CHECK_VALUES)
+    vals = list(CHECK_VALUES)
     x = np.empty(len(vals), dtype=object)
     x[:] = vals
-    h = _to_halves_marshal(x)
-    ref = _to_halves_bytes(x)
+    h = to_halves_marshal(x)
+    ref = to_halves_bytes(x)
     if h is None or ref is None or h.shape != ref.shape or not np.array_equal(h, ref):
         return False
-    return _refuses_non_ints(_to_halves_marshal)
+    return refuses_non_ints(to_halves_marshal)
 
 
 def _writes_ok() -> bool:
-    """Whether ``marshal.loads`` reads the streams the kernels write for :data:`_CHECK_VALUES`
+    """Whether ``marshal.loads`` reads the streams the kernels write for :data:`CHECK_VALUES`
     back as those ints."""
-    vals = list(_CHECK_VALUES)
-    back = _from_limbs_marshal(*_check_limbs_of(vals))
+    vals = list(CHECK_VALUES)
+    back = from_limbs_marshal(*check_limbs_of(vals))
     return back.tolist() == vals and all(type(v) is int for v in back)
 
 
 @cache
-def _marshal_ok(direction: str = "both") -> bool:
+def marshal_ok(direction: str = "both") -> bool:
     """Whether this interpreter's marshal int format is the one the kernels assume, for
     ``direction`` "read" (:func:`to_halves`), "write" (:func:`from_limbs`, :class:`IntWriter`)
     or "both".
 
-    Round trips :data:`_CHECK_VALUES` through the marshal paths and compares with
+    Round trips :data:`CHECK_VALUES` through the marshal paths and compares with
     ``int.to_bytes`` / ``int.from_bytes``; also checks that non-ints are refused.
     Run once per process and direction, when first needed (it also compiles or
     loads that direction's kernels: a process that only reads Python ints, or only

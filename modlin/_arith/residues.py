@@ -5,20 +5,22 @@ in one pass. Other integers enter as 16-bit two's-complement pieces (:class:`Pie
 a uint64 matrix is viewed as four of them, an object array of Python ints is converted
 once (:mod:`modlin._arith.pyints`). The residues are numba kernels over all entries
 (:func:`residues`, :class:`Residues`), with the balanced float remainders the other
-kernels share (:func:`_fmod`, :func:`_balanced`).
+kernels share (:func:`fmod_inv`, :func:`balance_rem`).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+
 import numpy as np
-from modlin._engines.jit import fma, njit
-from modlin._arith.modular import _to_float, balanced_lift_int64
-from modlin._arith.pyints import python_ints, to_halves
-from modlin._engines.threads import run, slabs, workers
-from modlin._runtime.scratch import Arena, take
+
+from modlin._arith.modular import balanced_lift_int64, int_to_float
 from modlin._arith.moduli import Basis
+from modlin._arith.pyints import python_ints, to_halves
+from modlin._engines.jit import fma, njit
+from modlin._engines.threads import run, slabs, workers
 from modlin._runtime.calibration import MAX_PIECES, OBJECT_STEP, PIECE_STEP, RESIDUE_CHUNK, RESIDUE_INT64, RESIDUE_STEP
+from modlin._runtime.scratch import Arena, take
 
 
 def pieces_of(x: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -80,7 +82,7 @@ def _piece_weights(moduli: tuple[int, ...], H: int, signed: bool, p: int) -> np.
 
 
 @njit
-def _fmod(x, m, minv):  # pragma: no cover - compiled
+def fmod_inv(x, m, minv):  # pragma: no cover - compiled
     """``x mod m`` in ``[0, m)`` for an integer-valued float ``|x| <= 2**53``.
 
     ``q = floor(x * minv)`` is the true quotient or one off (``minv = fl(1/m)``), so
@@ -98,7 +100,7 @@ def _fmod(x, m, minv):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
-def _balanced(r, m, half):  # pragma: no cover - compiled
+def balance_rem(r, m, half):  # pragma: no cover - compiled
     """``r`` in ``[0, m)`` moved into ``[-(m//2), (m-1)//2]`` (``half = (m-1)//2``), as a select."""
     return r - (m if r > half else 0.0)
 
@@ -164,7 +166,7 @@ def _piece_residues(h, shift, start, stride, C, lo, hi, w, moduli, out, o0):  # 
                 for e in range(c):
                     seg[e] += wj * fj[e]
             for e in range(c):
-                seg[e] = _balanced(_fmod(seg[e], m, minv), m, half)
+                seg[e] = balance_rem(fmod_inv(seg[e], m, minv), m, half)
 
 
 @njit
@@ -179,10 +181,10 @@ def _int64_residues(x, lo, hi, moduli, w, out, o0, lift, above):  # pragma: no c
     Each entry is cut into 21-bit pieces, ``x = h2 2**42 + h1 2**21 + h0`` (``h2`` signed,
     below ``2**21`` in magnitude), whose weighted sum ``h2 w2 + h1 w1 + h0`` is congruent
     to ``x`` and below ``2**21 m + 2**21 m + 2**21 <= 2**53``: exact in float64, reduced as
-    :func:`_piece_residues` reduces (:func:`_fmod`, :func:`_balanced`) in the same loop (a
+    :func:`_piece_residues` reduces (:func:`fmod_inv`, :func:`balance_rem`) in the same loop (a
     separate call on each row, still in L1, made the kernel 17 to 26 % slower). The
     pieces are made once per :data:`RESIDUE_CHUNK` entries, as floats through
-    :func:`~modlin._arith.modular._to_float` (AVX2 has no packed int64 conversion).
+    :func:`~modlin._arith.modular.int_to_float` (AVX2 has no packed int64 conversion).
     """
     f = np.empty((3, RESIDUE_CHUNK))
     for c0 in range(lo, hi, RESIDUE_CHUNK):
@@ -192,9 +194,9 @@ def _int64_residues(x, lo, hi, moduli, w, out, o0, lift, above):  # pragma: no c
         for e in range(c):
             v = src[e]
             v -= lift if v > above else 0
-            f0[e] = _to_float(v & 0x1FFFFF)
-            f1[e] = _to_float((v >> 21) & 0x1FFFFF)
-            f2[e] = _to_float((v >> 42) + 0x200000) - 2097152.0
+            f0[e] = int_to_float(v & 0x1FFFFF)
+            f1[e] = int_to_float((v >> 21) & 0x1FFFFF)
+            f2[e] = int_to_float((v >> 42) + 0x200000) - 2097152.0
         for i in range(moduli.shape[0]):
             m = np.float64(moduli[i])
             minv = 1.0 / m
@@ -202,7 +204,7 @@ def _int64_residues(x, lo, hi, moduli, w, out, o0, lift, above):  # pragma: no c
             w1, w2 = w[i, 0], w[i, 1]
             seg = out[i, o0 + c0 - lo:o0 + c0 - lo + c]
             for e in range(c):
-                seg[e] = _balanced(_fmod(f2[e] * w2 + f1[e] * w1 + f0[e], m, minv), m, half)
+                seg[e] = balance_rem(fmod_inv(f2[e] * w2 + f1[e] * w1 + f0[e], m, minv), m, half)
 
 
 @njit(inline="always")

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
+
 import numpy as np
-
-
 
 
 def is_cupy(x) -> bool:

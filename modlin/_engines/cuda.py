@@ -16,9 +16,10 @@ from __future__ import annotations
 import importlib.resources
 import math
 from functools import lru_cache
-import numpy as np
-from modlin._runtime.calibration import CUDA_THREADS
 
+import numpy as np
+
+from modlin._runtime.calibration import CUDA_THREADS
 
 #: cuBLAS data-type codes (``cudaDataType``): CuPy exports CUDA_R_8I but not CUDA_R_32I.
 CUDA_R_8I = 3

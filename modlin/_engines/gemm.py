@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+
 import numpy as np
+
 from modlin._engines.backend import is_cupy
 from modlin._engines.threads import blas_at_most, blas_count, gemm_threads
 from modlin._runtime.calibration import GPU_RELATIVE_COST
-
 
 #: Where a product runs: NumPy arrays on the CPU, CuPy arrays on a CUDA GPU.
 DEVICES = ("cpu", "cuda")

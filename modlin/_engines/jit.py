@@ -67,24 +67,22 @@ Python-int conversions) take their scratch arrays from their callers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
-import contextlib
 import os
 import sys
 import tempfile
 import uuid
 from functools import lru_cache
+
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import caching, cgutils, sigutils
 from numba.extending import intrinsic
-
-
-
 
 #: Options every kernel is compiled with. ``nogil``: the passes of one product run on
 #: several Python threads at once (:mod:`modlin._engines.threads`).

@@ -33,10 +33,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable, Iterator, Sequence, TypeVar
-from modlin._runtime.limits import available_cpus, current as current_limits
-from modlin._runtime.calibration import PASS
-from modlin._runtime.calibration import MIN_ROWS, MIN_WORK, MAX_SLAB_K, MIN_ENTRIES, BUSY_WINDOW
 
+from modlin._runtime.calibration import BUSY_WINDOW, MAX_SLAB_K, MIN_ENTRIES, MIN_ROWS, MIN_WORK, PASS
+from modlin._runtime.limits import available_cpus, current as current_limits
 
 T = TypeVar("T")
 

@@ -32,24 +32,25 @@ import math
 import string
 import sys
 from collections.abc import Callable, Sequence
+
 import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
-from modlin._engines.backend import is_cupy, is_dask, namespace
-from modlin._algorithms.tiles import matmul_shapes
-from modlin._front.inputs import check_operand, field_of
-from modlin._arith.integers import max_abs, residues_int64
-from modlin._front.flint import kind_of
-from modlin._runtime.limits import blas_threads, current, limits
+
 from modlin._algorithms import rns as _rns
+from modlin._algorithms.tiles import matmul_shapes
 from modlin._arith import crt as _crt
+from modlin._arith.integers import max_abs, residues_int64
 from modlin._arith.modular import add_into
+from modlin._engines.backend import is_cupy, is_dask, namespace
+from modlin._front.flint import kind_of
+from modlin._front.inputs import check_operand, field_of
 from modlin._planning.planner import plan as make_plan
 from modlin._planning.rnsplan import RNSPlan
 from modlin._runtime.calibration import SPLIT_EVERY, WORKER_MEMORY_SHARE
-
+from modlin._runtime.limits import blas_threads, current, limits
 
 # blockwise index letters: i, j, k for the matrix axes, the others for stacks and lead axes
 _BATCH = [c for c in string.ascii_letters if c not in "ijk"]
@@ -219,13 +220,13 @@ def blocked_product(a, b, pair: Callable, combine: Callable, *, meta, finish: Ca
                             dtype=meta.dtype, meta=_empty(meta, len(out_ind) + 1))
     if finish is None:
         out = _tree(partials, combine, split_every, f"{name}-{token}", lead, _empty(meta, len(lead) + len(out_ind)))
-        return _squeeze(out, a_row, b_col)
+        return squeeze_vectors(out, a_row, b_col)
     combined = _tree(partials, combine, split_every, f"{name}-combine-{token}", (), _empty(meta, len(out_ind)))
     letters = _BATCH[nb:nb + len(lead)]
     out = da.blockwise(functools.partial(_task, finish), "".join(letters) + out_ind, combined, out_ind,
                        *[y for x, ind in extras for y in (x, ind)], name=f"{name}-{token}",
                        new_axes=dict(zip(letters, lead)), dtype=meta.dtype, meta=_empty(meta, len(lead) + len(out_ind)))
-    return _squeeze(out, a_row, b_col)
+    return squeeze_vectors(out, a_row, b_col)
 
 
 def _empty(meta, ndim: int):
@@ -256,7 +257,7 @@ def _tree(partials: da.Array, combine: Callable, split_every: int, name: str, le
     return da.Array(graph, name, chunks=chunks, meta=meta)
 
 
-def _squeeze(x: da.Array, a_row: bool, b_col: bool) -> da.Array:
+def squeeze_vectors(x: da.Array, a_row: bool, b_col: bool) -> da.Array:
     """``x`` without the axes that the promotion of 1-D operands added."""
     if not (a_row or b_col):
         return x
@@ -301,7 +302,7 @@ def _as_dask(x, name: str, fn: str, like: da.Array, side: int | None, **checks) 
     return da.from_array(x_, chunks=tuple(chunks))
 
 
-def _pairs(A, B, fn: str, **checks) -> tuple[da.Array, da.Array]:
+def dask_pairs(A, B, fn: str, **checks) -> tuple[da.Array, da.Array]:
     """Both operands as dask arrays of known chunk sizes (one of them, at least, already is;
     ``checks`` as for :func:`_as_dask`)."""
     if is_dask(A):
@@ -311,7 +312,7 @@ def _pairs(A, B, fn: str, **checks) -> tuple[da.Array, da.Array]:
     return _as_dask(A, "A", fn, B, 0, **checks), B
 
 
-def _meta(x: da.Array):
+def dask_meta(x: da.Array):
     """The operand's empty chunk, with its type and dtype, as a matrix (so that the front
     door's result on it is an array even for 1-D operands): what the front door checks."""
     return x._meta.reshape((0,) * max(x.ndim, 2))
@@ -358,14 +359,14 @@ def matmul(A, B, p, out, plan, *, eager, check_plan, residues) -> da.Array:
     if out is not None:
         raise TypeError("out= is not supported with dask arrays (the result is lazy): store it with "
                         "dask.array.store or .to_zarr instead")
-    a, b = _pairs(A, B, "modlin.matmul")
+    a, b = dask_pairs(A, B, "modlin.matmul")
     (m, k, n), _, _ = matmul_shapes(a.shape, b.shape)
-    p, field, _ = unwrap_fields(p, _meta(a), _meta(b), names=("A", "B"), fn="modlin.matmul")
-    meta = eager(_meta(a), _meta(b), p)  # the in-memory front door on empty chunks: its checks, its dtype
+    p, field, _ = unwrap_fields(p, dask_meta(a), dask_meta(b), names=("A", "B"), fn="modlin.matmul")
+    meta = eager(dask_meta(a), dask_meta(b), p)  # the in-memory front door on empty chunks: its checks, its dtype
     gpu = is_cupy(a._meta) or is_cupy(b._meta)
     for x, name in ((a, "A"), (b, "B")):
         if not is_cupy(x._meta):  # (the GPU path checks dtypes even on empty operands)
-            residues_int64(_plain(_meta(x)), 2, name)  # the dtype checks of the chunks' conversion
+            residues_int64(_plain(dask_meta(x)), 2, name)  # the dtype checks of the chunks' conversion
     if plan is not None:
         check_plan(plan, p, k)
     whole = plan if plan is not None or gpu or not (m and k and n) else make_plan(p, m, k, n)
@@ -405,10 +406,10 @@ def intmul(A, B, engine, moduli, *, eager) -> da.Array:
     """
     from modlin._planning.rnsplan import as_moduli, rns_plan
 
-    a, b = _pairs(A, B, "modlin.intmul")
+    a, b = dask_pairs(A, B, "modlin.intmul")
     (m, k, n), _, _ = matmul_shapes(a.shape, b.shape)
     moduli = None if moduli is None else as_moduli(moduli)
-    eager(_meta(a), _meta(b))  # the in-memory front door on empty chunks: dtypes, types
+    eager(dask_meta(a), dask_meta(b))  # the in-memory front door on empty chunks: dtypes, types
     bounds = [_dtype_bound(x.dtype) for x in (a, b)]
     if None in bounds or k * bounds[0] * bounds[1] >= 2**63:
         if a.size and b.size:
@@ -442,12 +443,12 @@ def gaussian_matmul(A, B, m, algorithm: str, *, gaussian) -> tuple[da.Array, da.
     da_a, da_b = (next((x for x in parts if is_dask(x)), None) for parts in (pa, pb))
     pa = tuple(_as_dask(x, "A", fn, da_b, 0) if da_a is None else _as_dask(x, "A", fn, da_a, None) for x in pa)
     pb = tuple(_as_dask(x, "B", fn, pa[0], 1) if da_b is None else _as_dask(x, "B", fn, da_b, None) for x in pb)
-    metas = [tuple(map(_meta, parts)) if len(parts) > 1 else _meta(parts[0]) for parts in (pa, pb)]
+    metas = [tuple(map(dask_meta, parts)) if len(parts) > 1 else dask_meta(parts[0]) for parts in (pa, pb)]
     m, field, _ = gaussian._front(m, fn, A=metas[0], B=metas[1])
     gaussian.matmul(*metas, m, algorithm=algorithm)  # the in-memory front door on empty chunks
     alg = gaussian._choose(algorithm, gaussian._check_m(m))
     pair = functools.partial(_gauss_pair, na=len(pa), m=m, algorithm=alg, eager=gaussian.matmul)
-    meta = namespace(_meta(pa[0])).empty(0, dtype=gaussian._dtype(m))  # Python ints above 2**63, as in memory
+    meta = namespace(dask_meta(pa[0])).empty(0, dtype=gaussian._dtype(m))  # Python ints above 2**63, as in memory
     C = blocked_product(pa, pb, pair, functools.partial(add_mod, p=m), meta=meta if field is None else field(meta),
                         finish=field, lead=(2,), name="modlin-gaussian-matmul")
     return C[0], C[1]

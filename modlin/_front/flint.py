@@ -20,10 +20,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+
 import numpy as np
-
-
-
 
 #: The python-flint matrix types modlin reads, in the order they are tested.
 KINDS = ("nmod_mat", "fmpz_mod_mat", "fmpz_mat")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numbers
 import sys
+
 import numpy as np
+
 from modlin._arith.moduli import as_index
-
-
 
 
 def field_of(x) -> type | None:

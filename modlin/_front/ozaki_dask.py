@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+
 import dask
 import dask.array as da
 import numpy as np
-from modlin._algorithms import ozaki as core
-from modlin._algorithms import quantize as _quantize
-from modlin._engines.backend import is_cupy, namespace
+
+from modlin._algorithms import ozaki as core, quantize as _quantize
 from modlin._algorithms.tiles import matmul_shapes
+from modlin._engines.backend import is_cupy, namespace
+from modlin._front.dask import blocked_product, dask_meta, dask_pairs, squeeze_vectors
 from modlin._front.inputs import check_operand
-from modlin._front.dask import _meta, _pairs, _squeeze, blocked_product
-
-
 
 
 def operands(A, B, fn: str) -> tuple[da.Array, da.Array]:
@@ -51,9 +50,9 @@ def operands(A, B, fn: str) -> tuple[da.Array, da.Array]:
     in-memory operand (no FieldArrays, no python-flint matrices)."""
     if not any(isinstance(x, da.Array) for x in (A, B)):  # only C is lazy: one chunk each
         A, B = (da.from_array(np.asarray(x) if not is_cupy(x) else x, chunks=-1) for x in (A, B))
-    a, b = _pairs(A, B, fn, fields=False, flint=False, of="numbers")
+    a, b = dask_pairs(A, B, fn, fields=False, flint=False, of="numbers")
     for x, name in ((a, "A"), (b, "B")):
-        check_operand(_meta(x), name, fn, fields=False, flint=False, of="numbers")
+        check_operand(dask_meta(x), name, fn, fields=False, flint=False, of="numbers")
     namespace(a._meta, b._meta)  # refuses NumPy and CuPy chunks mixed
     return a, b
 
@@ -209,4 +208,4 @@ def batched_gemm(a: da.Array, b: da.Array, mods: core.Moduli, mode: str, dtype, 
     else:
         mats = [_gemm2d(a2[idx], b2[idx], mods, mode, dtype, warn) for idx in np.ndindex(*batch)]
         out = da.stack(mats).reshape(full) if batch else mats[0]
-    return _squeeze(out, a.ndim == 1, b.ndim == 1)  # (indexed away: two vectors give a scalar, as in memory)
+    return squeeze_vectors(out, a.ndim == 1, b.ndim == 1)  # (indexed away: two vectors give a scalar, as in memory)

@@ -4,20 +4,17 @@ plan, and send the product to the dask, GPU or in-memory path."""
 from __future__ import annotations
 
 import numpy as np
-from modlin._engines.backend import is_dask, namespace
-from modlin._algorithms.tiles import matmul_shapes
-from modlin._front.inputs import check_operand, unwrap_fields
-from modlin._front.flint import FlintType
-from modlin._planning.plan import Plan
+
+from modlin._algorithms.products import chunk_residues, gpu_matmul, integer_product, tile_product
+from modlin._algorithms.tiles import as_matrix, matmul_shapes
 from modlin._arith.moduli import check_modulus
+from modlin._engines.backend import cpu_only, is_dask, namespace
+from modlin._front.flint import FlintType
+from modlin._front.inputs import check_operand, integer_operands, unwrap_fields
+from modlin._planning.plan import Plan
 from modlin._planning.planner import plan as make_plan
 from modlin._planning.rnsplan import RNSPlan
 from modlin.typing import ArrayLike
-from modlin._engines.backend import cpu_only
-from modlin._front.inputs import integer_operands
-from modlin._algorithms.products import chunk_residues, _gpu_matmul, tile_product
-from modlin._algorithms.tiles import as_matrix
-from modlin._algorithms.products import integer_product
 
 
 def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray | None = None,
@@ -127,7 +124,7 @@ def matmul(A: ArrayLike, B: ArrayLike, p: int | None = None, *, out: np.ndarray 
     # before the device is decided, so that None or a dict beside a CuPy array is named as such
     A, B = check_operand(A, "A", "modlin.matmul"), check_operand(B, "B", "modlin.matmul")
     if namespace(A, B, out) is not np:
-        return _gpu_matmul(A, B, p, out, plan)
+        return gpu_matmul(A, B, p, out, plan)
     p, field, (A, B) = unwrap_fields(p, A, B, names=("A", "B"), fn="modlin.matmul")
     p = check_modulus(p)
     (m, k, n), full, shape = matmul_shapes(np.shape(A), np.shape(B))

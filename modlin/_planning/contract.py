@@ -13,9 +13,6 @@ user is re-checked against it before it runs.
 from __future__ import annotations
 
 
-
-
-
 def _check_ints(*values: int) -> None:
     for v in values:
         if not isinstance(v, int) or v < 0:

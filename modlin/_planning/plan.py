@@ -13,13 +13,21 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterator, Literal
-from modlin._planning import contract as _contract
-from modlin._engines.gemm import ENGINES, engines_on, get_engine, relative_cost
-from modlin._runtime.limits import current as current_limits, planning_threads
-from modlin._arith.modular import Reduction, word_bounds
-from modlin._planning.tiling import Tiling, choose as choose_tiles
-from modlin._runtime.calibration import GEMM_K_OVERHEAD, GEMM_MN_OVERHEAD, PASS, WORD_PASS, BANDWIDTH, CALIBRATION_THREADS, GPU_PASS_SCALE
 
+from modlin._arith.modular import Reduction, word_bounds
+from modlin._engines.gemm import ENGINES, engines_on, get_engine, relative_cost
+from modlin._planning import contract as _contract
+from modlin._planning.tiling import Tiling, choose as choose_tiles
+from modlin._runtime.calibration import (
+    BANDWIDTH,
+    CALIBRATION_THREADS,
+    GEMM_K_OVERHEAD,
+    GEMM_MN_OVERHEAD,
+    GPU_PASS_SCALE,
+    PASS,
+    WORD_PASS,
+)
+from modlin._runtime.limits import current as current_limits, planning_threads
 
 #: The largest modulus multiword products take (exclusive): Alg 2.1 needs p < 2**(t-1).
 #: Larger moduli go through a residue number system.
@@ -297,7 +305,7 @@ class Plan:
     def relative_cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
         """Modelled time relative to one float64 GEMM of the same shape (on ``threads`` cores)."""
         m, k, n = self.shape if shape is None else shape
-        return self.cost((m, k, n), threads) / max(_gemm_cost(m, k, n), 1.0)
+        return self.cost((m, k, n), threads) / max(gemm_model_cost(m, k, n), 1.0)
 
     def workspace(self, shape: tuple[int, int, int] | None = None) -> int:
         """Bytes the product allocates beyond its operands and result, for ``shape``
@@ -321,7 +329,7 @@ class Plan:
                budget: int | None = None) -> Tiling:
         """How the product of ``shape`` (default: the plan's; ``batch`` matrices at once)
         is cut into tiles within ``budget`` bytes (default: :func:`modlin.limits`')."""
-        return _tiling(self, self.shape if shape is None else shape, batch, budget)
+        return plan_tiling(self, self.shape if shape is None else shape, batch, budget)
 
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""
@@ -364,7 +372,7 @@ _VARIANT_TEXT = {
 }
 
 
-def _tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False,
+def plan_tiling(pl, shape: tuple[int, int, int], batch: int, budget: int | None, residues: bool = False,
             convert: tuple[float, float] = (0.0, 0.0), held: int = 0) -> Tiling:
     """:func:`_tiled` under the limits in force (cached: a tiling weighs hundreds of tiles, each
     with its schedule, 0.1 to 0.3 s for a product under a tight budget, every call)."""
@@ -443,7 +451,7 @@ def rns_apart(pl, shape: tuple[int, int, int], tile: tuple[int, int, int], batch
     return 0 if direct else 8 * batch * mt * nt
 
 
-def _gemm_cost(m: int, k: int, n: int) -> float:
+def gemm_model_cost(m: int, k: int, n: int) -> float:
     return m * n * (k + GEMM_K_OVERHEAD) * (1 + GEMM_MN_OVERHEAD / max(m, 1) + GEMM_MN_OVERHEAD / max(n, 1))
 
 

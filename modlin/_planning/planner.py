@@ -13,14 +13,13 @@ import numbers
 from dataclasses import replace
 from functools import lru_cache
 from typing import Literal
-from modlin._engines.gemm import get_engine, relative_cost
-from modlin._runtime.limits import current as current_limits, planning_threads
-from modlin._planning.plan import MAX_MODULUS, Plan, Variant, best_plan, empty_product, pass_scale
+
 from modlin._arith.moduli import check_modulus
+from modlin._engines.gemm import get_engine, relative_cost
+from modlin._planning.plan import MAX_MODULUS, Plan, Variant, best_plan, empty_product, pass_scale
 from modlin._planning.rnsplan import RNSPlan, as_moduli, rns_plan
 from modlin._runtime.calibration import FRESH_BYTE, POOL_SHARE
-
-
+from modlin._runtime.limits import current as current_limits, planning_threads
 
 
 def plan(

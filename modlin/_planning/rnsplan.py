@@ -13,18 +13,40 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import lru_cache
+
 import numpy as np
-from modlin._engines.gemm import engines_on, get_engine
-from modlin._runtime.limits import current as current_limits, planning_threads
-from modlin._runtime.calibration import CALIBRATION_THREADS, PASS
-from modlin._planning.plan import Plan, best_plan, _gemm_cost, _tiling, cost_line, device_pass_scale, empty_product
-from modlin._runtime.calibration import RESIDUE_CHUNK
-from modlin._arith.moduli import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_range, primes_below
+
 from modlin._arith.crt import crt_scratch, fused_crt
-from modlin._runtime.calibration import MIN_ROWS
-from modlin._runtime.calibration import FRESH_BYTE, POOL_SHARE
+from modlin._arith.moduli import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_range, primes_below
+from modlin._engines.gemm import engines_on, get_engine
+from modlin._planning.plan import (
+    Plan,
+    best_plan,
+    cost_line,
+    device_pass_scale,
+    empty_product,
+    gemm_model_cost,
+    plan_tiling,
+)
 from modlin._planning.tiling import Tiling
-from modlin._runtime.calibration import GEMM_ROWS, LIFT, RESIDUE, WEIGH, CRT_SUM, LIMB, OBJECT_PIECE, REREAD, GPU_PASS_FACTOR
+from modlin._runtime.calibration import (
+    CALIBRATION_THREADS,
+    CRT_SUM,
+    FRESH_BYTE,
+    GEMM_ROWS,
+    GPU_PASS_FACTOR,
+    LIFT,
+    LIMB,
+    MIN_ROWS,
+    OBJECT_PIECE,
+    PASS,
+    POOL_SHARE,
+    REREAD,
+    RESIDUE,
+    RESIDUE_CHUNK,
+    WEIGH,
+)
+from modlin._runtime.limits import current as current_limits, planning_threads
 
 
 @dataclass(frozen=True)
@@ -123,7 +145,7 @@ class RNSPlan:
     def relative_cost(self, shape: tuple[int, int, int] | None = None, threads: int | None = None) -> float:
         """Modelled time relative to one float64 GEMM of the same shape (on ``threads`` cores)."""
         m, k, n = self.shape if shape is None else shape
-        return self.cost((m, k, n), threads) / max(_gemm_cost(m, k, n), 1.0)
+        return self.cost((m, k, n), threads) / max(gemm_model_cost(m, k, n), 1.0)
 
     def entry_bytes(self) -> int:
         """Bytes per operand entry the model assumes for its conversion: its :meth:`pieces`
@@ -303,7 +325,7 @@ class RNSPlan:
         the tiles throughout (the operands' pieces, made already), counted in every tile's."""
         piece = OBJECT_PIECE * self.pieces() * planning_threads(None) / CALIBRATION_THREADS
         convert = tuple(piece if o and self.device == "cpu" else 0.0 for o in objects)
-        return _tiling(self, self.shape if shape is None else shape, batch, budget, residues, convert, held)
+        return plan_tiling(self, self.shape if shape is None else shape, batch, budget, residues, convert, held)
 
     def explain(self) -> str:
         """A few lines saying what the plan does and why it is exact."""

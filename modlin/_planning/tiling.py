@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
+
 import numpy as np
+
+from modlin._runtime.calibration import GPU_RESERVE, MIN_TILE, PASS
 from modlin._runtime.limits import current as current_limits, format_size
-from modlin._runtime.calibration import PASS
-from modlin._runtime.calibration import MIN_TILE, GPU_RESERVE
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def choose(shape: tuple[int, int, int], workspace: Callable[[int, int, int], int
 
 def square(tiling: Tiling) -> Tiling:
     """``tiling`` with square output tiles (the smaller of ``mt`` and ``nt``), for symmetric
-    products walked by block pairs (:func:`run` with ``pairs=True``): a workspace that grows
+    products walked by block pairs (:func:`modlin._algorithms.tiles.drive` with ``pairs=True``): a workspace that grows
     with the tile still fits."""
     mt, kt, nt = tiling.tile
     t = min(mt, nt)
@@ -182,6 +183,6 @@ def square(tiling: Tiling) -> Tiling:
 
 
 def pair_count(tiling: Tiling) -> int:
-    """Tile products :func:`run` makes with ``pairs=True``."""
+    """Tile products :func:`modlin._algorithms.tiles.drive` makes with ``pairs=True``."""
     a, c, _ = tiling.grid
     return a * (a + 1) // 2 * c

@@ -8,7 +8,6 @@ whether it still holds. Nothing here imports the rest of the package.
 
 from __future__ import annotations
 
-
 # ---- The cost model of multiword plans (modlin._planning.plan) -----------------------
 
 # Cost model, in units of one fp64 multiply-add of a large GEMM. Measured on the

@@ -24,9 +24,6 @@ import threading
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-
-
-
 #: The default budget is a quarter of the physical memory, capped here.
 DEFAULT_MEMORY_CAP = 4 * 2**30
 

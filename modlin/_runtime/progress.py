@@ -21,10 +21,11 @@ import sys
 import time
 from contextlib import contextmanager
 from functools import lru_cache
-import numpy as np
-from modlin._runtime.limits import current as current_limits
-from modlin._runtime.calibration import MIN_SECONDS, REFRESH
 
+import numpy as np
+
+from modlin._runtime.calibration import MIN_SECONDS, REFRESH
+from modlin._runtime.limits import current as current_limits
 
 #: Set while one display covers a whole computation (:func:`covering`): the bars asked for
 #: inside it are silent. A ContextVar, as the limits are: modlin's worker threads run their

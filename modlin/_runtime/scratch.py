@@ -16,9 +16,11 @@ import time
 import weakref
 from contextlib import contextmanager
 from typing import Iterator
+
 import numpy as np
+
+from modlin._runtime.calibration import POOL_DECAY, POOL_MIN, POOL_SHARE
 from modlin._runtime.limits import current as current_limits
-from modlin._runtime.calibration import POOL_SHARE, POOL_DECAY, POOL_MIN
 
 
 class _Pool:

@@ -187,8 +187,14 @@ def main(argv: list[str] | None = None) -> int:
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
             return 0
-        from modlin._tools.bench.products import (LINALG_BITS, LINALG_FUNCTIONS, run_gaussian_table, run_linalg_table, run_rns_table,
-                             run_table)
+        from modlin._tools.bench.products import (
+            LINALG_BITS,
+            LINALG_FUNCTIONS,
+            run_gaussian_table,
+            run_linalg_table,
+            run_rns_table,
+            run_table,
+        )
 
         if args.table == "scale":
             from modlin._tools.bench.scale import SCALE_CASES, run_scale_table

@@ -15,7 +15,7 @@ wheel does not, such as editable ones or a wheel built on another machine type.
 
 The calls are small (a few milliseconds each once compiled) except where a path
 only starts at a size: the linear algebra recursions run just past
-``THRESHOLD``, the writer of Python ints just past a marshal stream's length.
+``PLUQ_THRESHOLD``, the writer of Python ints just past a marshal stream's length.
 """
 
 from __future__ import annotations
@@ -89,9 +89,9 @@ def _all_plans(p: int) -> None:
     from dataclasses import replace
 
     from modlin import matmul
-    from modlin._planning.planner import plan
     from modlin._engines.gemm import ENGINES
     from modlin._planning.plan import candidates
+    from modlin._planning.planner import plan
 
     rng = np.random.default_rng(p % 2**32)
     for a, b in _operands(rng, p):
@@ -153,7 +153,7 @@ def _linalg(p: int) -> None:
     from modlin.linalg import _arith, _charpoly, _pluq
 
     rng = np.random.default_rng(3)
-    n = _pluq.THRESHOLD + 12  # past the base case: the recursions' blocks and views
+    n = _pluq.PLUQ_THRESHOLD + 12  # past the base case: the recursions' blocks and views
     a = _residues(rng, p, (n, n))
     b = _residues(rng, p, (n, 3))
     low = np.tril(a)

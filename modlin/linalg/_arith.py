@@ -12,14 +12,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from modlin._algorithms.products import Prepared, prepare_left, tile_product
+from modlin._arith.modular import mulmod1
 from modlin._engines.jit import njit
-from modlin._algorithms.products import Prepared, tile_product, prepare_left
+from modlin._engines.threads import blas_gemms
 from modlin._front.products import matmul
-from modlin._arith.modular import _mulmod1
 from modlin._planning.plan import MAX_MODULUS, Plan
 from modlin._planning.planner import plan
 from modlin._planning.rnsplan import RNSPlan
-from modlin._engines.threads import blas_gemms
 from modlin._runtime.scratch import scratch
 from modlin.linalg._steps import advance, product_cost
 
@@ -30,7 +30,7 @@ __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montg
 INT64_LIMIT = 2**63
 
 #: From this modulus on, a product of two residues no longer has a float64 quotient
-#: accurate to within 1.5 (see :func:`modlin._arith.modular._mulmod1`): the kernels split one factor.
+#: accurate to within 1.5 (see :func:`modlin._arith.modular.mulmod1`): the kernels split one factor.
 WIDE = 2**52
 
 
@@ -85,7 +85,7 @@ def mulmod(a, b, p, pinv, wide):  # pragma: no cover - compiled
     """``a * b mod p`` for residues ``a, b`` in ``[0, p)``, ``p < 2**63``."""
     if wide:
         return _mulmod_wide(a, b, p, pinv)
-    return _mulmod1(a, b, p, pinv)
+    return mulmod1(a, b, p, pinv)
 
 
 @njit(inline="always")

@@ -30,17 +30,30 @@ import math
 
 import numpy as np
 
+from modlin._algorithms.products import prepare_left
 from modlin._engines.jit import njit
 from modlin._engines.threads import run, slabs, workers
-from modlin.typing import ArrayLike
-from modlin.linalg._arith import INT64_LIMIT, inverse, is_wide, kernel_montgomery, mul, mul_cost, mulmod, mulsub, negate, redc, submul, thin_plan
-from modlin._algorithms.products import prepare_left
+from modlin._runtime.calibration import MIN_BLOCK_KRYLOV, MIN_POINTS
+from modlin.linalg._arith import (
+    INT64_LIMIT,
+    inverse,
+    is_wide,
+    kernel_montgomery,
+    mul,
+    mul_cost,
+    mulmod,
+    mulsub,
+    negate,
+    redc,
+    submul,
+    thin_plan,
+)
 from modlin.linalg._inputs import map_matrices, prepare, stack_count
 from modlin.linalg._pluq import pluq_cost, pluq_inplace
 from modlin.linalg._solve import eliminate_factored, solve_factored
 from modlin.linalg._steps import advance, points_cost, tracked
 from modlin.linalg._triangular import trsm_cost
-from modlin._runtime.calibration import MIN_BLOCK_KRYLOV, MIN_POINTS
+from modlin.typing import ArrayLike
 
 __all__ = ["charpoly", "minpoly", "charpoly_cost", "minpoly_cost", "MIN_BLOCK_KRYLOV"]
 

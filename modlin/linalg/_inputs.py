@@ -7,10 +7,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from modlin._engines.backend import cpu_only
 from modlin._arith.integers import balanced_lift, residues_int64
-from modlin._front.inputs import unwrap_fields
 from modlin._arith.moduli import check_modulus
+from modlin._engines.backend import cpu_only
+from modlin._front.inputs import unwrap_fields
 from modlin.linalg._arith import INT64_LIMIT, reduce
 
 __all__ = ["LinAlgError", "prepare", "require_prime", "working", "matrix", "square", "as_field",

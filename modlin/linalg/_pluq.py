@@ -14,13 +14,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from modlin.typing import ArrayLike
+from modlin._runtime.calibration import PLUQ_THRESHOLD
 from modlin.linalg._arith import INT64_LIMIT, mul_cost, mulsub, parity
 from modlin.linalg._elimination import pluq_base
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
 from modlin.linalg._steps import elimination_cost, tracked
 from modlin.linalg._triangular import solve_triangular_inplace, trsm_cost
-from modlin._runtime.calibration import PLUQ_THRESHOLD
+from modlin.typing import ArrayLike
 
 __all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "PLUQ_THRESHOLD"]
 

@@ -6,11 +6,11 @@ import operator
 
 import numpy as np
 
-from modlin.typing import ArrayLike
 from modlin.linalg._arith import mul, mul_cost
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
 from modlin.linalg._solve import inverse, inverse_cost
 from modlin.linalg._steps import tracked
+from modlin.typing import ArrayLike
 
 __all__ = ["matrix_power", "power_cost"]
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from modlin.typing import ArrayLike
 from modlin.linalg._arith import mul_cost, mulsub, negate
 from modlin.linalg._inputs import LinAlgError, as_field, map_matrices, prepare, stack_count
 from modlin.linalg._pluq import is_identity, pluq_cost, pluq_inplace
 from modlin.linalg._steps import tracked
 from modlin.linalg._triangular import invert_cost, invert_triangular, solve_triangular_inplace, trsm_cost
+from modlin.typing import ArrayLike
 
 __all__ = ["inv", "solve", "nullspace", "rref", "inverse", "eliminate_factored", "solve_factored", "inverse_cost",
            "solve_cost"]

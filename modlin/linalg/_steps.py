@@ -23,12 +23,20 @@ import threading
 from contextlib import contextmanager
 from typing import Callable
 
-from modlin._runtime.limits import current as current_limits, planning_threads
-from modlin._runtime.calibration import CALIBRATION_THREADS
-from modlin._runtime.progress import covering
-from modlin._runtime.calibration import OBJECT_PIECE
 from modlin._planning.rnsplan import RNSPlan
-from modlin._runtime.calibration import PROGRESS_STEPS as STEPS, KERNEL_UPDATE, POINT_UPDATE, OBJECT_UPDATE, OBJECT_UPDATE_BITS, OBJECT_INVERSE, OBJECT_POINTS
+from modlin._runtime.calibration import (
+    CALIBRATION_THREADS,
+    KERNEL_UPDATE,
+    OBJECT_INVERSE,
+    OBJECT_PIECE,
+    OBJECT_POINTS,
+    OBJECT_UPDATE,
+    OBJECT_UPDATE_BITS,
+    POINT_UPDATE,
+    PROGRESS_STEPS as STEPS,
+)
+from modlin._runtime.limits import current as current_limits, planning_threads
+from modlin._runtime.progress import covering
 
 __all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "points_cost", "STEPS"]
 

@@ -15,12 +15,12 @@ from typing import Literal
 import numpy as np
 
 from modlin._front.inputs import trans_code
-from modlin.typing import ArrayLike
+from modlin._runtime.calibration import TRIANGULAR_THRESHOLD
 from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
 from modlin.linalg._elimination import triangular_inverse
 from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
 from modlin.linalg._steps import inversion_cost, tracked
-from modlin._runtime.calibration import TRIANGULAR_THRESHOLD
+from modlin.typing import ArrayLike
 
 __all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "TRIANGULAR_THRESHOLD"]
 

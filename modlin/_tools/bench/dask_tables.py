@@ -28,8 +28,8 @@ from statistics import median
 
 import numpy as np
 
-from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
 from modlin._front.products import matmul
+from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
 from modlin.ozaki import zgemm
 
 __all__ = ["run_dask_table"]

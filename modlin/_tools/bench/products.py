@@ -536,8 +536,8 @@ def _random_signed(rng, bits: int, shape) -> np.ndarray:
 
 def _intmul_plan(a: np.ndarray, b: np.ndarray, n: int):
     """What :func:`modlin.intmul` does for ``n x n`` operands: ``(summary, #GEMMs, model cost)``."""
-    from modlin._arith.integers import max_abs
     from modlin._algorithms.products import single_gemm_exact
+    from modlin._arith.integers import max_abs
     from modlin._planning.rnsplan import rns_plan
 
     if single_gemm_exact(a, b, n):

@@ -180,9 +180,9 @@ def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, 
     >>> from modlin._tools.bench.scale import run_scale_table
     >>> rows = run_scale_table(sizes=(256,), repeats=1, cases=["2^31-1"])  # doctest: +SKIP
     """
-    from modlin._tools.bench.products import _print_header
     from modlin._runtime.limits import current, default_memory, format_size
     from modlin._runtime.progress import bar
+    from modlin._tools.bench.products import _print_header
 
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, not {rounds}")
