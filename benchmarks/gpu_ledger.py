@@ -136,11 +136,11 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("(c) CRT", ("modlin._algorithms.gpu.to_double", "modlin._algorithms.gpu.reconstruct_modp", "modlin._algorithms.gpu._twom_crt")),
     ("(c) results copied into the output", ("modlin._algorithms.ozaki.finish", "modlin._algorithms.gpu.rns_multiply",
                                             "modlin._algorithms.products.gpu_matmul.<locals>.finish",
-                                            "modlin.gaussian._TileProduct.__call__")),
+                                            "modlin._algorithms.gaussian.TileProduct.__call__")),
     ("(c) Inf/NaN lines, overflow check", ("modlin._algorithms.ozaki.native_lines", "modlin._algorithms.ozaki.exact_overflow",
                                            "modlin._algorithms.ozaki.may_overflow")),
     ("Gaussian: 2M combine mod m", ("modlin._arith.modular.twom_combine",)),
-    ("Gaussian: panels reduced mod m", ("modlin.gaussian._tiled_matmul",)),
+    ("Gaussian: panels reduced mod m", ("modlin._algorithms.gaussian.tiled_matmul",)),
 ]
 
 
@@ -224,6 +224,7 @@ def _floats(rng, n: int, cplx: bool):
 
 def _ozaki_case(name: str, complex_: bool, moduli: int) -> Case:
     from modlin import ozaki
+    from modlin._algorithms import ozaki_tiles
 
     kind, alg = ("complex", "2m") if complex_ else ("real", "auto")
     fn = ozaki.zgemm if complex_ else ozaki.dgemm
@@ -231,7 +232,7 @@ def _ozaki_case(name: str, complex_: bool, moduli: int) -> Case:
 
     def tiling(cp, N):
         mods = ozaki._resolve(kind, "int8", moduli, alg, gpu=True, k=N)
-        return ozaki._tiling(mods, complex_, (N, N, N), "fast", False, cp)[0]
+        return ozaki_tiles.product_tiling(mods, complex_, (N, N, N), "fast", False, cp)[0]
 
     return Case(name, "zgemm" if complex_ else "dgemm",
                 lambda rng, n: (_floats(rng, n, complex_), _floats(rng, n, complex_)),
@@ -268,15 +269,20 @@ def planned_at(N: int) -> Iterator[None]:
     def plan(p, m, k, n, **kw):
         return real(p, N, N, N, **kw) if kw.get("device") == "cuda" else real(p, m, k, n, **kw)
 
-    _planner.plan = plan
+    # wherever it was imported (the modules that plan a device's products bind it at import)
+    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "plan", None) is real]
+    for m in users:
+        m.plan = plan
     try:
         yield
     finally:
-        _planner.plan = real
+        for m in users:
+            m.plan = real
 
 
 def _gaussian_case(name: str, m: int) -> Case:
     import modlin
+    import modlin._algorithms.gaussian
 
     def run(to_gpu, ops, N):
         g, h = to_gpu(ops[0]), to_gpu(ops[1])
@@ -285,7 +291,7 @@ def _gaussian_case(name: str, m: int) -> Case:
 
     def tiling(cp, N):
         pl = modlin.plan(m, N, N, N, device="cuda")
-        return modlin.gaussian._tiling(pl, "2m", False, (N, N, N), 1, xp=cp)
+        return modlin._algorithms.gaussian.gauss_tiling(pl, "2m", False, (N, N, N), 1, xp=cp)
 
     # (Gr, Gi) @ (Gi, Gr): docs/gpu-results.md's product
     return Case(name, "zgemm", lambda rng, n: (rng.integers(0, m, (n, n)), rng.integers(0, m, (n, n))), run, tiling,

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 import modlin
+import modlin._algorithms.gaussian
 
 PRIMES = {31: 2**31 - 1, 50: 2**50 - 27, 61: 2**61 - 1, 127: 2**127 - 1}
 
@@ -33,10 +34,11 @@ def _operands(n: int, what: str, rng):
     """The operands, the product to measure and a line naming it and its tiles."""
     if what == "zgemm":
         from modlin import ozaki
+        from modlin._algorithms import ozaki_tiles
 
         a, b = (rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n)) for _ in range(2))
         mods = ozaki._resolve("complex", "auto", None, "auto", k=n)
-        tiles = ozaki._tiling(mods, True, (n, n, n), "fast", False)[0]
+        tiles = ozaki_tiles.product_tiling(mods, True, (n, n, n), "fast", False)[0]
         return a, b, ozaki.zgemm, f"ozaki.zgemm tiles={tiles.count}"
     if what == "gauss2m":
         from modlin import gaussian
@@ -44,7 +46,7 @@ def _operands(n: int, what: str, rng):
         m = gaussian.twom_primes(21, 1)[0]
         a, b = ((rng.integers(0, m, (n, n)), rng.integers(0, m, (n, n))) for _ in range(2))
         pl = modlin.plan(m, n, n, n)
-        tiles = gaussian._tiling(pl, "2m", isinstance(pl, modlin.Plan), (n, n, n), 1)
+        tiles = modlin._algorithms.gaussian.gauss_tiling(pl, "2m", isinstance(pl, modlin.Plan), (n, n, n), 1)
         return a, b, lambda x, y: gaussian.matmul(x, y, m), f"gaussian.matmul 2M 21-bit tiles={tiles.count}"
     p = PRIMES[int(what)]
     a = rng.integers(0, min(p, 2**62), (n, n))

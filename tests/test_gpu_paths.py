@@ -25,8 +25,10 @@ import pytest
 from cupy_standin import FakeCupyArray, _arg, install
 
 import modlin
+import modlin._algorithms.gaussian
 from conftest import budgets, same_bits, traced
 from modlin import ozaki
+from modlin._algorithms import ozaki_tiles
 from modlin._arith.moduli import twom_moduli
 from modlin._engines import cuda as _cuda
 from modlin._planning import tiling as _tiling
@@ -432,7 +434,7 @@ def test_ozaki_gpu_paths_tile_within_the_device_budget(gpu, rng, fn, kw, panels)
     cp = sys.modules["cupy"]
 
     def tiling():
-        return ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric, cp)[0]
+        return ozaki_tiles.product_tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric, cp)[0]
 
     with np.errstate(invalid="ignore"):
         want = fn(*(x.get() for x in args), engine="int8", **kw)
@@ -452,7 +454,7 @@ def test_ozaki_gpu_working_memory_within_the_model(gpu, rng):
     Z, W = _phi_matrix(rng, (160, 150), 1.0, True), _phi_matrix(rng, (150, 140), 1.0, True)
     mods = ozaki._resolve("complex", "int8", None, "auto", gpu=True, k=150, spread=ozaki.spread_bits(Z, W))
     cp = sys.modules["cupy"]
-    for _, t in _device_budgets(lambda: ozaki._tiling(mods, True, (160, 150, 140), "fast", False, cp)[0])[1:]:
+    for _, t in _device_budgets(lambda: ozaki_tiles.product_tiling(mods, True, (160, 150, 140), "fast", False, cp)[0])[1:]:
         _device_memory(t.budget)
         c, peak = traced(lambda: ozaki.zgemm(gpu(Z), gpu(W)))
         assert peak - c.nbytes - Z.nbytes - W.nbytes <= t.peak, (t.grid, peak, t.peak)
@@ -468,7 +470,7 @@ def test_gaussian_gpu_matmul_tiles_within_the_device_budget(gpu, rng, m, algorit
     cp = sys.modules["cupy"]
     counts = set()
     for batch in (2, 1):
-        for _, t in _device_budgets(lambda b=batch: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), b,
+        for _, t in _device_budgets(lambda b=batch: modlin._algorithms.gaussian.gauss_tiling(pl, algorithm, False, (150, 140, 130), b,
                                                                             xp=cp)):
             _device_memory(t.budget)
             got = modlin.gaussian.matmul((gpu(Ar), gpu(Ai)), (gpu(Br), gpu(Bi)), m, algorithm=algorithm)
@@ -493,7 +495,7 @@ def test_gaussian_gpu_working_memory_within_the_model(gpu, rng, algorithm):
     b = gpu(rng.integers(0, m, (140, 130))), gpu(rng.integers(0, m, (140, 130)))
     pl = modlin.plan(m, 150, 140, 130, device="cuda")
     cp = sys.modules["cupy"]
-    for _, t in _device_budgets(lambda: modlin.gaussian._tiling(pl, algorithm, False, (150, 140, 130), 1, xp=cp)):
+    for _, t in _device_budgets(lambda: modlin._algorithms.gaussian.gauss_tiling(pl, algorithm, False, (150, 140, 130), 1, xp=cp)):
         _device_memory(t.budget)
         (re, im), peak = traced(lambda: modlin.gaussian.matmul(a, b, m, algorithm=algorithm))
         assert peak - re.nbytes - im.nbytes <= t.peak, (t.grid, peak, t.peak)

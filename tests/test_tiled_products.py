@@ -15,8 +15,10 @@ import pytest
 from test_ozaki import gemmul8
 
 import modlin
+import modlin._algorithms.gaussian
 from conftest import budgets, rand_ints, same_bits, traced
 from modlin import gaussian, ozaki
+from modlin._algorithms import ozaki_tiles
 from modlin._engines import threads as _threads
 from modlin._runtime import limits as _limits
 
@@ -39,7 +41,7 @@ def _ozaki_tiling(fn, a, b, kw):
     shape = (a.shape[-2], a.shape[-1], a.shape[-2] if symmetric else b.shape[-1])
     mods = ozaki._resolve(kind, kw.get("engine", "auto"), kw.get("moduli"), kw.get("algorithm", "auto"),
                           k=shape[1], spread=ozaki._default_spread(kw.get("moduli"), a, b))
-    return lambda: ozaki._tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric)[0]
+    return lambda: ozaki_tiles.product_tiling(mods, complex_, shape, kw.get("mode", "fast"), symmetric)[0]
 
 
 def _ozaki_case(rng, fn, m, k, n, phi=1.0):
@@ -171,7 +173,7 @@ def test_ozaki_progress(monkeypatch, capsys, rng):
 def _gauss_tiling(m, alg, shape, batch=1):
     pl = modlin.plan(m, *shape)
     words = alg == "2m" and isinstance(pl, modlin.Plan)
-    return lambda: gaussian._tiling(pl, alg, words, shape, batch)
+    return lambda: modlin._algorithms.gaussian.gauss_tiling(pl, alg, words, shape, batch)
 
 
 def _ref_gauss(ar, ai, br, bi, m):
@@ -251,7 +253,7 @@ def _rank_k_tiling(m, alg, real, n, k):
     words = alg == "2m" and isinstance(pl, modlin.Plan) and not real
     from modlin._planning.tiling import square
 
-    return lambda: square(gaussian._tiling(pl, alg, words, (n, k, n), 1, extra=4))
+    return lambda: square(modlin._algorithms.gaussian.gauss_tiling(pl, alg, words, (n, k, n), 1, extra=4))
 
 
 @pytest.mark.parametrize("m, alg, names", [
@@ -327,7 +329,7 @@ def _intmul_tiling(a, b, engine="fp64", batch=1):
     amax = sum(max(abs(int(v)) for v in x.ravel()) for x in a)
     bmax = sum(max(abs(int(v)) for v in x.ravel()) for x in b)
     bound = k * amax * bmax
-    tile = gaussian._ExactTile(*gaussian._intmul_moduli(bound, k, engine), (mm, k, n), engine, bound >= 2**63)
+    tile = gaussian.ExactTile(*gaussian.intmul_moduli(bound, k, engine), (mm, k, n), engine, bound >= 2**63)
     pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)
     return lambda: tile.tiling((mm, k, n), batch, pieces)
 

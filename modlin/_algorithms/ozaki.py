@@ -33,10 +33,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from modlin._algorithms import multiword as _multiword, quantize as _quantize, rns as _rns
+from modlin._algorithms.products import integer_product as intmul
 from modlin._algorithms.quantize import Kernels, Panel, Scales
 from modlin._algorithms.tiles import drive
 from modlin._arith.crt import to_double
 from modlin._arith.moduli import Basis, sqrt_minus_one
+from modlin._engines import cuda as _cuda
 from modlin._engines.backend import is_cupy, namespace
 from modlin._engines.gemm import get_engine
 from modlin._engines.threads import side_by_side
@@ -124,8 +126,6 @@ def _bound_gemm(abar, bbar):
     """``abar @ bbar`` exactly from uint8 bounds (at most ``2**(T_BITS + 1)``): an int8 GEMM
     with int32 sums on a GPU, where ``k`` allows, or a float64 GEMM."""
     if is_cupy(abar) and abar.shape[1] * 2 ** (2 * _quantize.T_BITS + 2) < 2**31:
-        from modlin._engines import cuda as _cuda
-
         # bounds up to 2**(T_BITS + 1) = 64: the same bits as int8, no copy
         return _cuda.gemm_i8(abar.view(np.int8), bbar.view(np.int8)).astype(np.float64)
     return get_engine("fp64").gemm(abar.astype(np.float64), bbar.astype(np.float64))
@@ -404,7 +404,6 @@ def _round_scaled(c: int, e: int) -> float:
 def _exact_block(a, b) -> np.ndarray:
     """``a @ b`` of finite float64 or complex128 matrices, every entry correctly rounded from the
     exact product (an exact integer product, :func:`modlin.intmul`, then one rounding)."""
-    from modlin._algorithms.products import integer_product as intmul
 
     (xa, ea), (xb, eb) = _integer_lines(a, 1), _integer_lines(b, 0)
     if len(xa) == 1:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from modlin._algorithms import multiword as _multiword, rns as _rns
+from modlin._algorithms import gpu as _gpu, multiword as _multiword, rns as _rns
 from modlin._algorithms.tiles import as_matrix, drive, matmul_shapes, progress, stack_items
 from modlin._arith import crt as _crt, residues as _residues
 from modlin._arith.integers import balanced_halves, integers, max_abs, residues_int64
@@ -262,7 +262,6 @@ def device_residues(x, p: int):
 def gpu_matmul(A, B, p, out, plan):
     """:func:`matmul` on CuPy arrays: the plan is made for the GPU's engines and every
     pass runs on the device."""
-    from modlin._algorithms import gpu as _gpu
 
     xp = namespace(A, B, out)
     if p is None:

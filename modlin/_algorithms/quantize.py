@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from modlin._arith.residues import balance_rem, fmod_inv
-from modlin._engines.backend import namespace
+from modlin._engines.backend import is_cupy, namespace
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, each_row
 from modlin._runtime.calibration import L1_CHUNK
@@ -586,7 +586,6 @@ def line_spread(x, axis: int):
     sum of those exponents and their count (int64 vectors; subnormals count with the
     smallest exponent). ``top - total / count`` is how far, in bits, a line's largest entry
     stands above its typical one, which sets the default moduli of :mod:`modlin.ozaki`."""
-    from modlin._engines.backend import is_cupy
 
     if not isinstance(x, np.ndarray) or is_cupy(x):  # CuPy or dask: array expressions
         if is_cupy(x):

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from modlin._arith.primes import RHO_STEPS, factor, prev_prime
+from modlin._arith.primes import RHO_STEPS, TRIAL_BOUND, factor, prev_prime, primes_between
 
 #: Moduli stay below 2**26 so that a product of two residues is exact in float64.
 MAX_RNS_MODULUS = 2**26
@@ -47,7 +47,6 @@ _below_lock = threading.Lock()
 
 def primes_below(top: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes below ``top`` (fewer if there are not that many)."""
-    from modlin._arith.primes import TRIAL_BOUND, prev_prime, primes_between
 
     with _below_lock:
         found = _below.setdefault(top, [])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modlin._engines import cuda as _cuda
 from modlin._engines.backend import is_cupy
 from modlin._engines.threads import blas_at_most, blas_count, gemm_threads
 from modlin._runtime.calibration import GPU_RELATIVE_COST
@@ -73,8 +74,6 @@ class Engine:
         int32 sums (tensor cores) for the int8 engine.
         """
         if self.name == "int8" and is_cupy(a):
-            from modlin._engines import cuda as _cuda
-
             return _cuda.gemm_i8(a, b, out)
         if is_cupy(a):
             return np.matmul(a, b, out=out)

@@ -40,15 +40,16 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from modlin._algorithms import rns as _rns
+from modlin._algorithms.gaussian import result_dtype
 from modlin._algorithms.tiles import matmul_shapes
 from modlin._arith import crt as _crt
 from modlin._arith.integers import max_abs, residues_int64
 from modlin._arith.modular import add_into
 from modlin._engines.backend import is_cupy, is_dask, namespace
 from modlin._front.flint import kind_of
-from modlin._front.inputs import check_operand, field_of
+from modlin._front.inputs import check_operand, field_of, unwrap_fields
 from modlin._planning.planner import plan as make_plan
-from modlin._planning.rnsplan import RNSPlan
+from modlin._planning.rnsplan import RNSPlan, as_moduli, rns_plan
 from modlin._runtime.calibration import SPLIT_EVERY, WORKER_MEMORY_SHARE
 from modlin._runtime.limits import blas_threads, current, limits
 
@@ -354,7 +355,6 @@ def matmul(A, B, p, out, plan, *, eager, check_plan, residues) -> da.Array:
     output entry, as in memory, instead of once per k-chunk. Other plans multiply each
     pair of chunks modulo ``p`` (planned for the chunks) and add the products modulo ``p``.
     """
-    from modlin._front.inputs import unwrap_fields
 
     if out is not None:
         raise TypeError("out= is not supported with dask arrays (the result is lazy): store it with "
@@ -404,7 +404,6 @@ def intmul(A, B, engine, moduli, *, eager) -> da.Array:
     (the only computation before the product, and only the one the dtype needs).
     ``eager`` is the in-memory front door (see :func:`matmul`).
     """
-    from modlin._planning.rnsplan import as_moduli, rns_plan
 
     a, b = dask_pairs(A, B, "modlin.intmul")
     (m, k, n), _, _ = matmul_shapes(a.shape, b.shape)
@@ -448,7 +447,7 @@ def gaussian_matmul(A, B, m, algorithm: str, *, gaussian) -> tuple[da.Array, da.
     gaussian.matmul(*metas, m, algorithm=algorithm)  # the in-memory front door on empty chunks
     alg = gaussian._choose(algorithm, gaussian._check_m(m))
     pair = functools.partial(_gauss_pair, na=len(pa), m=m, algorithm=alg, eager=gaussian.matmul)
-    meta = namespace(dask_meta(pa[0])).empty(0, dtype=gaussian._dtype(m))  # Python ints above 2**63, as in memory
+    meta = namespace(dask_meta(pa[0])).empty(0, dtype=result_dtype(m))  # Python ints above 2**63, as in memory
     C = blocked_product(pa, pb, pair, functools.partial(add_mod, p=m), meta=meta if field is None else field(meta),
                         finish=field, lead=(2,), name="modlin-gaussian-matmul")
     return C[0], C[1]

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 
 from modlin._arith.moduli import as_index
+from modlin._engines.backend import is_cupy
+from modlin._front.flint import MODULAR, FlintType, kind_of, scalar_entries, to_array
 
 
 def field_of(x) -> type | None:
@@ -50,8 +52,6 @@ def check_operand(x, name: str, fn: str, *, fields: bool = True, flint: bool = T
     not numeric), and name :func:`modlin.intmul` / :func:`modlin.matmul` for
     exact products.
     """
-    from modlin._engines.backend import is_cupy
-    from modlin._front.flint import MODULAR, kind_of
 
     plain = f"NumPy arrays (or nested lists) of {of}"
     if x is None:
@@ -116,7 +116,6 @@ def unwrap_fields(p, *arrays, names: tuple[str, ...] | None = None, fn: str = "m
     integers. ``names`` name the operands in messages (default ``A``, ``B``, ...),
     ``modulus`` the modulus (``"p"``, or ``"m"`` for :mod:`modlin.gaussian`).
     """
-    from modlin._front.flint import FlintType, kind_of, scalar_entries, to_array
 
     names = names or tuple("ABCDEFGH"[: len(arrays)])
     arrays = [check_operand(x, name, fn) for x, name in zip(arrays, names)]
@@ -185,7 +184,6 @@ def integer_operands(*arrays, names: tuple[str, ...], fn: str):
     Python ints; ``nmod`` / ``fmpz_mod`` entries are residues, refused as
     ``FieldArray`` s are.
     """
-    from modlin._front.flint import FlintType, kind_of, scalar_entries, to_array
 
     arrays = [check_operand(x, name, fn, fields=False) for x, name in zip(arrays, names)]
     out, ftype = [], None

@@ -33,6 +33,7 @@ import numpy as np
 from modlin._algorithms.products import prepare_left
 from modlin._engines.jit import njit
 from modlin._engines.threads import run, slabs, workers
+from modlin._front.flint import FlintType
 from modlin._runtime.calibration import MIN_BLOCK_KRYLOV, MIN_POINTS
 from modlin.linalg._arith import (
     INT64_LIMIT,
@@ -660,7 +661,6 @@ def _coefficients(f: list[int], p: int) -> np.ndarray:
 def _as_poly(f: list[int], field):
     """``f`` as the polynomial type of the input: a ``galois.Poly`` over a FieldArray's field, a
     python-flint polynomial for a flint matrix, else an array of coefficients."""
-    from modlin._front.flint import FlintType
 
     if isinstance(field, FlintType):
         return field.poly(f)

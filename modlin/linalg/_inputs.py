@@ -9,6 +9,7 @@ import numpy as np
 
 from modlin._arith.integers import balanced_lift, residues_int64
 from modlin._arith.moduli import check_modulus
+from modlin._arith.primes import is_prime
 from modlin._engines.backend import cpu_only
 from modlin._front.inputs import unwrap_fields
 from modlin.linalg._arith import INT64_LIMIT, reduce
@@ -30,8 +31,6 @@ class LinAlgError(np.linalg.LinAlgError):
 
 @lru_cache(maxsize=64)
 def _is_prime(p: int) -> bool:
-    from modlin._arith.primes import is_prime
-
     return is_prime(p)
 
 

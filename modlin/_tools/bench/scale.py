@@ -50,6 +50,7 @@ from statistics import median
 import numpy as np
 import modlin
 from modlin import ozaki
+from modlin._algorithms import ozaki_tiles
 from modlin._runtime.scratch import holding
 
 kind, arg, n, repeats = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -77,7 +78,7 @@ else:
     b = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
     call = lambda out=None: ozaki.zgemm(a, b)
     small = lambda: ozaki.zgemm(a[:200, :200], b[:200, :200])
-    tiles = ozaki._tiling(ozaki._resolve("complex", "auto", None, "auto", k=n), True, (n, n, n), "fast", False)[0].count
+    tiles = ozaki_tiles.product_tiling(ozaki._resolve("complex", "auto", None, "auto", k=n), True, (n, n, n), "fast", False)[0].count
 small()
 x, y = rng.random((n, n)), rng.random((n, n))
 d = np.empty((n, n))
