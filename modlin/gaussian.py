@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from modlin._algorithms.gaussian import ExactTile, intmul_moduli, rank_k, rns_matmul, run_exact, tiled_matmul
+from modlin._algorithms import gaussian as _gaussian
 from modlin._algorithms.tiles import as_matrix, matmul_shapes
 from modlin._arith.integers import float_integers, integers, max_abs
 from modlin._arith.moduli import check_modulus, is_twom_modulus, sqrt_minus_one, twom_moduli, why_not_twom
@@ -254,10 +254,10 @@ def _matmul_mod(A, B, m: int, algorithm: str):
             # is the caller's choice to make
             raise ValueError(f"on the GPU, gaussian products take moduli below 2**52, got a {m.bit_length()}-bit "
                              "m; pass NumPy arrays (cupy.asnumpy) for larger moduli")
-        return tiled_matmul(_gpu_parts(A, "A"), _gpu_parts(B, "B"), m, alg)
+        return _gaussian.tiled_matmul(_gpu_parts(A, "A"), _gpu_parts(B, "B"), m, alg)
     if m >= MAX_MODULUS:
-        return rns_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
-    return tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
+        return _gaussian.rns_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
+    return _gaussian.tiled_matmul(_parts(A, "A"), _parts(B, "B"), m, alg)
 
 
 def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -313,7 +313,7 @@ def herk(A, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarra
 
 def _herk(A, m: int, algorithm: str):
     m = _check_m(m)
-    return rank_k([(_parts(A, "A"),) * 2], m, _choose(algorithm, m), conj=True)
+    return _gaussian.rank_k([(_parts(A, "A"),) * 2], m, _choose(algorithm, m), conj=True)
 
 
 def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -365,7 +365,7 @@ def her2k(A, B, m: int | None = None, *, algorithm: str = "auto") -> tuple[np.nd
 def _her2k(A, B, m: int, algorithm: str):
     m = _check_m(m)
     a, b = _parts(A, "A"), _parts(B, "B")
-    return rank_k([(a, b), (b, a)], m, _choose(algorithm, m), conj=True)
+    return _gaussian.rank_k([(a, b), (b, a)], m, _choose(algorithm, m), conj=True)
 
 
 def syrk(A, m: int | None = None, *, algorithm: str = "auto"):
@@ -424,7 +424,7 @@ def _syrk(A, m: int, algorithm: str):
     m = _check_m(m)
     alg = _choose(algorithm, m)
     a = [A] if _real(A) else _parts(A, "A")
-    return rank_k([(a, a)], m, alg, conj=False)
+    return _gaussian.rank_k([(a, a)], m, alg, conj=False)
 
 
 def syr2k(A, B, m: int | None = None, *, algorithm: str = "auto"):
@@ -479,7 +479,7 @@ def _syr2k(A, B, m: int, algorithm: str):
         a, b = [A], [B]
     else:
         a, b = _parts(A, "A"), _parts(B, "B")
-    return rank_k([(a, b), (b, a)], m, alg, conj=False)
+    return _gaussian.rank_k([(a, b), (b, a)], m, alg, conj=False)
 
 
 def _real(X) -> bool:
@@ -555,8 +555,8 @@ def intmul(A, B, *, engine: str = "fp64") -> tuple[np.ndarray, np.ndarray]:
         for x in out:
             x[...] = 0
     else:
-        tile = ExactTile(*intmul_moduli(bound, k, engine), (mm, k, n), engine, as_object)
+        tile = _gaussian.ExactTile(*_gaussian.intmul_moduli(bound, k, engine), (mm, k, n), engine, as_object)
         tile.pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)  # of the largest entry, as Pieces16 cuts it
-        run_exact(tile, (mm, k, n), [as_matrix(x, 0) for x in (ar, ai)], [as_matrix(x, 1) for x in (br, bi)],
+        _gaussian.run_exact(tile, (mm, k, n), [as_matrix(x, 0) for x in (ar, ai)], [as_matrix(x, 1) for x in (br, bi)],
                    out, f"modlin.gaussian.intmul ({len(tile.tiles)} moduli)")
     return _typed(ftype, tuple(x.reshape(shape) for x in out), _ndim(A))

@@ -29,9 +29,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from modlin._algorithms import quantize as _quantize
+from modlin._algorithms import ozaki_tiles as _tiles, quantize as _quantize
 from modlin._algorithms.ozaki import Moduli as _Moduli
-from modlin._algorithms.ozaki_tiles import gemm2d, herk2d
 from modlin._algorithms.tiles import matmul_shapes
 from modlin._arith.moduli import Basis, int8_moduli, twom_moduli, twom_primes, why_not_twom
 from modlin._engines.backend import is_cupy, is_dask, namespace
@@ -427,7 +426,7 @@ def _batched_gemm(A, B, mods: _Moduli, mode: str, dtype, epilogue):
     out = xp.empty(full, dtype=dtype)
     if out.size and k:
         for idx in np.ndindex(*batch):
-            gemm2d(a[idx], b[idx], mods, mode, out[idx],
+            _tiles.gemm2d(a[idx], b[idx], mods, mode, out[idx],
                    lambda tile, rows, cols, idx=idx: epilogue(tile, idx + (rows, cols)), _warn_lost)
     elif out.size:
         out[...] = a @ b  # k = 0: zeros, or NaN... nothing to emulate
@@ -686,7 +685,7 @@ def _rank_k(A, kind, engine, moduli, algorithm, mode, complex_, trans: int):
             out[...] = 0
             epilogue(out, ...)
         else:
-            herk2d(a, mods(), mode, out, lambda tile, rows, cols: epilogue(tile, (rows, cols)), _warn_lost)
+            _tiles.herk2d(a, mods(), mode, out, lambda tile, rows, cols: epilogue(tile, (rows, cols)), _warn_lost)
         return out
 
     return shape, compute

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import modlin
+import modlin._algorithms.gaussian
 from conftest import as_python_ints
 from modlin import gaussian as g
 from modlin._arith.moduli import int8_moduli
@@ -1130,7 +1131,7 @@ def test_matmul_large_moduli_dtype_boundary():
 
 
 def _exact_tiling(m, alg, shape, batch=1):
-    return lambda: g.ExactTile.modular(m, alg, 2, shape).tiling(shape, batch)
+    return lambda: modlin._algorithms.gaussian.ExactTile.modular(m, alg, 2, shape).tiling(shape, batch)
 
 
 @pytest.mark.parametrize("m", [2**63, 2**64 + 13], ids=["2^63", "2^64+13"])
@@ -1230,7 +1231,7 @@ def test_rank_k_large_moduli_tiled_within_budget(m):
     assert_mod(tuple(x[np.ix_(lines, lines)] for x in want[0]), _rank_k_ref([(sub(A), sub(A))], m, True), m)
     assert_mod(tuple(x[np.ix_(lines, lines)] for x in want[1]),
                _rank_k_ref([(sub(A), sub(B)), (sub(B), sub(A))], m, True), m)
-    tiling = lambda: square(g.ExactTile.modular(m, "2m", 2, (n, k, n)).tiling((n, k, n), 1, extra=4))  # noqa: E731
+    tiling = lambda: square(modlin._algorithms.gaussian.ExactTile.modular(m, "2m", 2, (n, k, n)).tiling((n, k, n), 1, extra=4))  # noqa: E731
     grids = set()
     for budget, t in budgets(tiling, step=1.25):
         with modlin.limits(memory=budget):

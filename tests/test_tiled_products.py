@@ -329,7 +329,7 @@ def _intmul_tiling(a, b, engine="fp64", batch=1):
     amax = sum(max(abs(int(v)) for v in x.ravel()) for x in a)
     bmax = sum(max(abs(int(v)) for v in x.ravel()) for x in b)
     bound = k * amax * bmax
-    tile = gaussian.ExactTile(*gaussian.intmul_moduli(bound, k, engine), (mm, k, n), engine, bound >= 2**63)
+    tile = modlin._algorithms.gaussian.ExactTile(*modlin._algorithms.gaussian.intmul_moduli(bound, k, engine), (mm, k, n), engine, bound >= 2**63)
     pieces = max(4, max(amax, bmax).bit_length() // 16 + 1)
     return lambda: tile.tiling((mm, k, n), batch, pieces)
 

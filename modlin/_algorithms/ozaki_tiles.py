@@ -22,7 +22,7 @@ from modlin._planning.tiling import budget, choose, pair_count, square
 from modlin._runtime.calibration import OZAKI_COMBINE_PASS, OZAKI_OPERAND_PASS, OZAKI_RESULT_PASS
 from modlin._runtime.scratch import holding
 
-#: Real GEMMs per modulus of one tile product (:func:`_ozaki_core.gemm_residues`); a
+#: Real GEMMs per modulus of one tile product (:func:`modlin._algorithms.ozaki.gemm_residues`); a
 #: symmetric tile takes half of a GEMM's (2M: one GEMM of the pair's two per tile).
 _GEMMS = {"real": 1.0, "2m": 2.0, "3m": 3.0, "4m": 4.0}
 
