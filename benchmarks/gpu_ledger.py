@@ -256,6 +256,22 @@ def _matmul_case(name: str, p: int) -> Case:
 
 
 @contextlib.contextmanager
+def replaced_everywhere(real: Callable, stand_in: Callable) -> Iterator[None]:
+    """Inside, every modlin module's name bound to ``real`` (a function its module imported
+    by name, or defined) is bound to ``stand_in``: a spy that only patched the defining
+    module would miss the callers that imported the function."""
+    bound = [(m, attr) for name, m in list(sys.modules.items()) if m is not None and name.startswith("modlin")
+             for attr, v in list(vars(m).items()) if v is real]
+    for m, attr in bound:
+        setattr(m, attr, stand_in)
+    try:
+        yield
+    finally:
+        for m, attr in bound:
+            setattr(m, attr, real)
+
+
+@contextlib.contextmanager
 def planned_at(N: int) -> Iterator[None]:
     """Inside, the device's plans (``modlin.plan(..., device="cuda")``, as
     :func:`modlin.gaussian.matmul` makes them) are those of an ``N x N x N`` product:
@@ -270,14 +286,8 @@ def planned_at(N: int) -> Iterator[None]:
         return real(p, N, N, N, **kw) if kw.get("device") == "cuda" else real(p, m, k, n, **kw)
 
     # wherever it was imported (the modules that plan a device's products bind it at import)
-    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "plan", None) is real]
-    for m in users:
-        m.plan = plan
-    try:
+    with replaced_everywhere(real, plan):
         yield
-    finally:
-        for m in users:
-            m.plan = real
 
 
 def _gaussian_case(name: str, m: int) -> Case:
@@ -340,14 +350,8 @@ def tilings(record: Callable = lambda tiling: tiling) -> Iterator[list]:
         made.append(record(tiling))
         return drive(tiling, *args, **kwargs)
 
-    users = [m for name, m in sys.modules.items() if name.startswith("modlin") and getattr(m, "drive", None) is drive]
-    for m in users:
-        m.drive = spy
-    try:
+    with replaced_everywhere(drive, spy):
         yield made
-    finally:
-        for m in users:
-            m.drive = drive
 
 
 def measure(case: Case, to_gpu, n: int, N: int, seed: int = 0) -> dict[str, Any]:

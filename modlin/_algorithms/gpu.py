@@ -5,7 +5,7 @@ the arrays it is given: this module's tables for CuPy arrays, the CPU's (numba k
 for NumPy arrays. What is here launches the kernels of ``kernels/`` and cuBLAS' int8
 GEMMs through :mod:`modlin._engines.cuda` (the raw bindings):
 
-* :data:`OZAKI`: Ozaki-II's stages (a), (b) and (c), :class:`modlin._algorithms.ozaki.Kernels`.
+* :data:`OZAKI`: Ozaki-II's stages (a), (b) and (c), :class:`modlin._algorithms.quantize.Kernels`.
   Stage (a): one line-statistics kernel per operand and one kernel for the shifts and a
   summary, the product's one host synchronisation. Stage (b): per operand panel one kernel
   reads each entry once, quantises it and writes its int8 residues (2M's images for
@@ -366,7 +366,7 @@ def line_stats(x, axis: int, lines: int, inner: int, bars=None):
 
 
 def fast_scales(stats_a, stats_b, top: int, symmetric: bool) -> Scales:
-    """"fast" mode's :class:`~modlin._algorithms.ozaki.Scales` from the line statistics, in one
+    """"fast" mode's :class:`~modlin._algorithms.quantize.Scales` from the line statistics, in one
     kernel (:func:`modlin._algorithms.quantize.fast_exponents` and the shifts) and one transfer to the
     host: the least bits of a row and of a column (too few moduli raise here, as on the
     CPU), whether any line holds Inf or NaN, the largest exponents, and how many nonzero
@@ -435,7 +435,7 @@ def accurate_scales(stats_a, stats_b, code, top: int, symmetric: bool) -> Scales
     return _scales_read(summary, m, n, sa, sb, bad_a, bad_b, ex_a, ex_b)
 
 
-#: Ozaki-II's stages (a), (b) and (c) on CuPy arrays: the GPU's :class:`modlin._algorithms.ozaki.Kernels`.
+#: Ozaki-II's stages (a), (b) and (c) on CuPy arrays: the GPU's :class:`modlin._algorithms.quantize.Kernels`.
 OZAKI = Kernels(gemm_residues, syrk_residues, add_residues, to_double, memory, line_bytes=4 * 2 * GAPS,
                   line_stats=line_stats, fast_scales=fast_scales, bound_code=bound_code, accurate_scales=accurate_scales)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from modlin._algorithms import gpu as _gpu, ozaki as core
 from modlin._algorithms.ozaki import Moduli as _Moduli
+from modlin._algorithms.quantize import Kernels, Panel
 from modlin._algorithms.tiles import drive, progress
 from modlin._engines.backend import namespace
 from modlin._planning.tiling import budget, choose, pair_count, square
@@ -30,7 +31,7 @@ _GEMMS = {"real": 1.0, "2m": 2.0, "3m": 3.0, "4m": 4.0}
 _SYMMETRIC_GEMMS = {"real": 1.0, "2m": 1.0, "3m": 2.0, "4m": 2.0}
 
 
-def kernels_for(xp) -> core.Kernels:
+def kernels_for(xp) -> Kernels:
     """The kernels of stages (b) and (c) on ``xp``'s arrays: NumPy's or CuPy's."""
     if xp is np:
         return core.CPU
@@ -80,11 +81,11 @@ def gemm2d(a: np.ndarray, b: np.ndarray, mods: _Moduli, mode: str, out: np.ndarr
 
     def product(rows, inner, cols):
         if held.get("key") != (rows.start, inner.start):
-            held["qa"] = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
+            held["qa"] = Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
             held["key"] = (rows.start, inner.start)
             if cols.start == 0 and known is None:
                 lost[0] += held["qa"].lost()
-        qb = core.Panel(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
+        qb = Panel(b[inner, cols], sc.sb[cols], sc.bad_b[cols], 0)
         if rows.start == 0 and known is None:
             lost[1] += qb.lost()
         return kernels.gemm_residues(mods, held["qa"], qb)
@@ -121,7 +122,7 @@ def herk2d(a: np.ndarray, mods: _Moduli, mode: str, out: np.ndarray, epilogue,
     lost = [0]
 
     def panel(rows, inner, count):
-        q = core.Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
+        q = Panel(a[rows, inner], sc.sa[rows], sc.bad_a[rows], 1)
         if count and known is None:
             lost[0] += q.lost()
         return q

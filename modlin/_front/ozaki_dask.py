@@ -38,6 +38,7 @@ import dask.array as da
 import numpy as np
 
 from modlin._algorithms import ozaki as core, quantize as _quantize
+from modlin._algorithms.quantize import Kernels, Panel, Scales
 from modlin._algorithms.tiles import matmul_shapes
 from modlin._engines.backend import is_cupy, namespace
 from modlin._front.dask import blocked_product, dask_meta, dask_pairs, squeeze_vectors
@@ -74,7 +75,7 @@ def _chunk_bars(y, ex, bad, *, axis: int):
 
 def _chunk_lost(y, shift, bad, *, axis: int):
     """How many nonzero entries of the chunk its lines' shifts round to zero, as a 1 x 1 array."""
-    return np.full((1, 1), core.Panel(y, shift, bad, axis).lost(), dtype=np.int64)
+    return np.full((1, 1), Panel(y, shift, bad, axis).lost(), dtype=np.int64)
 
 
 def _lines(x: da.Array, axis: int):
@@ -99,7 +100,7 @@ def _blockwise(fn: Callable, x: da.Array, vectors, axis: int, dtype, **adjust):
                         adjust_chunks={key: v for key, v in adjust.items() if key in ind} or None, meta=namespace(x._meta).empty((0, 0), dtype=dtype))
 
 
-def scales(a: da.Array, b: da.Array, mods: core.Moduli, mode: str) -> core.Scales:
+def scales(a: da.Array, b: da.Array, mods: core.Moduli, mode: str) -> Scales:
     """Stage (a) of :mod:`modlin._algorithms.ozaki` on 2-D dask operands, computed now: the same
     shifts (int64 NumPy vectors, or CuPy ones for CuPy chunks) as
     :func:`modlin._algorithms.ozaki.scales` of the whole in-memory operands."""
@@ -125,27 +126,27 @@ def scales(a: da.Array, b: da.Array, mods: core.Moduli, mode: str) -> core.Scale
         # each minimum over the lazy codes is computed where the exponents' vectors take it
         g, h = _quantize.accurate_exponents(sq_a, sq_b, code, top, need_a, need_b)
         h = np.asarray(h)
-    return core.Scales(g - ex_a, h - ex_b, bad_a, bad_b, ex_a, ex_b)
+    return Scales(g - ex_a, h - ex_b, bad_a, bad_b, ex_a, ex_b)
 
 
-def lost(a: da.Array, b: da.Array, sc: core.Scales) -> tuple[int, int]:
+def lost(a: da.Array, b: da.Array, sc: Scales) -> tuple[int, int]:
     """Nonzero entries of ``A`` and ``B`` that the scales round to zero (for the AccuracyWarning)."""
     counts = [_blockwise(_chunk_lost, x, (shift, bad), axis, np.int64, i=1, j=1, k=1).sum()
               for x, shift, bad, axis in ((a, sc.sa, sc.bad_a, 1), (b, sc.sb, sc.bad_b, 0))]
     return tuple(int(c) for c in dask.compute(*counts))
 
 
-def _pair(a, b, sa, bad_a, sb, bad_b, *, mods: core.Moduli, kernels: core.Kernels):
+def _pair(a, b, sa, bad_a, sb, bad_b, *, mods: core.Moduli, kernels: Kernels):
     """Stage (b) of one pair of chunks: the residues of their quantised exact product."""
-    return kernels.gemm_residues(mods, core.Panel(a, sa, bad_a, 1), core.Panel(b, sb, bad_b, 0))
+    return kernels.gemm_residues(mods, Panel(a, sa, bad_a, 1), Panel(b, sb, bad_b, 0))
 
 
-def _combine(x, y, *, mods: core.Moduli, kernels: core.Kernels):
+def _combine(x, y, *, mods: core.Moduli, kernels: Kernels):
     """Residues of two k-chunks' products added modulo each modulus, as new arrays."""
     return kernels.add_residues([r.copy() for r in x], y, mods)
 
 
-def _finish(res, sa, bad_a, sb, bad_b, *, mods: core.Moduli, dtype, kernels: core.Kernels):
+def _finish(res, sa, bad_a, sb, bad_b, *, mods: core.Moduli, dtype, kernels: Kernels):
     """Stage (c) of one output chunk."""
     out = namespace(res[0]).empty(res[0].shape[1:], dtype=dtype)
     return core.finish(res, mods, sa, sb, out, kernels.crt)
