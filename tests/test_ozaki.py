@@ -1559,7 +1559,7 @@ def test_line_stats_kernel_matches_the_numpy_passes(rng, complex_, layout, axis)
     assert bad[0] and bad[2]
     if layout == "F":
         x = np.asfortranarray(x)
-    ps = core.parts(core._zero_lines(x, bad, axis))
+    ps = core.parts(core.zero_lines(x, bad, axis))
     mx = np.maximum.reduce([abs(p).max(axis=axis) for p in ps])
     ex = np.frexp(mx)[1].astype(np.int64)
     _, bar = _quantize.part_bounds(ps, axis, ex)

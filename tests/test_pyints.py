@@ -576,7 +576,7 @@ def test_each_direction_checks_only_its_own_kernels():
 
 
 def test_one_bit_length_the_branch_free_one():
-    """``_bit_length`` is defined once, the frexp one the conversions were written for (a
+    """``bit_length`` is defined once, the frexp one the conversions were written for (a
     looping definition further down once replaced it in every kernel: numba reads the
     module's globals when it compiles), and it is ``int.bit_length`` on every digit, limb
     and piece value."""
@@ -584,12 +584,12 @@ def test_one_bit_length_the_branch_free_one():
     import inspect
 
     tree = ast.parse(inspect.getsource(PM))
-    defs = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "_bit_length"]
+    defs = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "bit_length"]
     assert len(defs) == 1, [f.lineno for f in defs]
-    assert "frexp" in inspect.getsource(PM._bit_length.py_func)
+    assert "frexp" in inspect.getsource(PM.bit_length.py_func)
     values = [0, 1, 2, 3, 2**15 - 1, 2**15, 2**16 - 1, 2**30 - 1, 2**30, 2**32 - 1, 2**52, 2**53 - 1]
     values += [int(v) for v in np.random.default_rng(2).integers(0, 2**53, 200)]
-    assert [PM._bit_length.py_func(v) for v in values] == [v.bit_length() for v in values]
+    assert [PM.bit_length.py_func(v) for v in values] == [v.bit_length() for v in values]
     # compiled, inside a kernel, on the uint32 digits and uint16 pieces the conversions read
     import numba
 
@@ -597,7 +597,7 @@ def test_one_bit_length_the_branch_free_one():
     def lengths(x):
         out = np.empty(x.shape[0], dtype=np.int64)
         for i in range(x.shape[0]):
-            out[i] = PM._bit_length(x[i])
+            out[i] = PM.bit_length(x[i])
         return out
 
     for dtype in (np.uint16, np.uint32, np.int64):

@@ -34,7 +34,7 @@ GAPS = G_MAX + 2
 
 
 def _cp():
-    return _cuda._cupy()
+    return _cuda.cupy_module()
 
 
 def _moduli(mods, alg: str) -> tuple[list[int], list[int]]:

@@ -64,7 +64,7 @@ def parts(x: np.ndarray) -> list[np.ndarray]:
     return [x.real, x.imag] if x.dtype.kind == "c" else [x]
 
 
-def _zero_lines(x: np.ndarray, bad: np.ndarray, axis: int) -> np.ndarray:
+def zero_lines(x: np.ndarray, bad: np.ndarray, axis: int) -> np.ndarray:
     if not bad.any():
         return x
     return namespace(x).where(namespace(x).expand_dims(bad, axis), 0, x)

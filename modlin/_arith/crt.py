@@ -21,7 +21,7 @@ import numpy as np
 
 from modlin._arith.moduli import Basis
 from modlin._arith.pyints import IntWriter
-from modlin._arith.pyints_marshal import _bit_length
+from modlin._arith.pyints_marshal import bit_length
 from modlin._arith.residues import fmod_inv, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, quiet_blas, run, slabs, workers
@@ -422,7 +422,7 @@ def _round_limbs(limb, nl, S):  # pragma: no cover - compiled
         j -= 1
     if j < 0:
         return 0.0
-    nb = 32 * j + _bit_length(limb[j])
+    nb = 32 * j + bit_length(limb[j])
     E = nb - 1 - S  # the exponent of the leading bit of the result
     keep = 53 if E >= -1022 else E + 1075  # bits a subnormal result holds
     if keep < 0:

@@ -27,7 +27,7 @@ import numpy as np
 
 from modlin._arith.pyints_marshal import (
     CHECK_VALUES,
-    _bit_length,
+    bit_length,
     check_limbs_of,
     refuses_non_ints,
     to_halves_bytes,
@@ -78,7 +78,7 @@ def _objects_need(ptrs, int_type, tagged):  # pragma: no cover - compiled
         if nd == 0:
             continue
         top = peek_uint32(a + _DIGITS + 4 * (nd - 1))
-        bits = 30 * (nd - 1) + _bit_length(top)
+        bits = 30 * (nd - 1) + bit_length(top)
         if neg:  # -2**b needs no more pieces than 2**b - 1
             power = top & (top - 1) == 0
             for i in range(nd - 1):
@@ -193,7 +193,7 @@ def objects_from_limbs(limbs, neg, slots, new, release, tagged):  # pragma: no c
             top -= 1
         bits = 0
         if top:
-            bits = 16 * (top - 1) + _bit_length(limbs[top - 1, e])
+            bits = 16 * (top - 1) + bit_length(limbs[top - 1, e])
         nd = (bits + 29) // 30
         obj = call_int64(new, nd)
         if obj == 0:

@@ -92,7 +92,7 @@ def _read_u16(buf, pos):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
-def _bit_length(x):  # pragma: no cover - compiled
+def bit_length(x):  # pragma: no cover - compiled
     """Bits of an integer ``0 <= x < 2**53`` (``int.bit_length``; digits, limbs and pieces are
     below ``2**32``): exact in float64, so frexp's exponent (no branch: a loop that stops at
     the top bit mispredicts on random data). The only definition: a looping one defined
@@ -113,7 +113,7 @@ def _long_pieces(buf, d0, nd, neg):  # pragma: no cover - compiled
     if top < 0:
         return 1
     d = _read_u16(buf, d0 + 2 * top)
-    b = 15 * top + _bit_length(d)
+    b = 15 * top + bit_length(d)
     # v >= 0 needs b <= 16H - 1. v = -m needs m <= 2**(16H-1): one piece fewer
     # exactly when m is a power of two 2**(b-1) and 16 | b.
     h = b // 16 + 1
@@ -393,7 +393,7 @@ def _append_marshal(limbs, neg, e_start, e_stop, buf, pos, tile, most):  # pragm
                     _write_i32(buf, pos + 1, -m if sign else m)
                     pos += 5
                     continue
-            nd = (16 * t + _bit_length(tile[b, t]) + 14) // 15
+            nd = (16 * t + bit_length(tile[b, t]) + 14) // 15
             buf[pos] = _LONG
             _write_i32(buf, pos + 1, -nd if sign else nd)
             pos += 5

@@ -52,7 +52,7 @@ KMAX = (2**31 - 1) // (128 * 128)
 KCHUNK = KMAX - KMAX % 4
 
 
-def _cupy():
+def cupy_module():
     import cupy
 
     return cupy
@@ -60,7 +60,7 @@ def _cupy():
 
 @lru_cache(maxsize=None)
 def _module(device_id: int):
-    cp = _cupy()
+    cp = cupy_module()
     src = importlib.resources.files("modlin.kernels")
     code = src.joinpath("modlin_kernels.cu").read_text()
     return cp.RawModule(code=code, options=("--fmad=false", "-std=c++17", f"-I{src}"))
@@ -68,7 +68,7 @@ def _module(device_id: int):
 
 def kernel(name: str):
     """The compiled kernel ``name`` of ``kernels/modlin_kernels.cu`` on the current device."""
-    cp = _cupy()
+    cp = cupy_module()
     return _module(cp.cuda.Device().id).get_function(name)
 
 
@@ -123,7 +123,7 @@ def small_table(moduli, roots=None, weights=None):
     def ints(v):
         return None if v is None else tuple(int(x) for x in v)
 
-    return _cupy().asarray(_small_rows(ints(moduli), ints(roots), ints(weights)))
+    return cupy_module().asarray(_small_rows(ints(moduli), ints(roots), ints(weights)))
 
 
 def wide_constants(p: int) -> tuple[np.uint64, np.uint64]:
@@ -150,7 +150,7 @@ def crt_constants(moduli):
     ``2**16``), on the device: the table of :func:`small_table` with the CRT weights
     ``(M / m_i)**-1 mod m_i``, the 32-bit limbs (``L`` per row) of each ``M / m_i``, of
     ``M`` and of ``(M - 1) / 2``, and the doubles ``1 / m_i``; and ``L``."""
-    cp = _cupy()
+    cp = cupy_module()
     moduli = tuple(int(m) for m in moduli)
     weights, limbs, minv, L = _crt_rows(moduli)
     return small_table(moduli, weights=weights), cp.asarray(limbs), cp.asarray(minv), L
@@ -169,7 +169,7 @@ def gemm_i8(a, b, out=None):
     through one strided-batched call. (The residue kernels lay out what the products of
     residues need: this serves the other int8 GEMMs, the engine's and "accurate" mode's.)
     """
-    cp = _cupy()
+    cp = cupy_module()
     from cupy_backends.cuda.libs import cublas
 
     m, k = a.shape[-2:]
@@ -225,7 +225,7 @@ def gemm_i8_tn(a, bt, out) -> None:
     multiples of 4), every sum within int32 (the callers' bound: :data:`KMAX` terms of
     balanced residues, or "accurate" mode's bounds of at most 64). cuBLAS' "TN" int8 GEMM
     (tensor cores), with no copy of either operand."""
-    cp = _cupy()
+    cp = cupy_module()
     from cupy_backends.cuda.libs import cublas
 
     m, k = a.shape
@@ -250,7 +250,7 @@ def products_tn(ra, rbt, table, k: int, res, buffer=None) -> None:
     columns used), modulus by modulus: one GEMM into the reused int32 ``buffer`` (``m x
     np_``) and one reduction kernel per :data:`KCHUNK` of ``k``, which writes (or adds to)
     ``res[i]``: no int32 array per modulus, no pass of its own to reduce them."""
-    cp = _cupy()
+    cp = cupy_module()
     N, m, n = res.shape
     np_ = rbt.shape[1]
     X = cp.empty((m, np_), dtype=cp.int32) if buffer is None else buffer

@@ -61,7 +61,7 @@ def operands(A, B, fn: str) -> tuple[da.Array, da.Array]:
 def _chunk_stats(y, ex, bad, *, axis: int):
     """A chunk's bits for exactness and squared bound norms per line, stacked along ``axis``
     (two entries per line: what :func:`modlin._algorithms.ozaki._line_stats` takes of one piece)."""
-    ps = core.parts(core._zero_lines(y, bad, axis))
+    ps = core.parts(core.zero_lines(y, bad, axis))
     _, bar = _quantize.part_bounds(ps, axis, ex)
     need = _quantize.exact_bits(ps, ex, axis).astype(np.float64)  # below 2**11: exact
     return namespace(y).stack([need, (bar * bar).sum(axis=axis)], axis=axis)
@@ -69,7 +69,7 @@ def _chunk_stats(y, ex, bad, *, axis: int):
 
 def _chunk_bars(y, ex, bad, *, axis: int):
     """A chunk's integer bounds (uint8, at most ``2**(T_BITS + 1)``), as "accurate" keeps them."""
-    _, bar = _quantize.part_bounds(core.parts(core._zero_lines(y, bad, axis)), axis, ex)
+    _, bar = _quantize.part_bounds(core.parts(core.zero_lines(y, bad, axis)), axis, ex)
     return bar.astype(np.uint8)
 
 
