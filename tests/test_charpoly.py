@@ -487,7 +487,7 @@ def test_matrix_power_stacks_and_types(rng):
     (lambda: linalg.minpoly(np.eye(2)[None], 7), ValueError, r"minpoly: A must be a 2-D matrix"),
     (lambda: linalg.minpoly([[1]], 2**64), ValueError, r"not prime"),
     (lambda: linalg.charpoly([[0.5]], 7), ValueError, r"non-integral"),
-    (lambda: linalg.charpoly([[1]]), TypeError, r"modulus p is required"),
+    (lambda: linalg.minpoly([[1]]), TypeError, r"modulus p is required"),  # charpoly without p: over Z
 ])
 def test_errors(call, exc, match):
     with pytest.raises(exc, match=match):

@@ -39,12 +39,14 @@ percent of its modelled cost, with the elapsed and remaining times; the products
 it makes show no bar of their own.
 """
 
-from modlin.linalg._charpoly import charpoly, minpoly
+from modlin.linalg._api import charpoly, det, inv, nullspace, rank, solve
+from modlin.linalg._charpoly import minpoly
 from modlin.linalg._inputs import LinAlgError
-from modlin.linalg._pluq import PLUQ, det, pluq, rank
+from modlin.linalg._pluq import PLUQ, pluq
 from modlin.linalg._power import matrix_power
-from modlin.linalg._solve import inv, nullspace, rref, solve
+from modlin.linalg._rational import RationalArray
+from modlin.linalg._solve import rref
 from modlin.linalg._triangular import trsm
 
 __all__ = ["pluq", "PLUQ", "rank", "det", "inv", "solve", "nullspace", "rref", "trsm", "charpoly", "minpoly",
-           "matrix_power", "LinAlgError"]
+           "matrix_power", "LinAlgError", "RationalArray"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from modlin.linalg._arith import mul_cost, mulsub, negate
+from modlin.linalg._arith import mul_cost, mulsub, negate, parity
 from modlin.linalg._inputs import LinAlgError, as_field, map_matrices, prepare, stack_count
 from modlin.linalg._pluq import is_identity, pluq_cost, pluq_inplace
 from modlin.linalg._steps import tracked
@@ -94,16 +94,26 @@ def inverse(W: np.ndarray, p: int, fn: str = "inv", why: str = "") -> np.ndarray
     The message names ``fn``, the function the user called (``matrix_power`` inverts
     for a negative power: naming ``inv`` there would send them looking for a call they
     never made), and starts with ``why``, what needed the inverse."""
+    return inverse_and_det(W, p, fn, why)[0]
+
+
+def inverse_and_det(W: np.ndarray, p: int, fn: str = "inv", why: str = "") -> tuple[np.ndarray, int]:
+    """:func:`inverse`, and the determinant modulo ``p`` that its PLUQ gives on the way."""
     n = W.shape[0]
     P, Q, r = pluq_inplace(W, p)
     if r < n:
         raise LinAlgError(f"{fn}: {why}the matrix is singular modulo {p}: its rank is {r}, not {n}")
+    det = 1
+    for x in np.diagonal(W).tolist():
+        det = det * x % p
+    if parity(P) != parity(Q):
+        det = (p - det) % p
     # M = A[P][:, Q] = L U has M**-1 = U**-1 L**-1, and A**-1[i, j] = M**-1[Qinv[i], Pinv[j]]
     X = invert_triangular(W, p, lower=True, unit=True)
     solve_triangular_inplace(W, X, p, left=True, lower=False, unit=False)
     if not (is_identity(P) and is_identity(Q)):
         X = X[np.ix_(np.argsort(Q), np.argsort(P))]
-    return X
+    return X, det
 
 
 def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
