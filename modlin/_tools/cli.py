@@ -129,8 +129,9 @@ def parser() -> argparse.ArgumentParser:
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
-                                             "scale", "dask", "busy", "all"], default="all",
-                         help="multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
+                                             "scale", "dask", "busy", "integers", "all"], default="all",
+                         help="integers: linalg over Z and Q against python-flint (sizes default 400 1000); "
+                              "multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
                               "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv, "
                               "solve, charpoly, minpoly and matrix_power against one modlin.matmul, flint and "
@@ -201,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
 
             run_scale_table(sizes=args.sizes or (4096, 8192), memory=args.memory, repeats=args.repeats,
                             cases=args.cases or SCALE_CASES, rounds=args.rounds or 1)
+            return 0
+        if args.table == "integers":
+            from modlin._tools.bench.integers import run_integers_table
+
+            run_integers_table(sizes=args.sizes or (400, 1000), repeats=args.repeats, flint=not args.no_flint)
             return 0
         if args.table == "busy":
             from modlin._tools.bench.busy import run_busy_table

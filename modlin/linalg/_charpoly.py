@@ -682,6 +682,9 @@ def charpoly(A: ArrayLike, p: int | None = None):
     p : int, optional
         A prime modulus, of any size. May be omitted when ``A`` is a
         ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
+        Omitted for integer or rational input (NumPy integers, object arrays
+        of Python ints or ``fractions.Fraction``, ``fmpz_mat``, ``fmpq_mat``),
+        the result is exact over the integers (rationals for rational entries) (:doc:`/guide/integers`).
 
     Returns
     -------
@@ -693,6 +696,9 @@ def charpoly(A: ArrayLike, p: int | None = None):
         an ``fmpz_mod_mat`` an ``fmpz_mod_poly`` and an ``fmpz_mat`` the
         ``fmpz_poly`` of the residues, as python-flint's own ``charpoly``
         returns. A ``0 x 0`` matrix has the characteristic polynomial 1.
+        Over the integers (no modulus): the exact coefficients (int64 when
+        they fit, else Python ints; an ``fmpz_poly`` for an ``fmpz_mat``,
+        ``Fraction`` coefficients for rational input).
 
     Raises
     ------
@@ -739,6 +745,8 @@ def charpoly(A: ArrayLike, p: int | None = None):
     >>> import flint
     >>> linalg.charpoly(flint.nmod_mat([[1, 2], [3, 4]], 7))  # an nmod_poly
     x^2 + 2*x + 5
+    >>> linalg.charpoly([[1, 2], [3, 4]])  # over the integers: x**2 - 5 x - 2
+    array([-2, -5,  1])
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="charpoly", shapes=("square",), stack=True)
     n = W.shape[-1]

@@ -31,14 +31,18 @@ from functools import lru_cache
 import numpy as np
 
 from modlin._arith.integers import max_abs
+from modlin._arith.modular import mulmod1
 from modlin._arith.primes import is_prime
 from modlin._arith.pyints import from_limbs
 from modlin._engines.jit import njit
 from modlin._front.products import intmul
+from modlin._runtime.calibration import HESSENBERG_MAX_N
+from modlin.linalg._arith import inverse
 from modlin.linalg._charpoly import _charpoly
 from modlin.linalg._inputs import LinAlgError
 from modlin.linalg._pluq import _det, pluq_inplace
-from modlin.linalg._solve import inverse_and_det
+from modlin.linalg._solve import inverse_and_det, inverse_cost
+from modlin.linalg._steps import advance
 
 __all__ = ["det_integer", "solve_integer", "hadamard_bound", "det_bound", "lift", "to_ints",
            "rational_reconstruction"]
@@ -103,21 +107,18 @@ def _float_det_log2(A: np.ndarray) -> float | None:
         u = 2.0**-53
         g = n * u / (1 - n * u)
         g = g / (1 - g)
-        total = 0.0
-        for j in range(n):
-            y = np.abs(Y[:, j])
-            e = E[:, j]
-            s = float(max(y.max(), e.max()))
-            if not math.isfinite(s):
-                return None
-            if s == 0.0:
-                return -math.inf  # A T has a zero column: det(A) = 0
-            scale = 2.0 ** math.ceil(math.log2(s))
-            y = y / scale
-            e = e / scale
-            up = 1 + (n + 4) * u
-            norm = (math.sqrt(float(y @ y)) * up + g * math.sqrt(float(e @ e)) * up) * up + n * 2.0**-1000
-            total += math.log2(norm) + math.log2(scale)
+        Y = np.abs(Y)
+        top = np.maximum(Y.max(axis=0), E.max(axis=0))
+        if not np.isfinite(top).all():
+            return None
+        if not top.all():
+            return -math.inf  # A T has a zero column: det(A) = 0
+        scale = np.exp2(np.ceil(np.log2(top)))  # powers of two: exact scaling, no underflow
+        Y /= scale
+        E /= scale
+        up = 1 + (n + 4) * u
+        norms = (np.sqrt((Y * Y).sum(axis=0)) * up + g * np.sqrt((E * E).sum(axis=0)) * up) * up + n * 2.0**-1000
+        total = float(np.log2(norms).sum() + np.log2(scale).sum())
     if not math.isfinite(total):
         return None
     return total + n * 2.0**-40 + 1e-9 * abs(total) + 1.0
@@ -262,9 +263,38 @@ def lift(lifter: _Lifter, B: np.ndarray, steps: int, d: int = 1,
         if wide:
             ax = ax.astype(object)
         R = (S - ax) // p
+        advance(_step_cost, lifter.n, B.shape[1])
         if until_exact and i + 1 >= len(feed) and not R.any():
             return digits, True
     return digits, False
+
+
+def _step_cost(n: int, k: int) -> float:
+    """Modelled multiply-adds of one lifting step: two ``n x n`` by ``n x k`` products."""
+    return 2.0 * n * n * max(k, 1)
+
+
+def _steps_estimate(A: np.ndarray, k: int) -> float:
+    """About how many lifting steps :func:`solve_integer` takes (for the progress display):
+    the bits of Hadamard's bound, twice for the denominator and once more for ``A Y = d B``,
+    over the bits of the prime."""
+    n = A.shape[0]
+    bits = n * (math.log2(max(max_abs(A), 1)) + 0.5 * math.log2(max(n, 2)))
+    return 3 * bits / math.log2(_prime_limit(n))
+
+
+def solve_cost(A: np.ndarray, k: int) -> float:
+    """Modelled multiply-adds of :func:`solve_integer` with ``k`` right-hand sides."""
+    n = A.shape[0]
+    p = _prime_limit(n)
+    steps = _steps_estimate(A, k)
+    return inverse_cost(p, n) + steps / 3 * (2 * _step_cost(n, 1) + _step_cost(n, k))
+
+
+def det_cost(A: np.ndarray) -> float:
+    """Modelled multiply-adds of :func:`det_integer`: an inverse and a one-column lifting."""
+    n = A.shape[0]
+    return inverse_cost(_prime_limit(n), n) + _steps_estimate(A, 1) * 2 / 3 * _step_cost(n, 1)
 
 
 # ---- p-adic digits to Python ints ---------------------------------------------------------
@@ -329,6 +359,22 @@ def to_ints(digits: list[np.ndarray], p: int) -> np.ndarray:
 
 # ---- rational reconstruction ----------------------------------------------------------------
 
+def _combine(digits: list[np.ndarray], u: np.ndarray, p: int) -> int:
+    """``sum_e u_e sum_i digits[i][e] p**i`` as one Python int: the digits of the combination
+    (``u . digits[i]``, int64: ``|u| < 2**8``, ``n < 2**22``) brought back to balanced digits by
+    carries, then one :func:`to_ints`."""
+    w = (np.stack([x.reshape(-1) for x in digits]) @ u).tolist()
+    out, carry, half = [], 0, (p - 1) // 2
+    for t in w:
+        t += carry
+        r = t % p
+        if r > half:
+            r -= p
+        out.append(r)
+        carry = (t - r) // p
+    return int(to_ints([np.array([r], dtype=np.int64) for r in out], p)[0]) + carry * p ** len(out)
+
+
 def rational_reconstruction(v: int, M: int, N: int, D: int) -> tuple[int, int] | None:
     """The fraction ``a / b`` with ``a = b v (mod M)``, ``|a| <= N``, ``0 < b <= D``, or None;
     unique when ``M > 2 N D`` (Wang's algorithm: the extended Euclidean algorithm on
@@ -361,9 +407,8 @@ def _denominator(lifter: _Lifter, A: np.ndarray, b: np.ndarray, D: int, rng: ran
     N = sum(u) * _numerator_bound(A, b)
     m = _steps_for(lifter.p, 2 * N * D)
     digits, _ = lift(lifter, b.reshape(n, 1), m)
-    X = to_ints(digits, lifter.p).reshape(-1)
+    v = _combine(digits, np.array(u, dtype=np.int64), lifter.p) % lifter.p ** m
     M = lifter.p ** m
-    v = sum(ui * int(xi) for ui, xi in zip(u, X.tolist())) % M
     ab = rational_reconstruction(v, M, N, D)
     if ab is None:  # not reached: M > 2 N D makes the fraction exist and unique
         raise AssertionError("rational reconstruction failed within its proven bounds")
@@ -520,7 +565,7 @@ def nullspace_integer(A: np.ndarray, seed: int | None = None) -> tuple[np.ndarra
         P, Q, r = pluq_inplace(W, p)
         if r == n:  # full column rank modulo p, hence over Q
             return np.zeros((n, 0), dtype=np.int64), r
-        rows, cols, free = P[:r], Q[:r], Q[r:]
+        rows, cols, free = P[:r], Q[:r], np.sort(Q[r:])  # Q[:r]: the column rank profile
         N = np.zeros((n, n - r), dtype=object)
         if r:
             Y, d = solve_integer(np.ascontiguousarray(A[np.ix_(rows, cols)]),
@@ -566,10 +611,70 @@ def charpoly_bound(A: np.ndarray) -> int:
     return best
 
 
+@njit
+def _hessenberg_charpoly(H, p, out):  # pragma: no cover - compiled
+    """The characteristic polynomial of ``H`` (overwritten) modulo a prime ``p < 2**50``, low
+    degree first, into ``out`` (``n + 1`` entries): ``H`` brought to upper Hessenberg form by
+    similarities (elimination below the subdiagonal, the inverse operation on columns),
+    then the recurrence ``P_m = (x - h_mm) P_{m-1} - sum_i h_im (prod_{j=i+1..m} h_{j,j-1})
+    P_{i-1}``. About ``(10/3) n**3`` products: for small ``n``, where the block-Krylov
+    charpoly's per-call work dominates."""
+    n = H.shape[0]
+    pinv = 1.0 / np.float64(p)
+    for j in range(n - 2):
+        piv = -1
+        for i in range(j + 1, n):
+            if H[i, j] != 0:
+                piv = i
+                break
+        if piv < 0:
+            continue
+        if piv != j + 1:
+            for c in range(n):
+                t = H[piv, c]
+                H[piv, c] = H[j + 1, c]
+                H[j + 1, c] = t
+            for r in range(n):
+                t = H[r, piv]
+                H[r, piv] = H[r, j + 1]
+                H[r, j + 1] = t
+        inv = inverse(H[j + 1, j], p)
+        for i in range(j + 2, n):
+            if H[i, j] == 0:
+                continue
+            u = mulmod1(H[i, j], inv, p, pinv)
+            for c in range(j, n):  # row_i -= u row_{j+1}
+                t = H[i, c] - mulmod1(u, H[j + 1, c], p, pinv)
+                H[i, c] = t + p if t < 0 else t
+            for r in range(n):  # col_{j+1} += u col_i
+                t = H[r, j + 1] + mulmod1(u, H[r, i], p, pinv)
+                H[r, j + 1] = t - p if t >= p else t
+    P = np.zeros((n + 1, n + 1), dtype=np.int64)  # P[m]: the polynomial of the leading m x m block
+    P[0, 0] = 1
+    for m in range(1, n + 1):
+        h = H[m - 1, m - 1]
+        for d in range(m + 1):  # (x - h) P_{m-1}
+            t = P[m - 1, d - 1] if d > 0 else 0
+            t -= mulmod1(h, P[m - 1, d], p, pinv) if d < m else 0
+            P[m, d] = t + p if t < 0 else t
+        prod = 1
+        for i in range(m - 1, 0, -1):  # i = m-1 .. 1 (1-based): h_{i,m} prod_{j=i+1..m} h_{j,j-1}
+            prod = mulmod1(prod, H[i, i - 1], p, pinv)
+            c = mulmod1(H[i - 1, m - 1], prod, p, pinv)
+            if c == 0:
+                continue
+            for d in range(i):
+                t = P[m, d] - mulmod1(c, P[i - 1, d], p, pinv)
+                P[m, d] = t + p if t < 0 else t
+    for d in range(n + 1):
+        out[d] = P[n, d]
+
+
 def charpoly_integer(A: np.ndarray, seed: int | None = None) -> list[int]:
     """The characteristic polynomial of a square integer matrix, low degree first, exact:
     the CRT of the polynomials modulo primes whose product exceeds twice
     :func:`charpoly_bound`."""
+    n = A.shape[0]
     bound = 2 * charpoly_bound(A) + 1
     rng = random.Random(seed)
     coeffs = None
@@ -579,7 +684,12 @@ def charpoly_integer(A: np.ndarray, seed: int | None = None) -> list[int]:
         q = _big_prime(rng, used)
         used.add(q)
         W = np.ascontiguousarray((A % q).astype(np.int64) if A.dtype == object else np.remainder(A, q))
-        f = _charpoly(W, q)
+        if n <= HESSENBERG_MAX_N:
+            f = np.empty(n + 1, dtype=np.int64)
+            _hessenberg_charpoly(W, q, f)
+            f = f.tolist()
+        else:
+            f = _charpoly(W, q)
         if coeffs is None:
             coeffs = list(f)
         else:

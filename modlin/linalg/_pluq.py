@@ -277,6 +277,9 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
+        Omitted for integer or rational input (NumPy integers, object arrays
+        of Python ints or ``fractions.Fraction``, ``fmpz_mat``, ``fmpq_mat``),
+        the result is exact over the rationals (certified) (:doc:`/guide/integers`).
 
     Returns
     -------
@@ -306,6 +309,8 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     (1, 2)
     >>> linalg.rank([[1, 2], [3, 4]], 2)  # det = -2 = 0 mod 2
     1
+    >>> linalg.rank([[1, 2], [3, 4]])  # over the rationals
+    2
     >>> import flint
     >>> linalg.rank(flint.nmod_mat([[1, 2], [2, 4]], 7))  # p from the nmod_mat
     1
@@ -327,6 +332,9 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
+        Omitted for integer or rational input (NumPy integers, object arrays
+        of Python ints or ``fractions.Fraction``, ``fmpz_mat``, ``fmpq_mat``),
+        the result is exact over the integers or rationals (:doc:`/guide/integers`).
 
     Returns
     -------
@@ -338,6 +346,9 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
         for an ``fmpz_mat``). The determinant of a ``0 x 0`` matrix is 1.
         For a stack, an array of the leading shape (int64 below ``2**63``,
         Python ints above, or a ``FieldArray``).
+        Over the integers (no modulus): ``det(A)`` exactly, a Python int
+        (``fmpz`` for an ``fmpz_mat``; ``Fraction`` / ``fmpq`` for rational
+        input; an object array for a stack), certified.
 
     Raises
     ------
@@ -368,6 +379,8 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     (5, 'nmod')
     >>> linalg.det([[[1, 2], [3, 4]], [[2, 0], [0, 3]]], 7)  # a stack
     array([5, 6])
+    >>> linalg.det([[1, 2], [3, 4]])  # no modulus: over the integers
+    -2
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True)
     with tracked("det", p, stack_count(W), lambda: pluq_cost(p, *W.shape[-2:])):

@@ -15,7 +15,16 @@ from modlin._arith.integers import float_integers, integers
 from modlin._front.flint import MODULAR, kind_of, scalar_entries, to_array
 from modlin._front.inputs import check_operand, field_of
 from modlin.linalg._inputs import LinAlgError, matrix, square
-from modlin.linalg._integers import charpoly_integer, det_integer, nullspace_integer, rank_integer, solve_integer
+from modlin.linalg._integers import (
+    charpoly_integer,
+    det_cost,
+    det_integer,
+    nullspace_integer,
+    rank_integer,
+    solve_cost,
+    solve_integer,
+)
+from modlin.linalg._steps import tracked
 
 __all__ = ["RationalArray", "over_rationals", "exact_operand", "Exact", "as_result_ints"]
 
@@ -200,7 +209,9 @@ def det(A, seed: int | None = None):
     ``fmpq`` for rational input); for a stack, an object array of them."""
     op = exact_operand(A, "A", "det", "square")
     (num,), scale = row_scaled(op)
-    d = _each(num, 2, lambda a: det_integer(np.ascontiguousarray(a), seed))
+    first = num[(0,) * (num.ndim - 2)] if num.size else num.reshape(num.shape[-2:])
+    with tracked("det", None, int(np.prod(num.shape[:-2])), lambda: det_cost(first)):
+        d = _each(num, 2, lambda a: det_integer(np.ascontiguousarray(a), seed))
     if scale is not None:
         prod = _each(scale, 1, lambda s: math.prod(s.tolist()))
         d = np.asarray(np.frompyfunc(Fraction, 2, 1)(d, prod), dtype=object)
@@ -228,9 +239,10 @@ def solve(A, B, seed: int | None = None):
     opb = exact_operand(B, "B", "solve", None)
     b = opb.num
     n = opa.num.shape[-1]
-    vector = b.ndim == 1 or (b.ndim == opa.num.ndim - 1 and b.shape[-1] == n and opa.num.ndim > 2)
+    vector = b.ndim == 1  # as numpy >= 2: only a 1-D B is a vector
     if b.ndim == 0 or b.shape[-1 if vector else -2] != n:
-        raise LinAlgError(f"solve: B must have {n} rows to match A of shape {opa.num.shape}, got shape {b.shape}")
+        raise LinAlgError(f"solve: A has shape {opa.num.shape}, so B must have {n} rows (shape ({n},) or "
+                          f"(..., {n}, k)); got B of shape {b.shape}")
     bden = opb.den
     if vector:
         b = b[..., None]
@@ -243,9 +255,12 @@ def solve(A, B, seed: int | None = None):
     (an, bn), _ = row_scaled(Exact(a_num, a_den, opa.kind), Exact(b_num, b_den, opb.kind))
     num = np.empty(b_num.shape, dtype=object)
     den = np.empty(lead, dtype=object)
-    for idx in np.ndindex(lead):
-        Y, d = solve_integer(np.ascontiguousarray(an[idx]), np.ascontiguousarray(bn[idx]), seed)
-        num[idx], den[idx] = Y, d
+    k = b_num.shape[-1]
+    first = an[(0,) * len(lead)] if an.size else an.reshape(an.shape[-2:])
+    with tracked("solve", None, int(np.prod(lead)), lambda: solve_cost(first, k)):
+        for idx in np.ndindex(lead):
+            Y, d = solve_integer(np.ascontiguousarray(an[idx]), np.ascontiguousarray(bn[idx]), seed)
+            num[idx], den[idx] = Y, d
     if vector:
         num = num[..., 0]
     return _rational_as(RationalArray(as_result_ints(num), den[()] if den.ndim == 0 else den),

@@ -31,6 +31,9 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
+        Omitted for integer or rational input (NumPy integers, object arrays
+        of Python ints or ``fractions.Fraction``, ``fmpz_mat``, ``fmpq_mat``),
+        the result is exact over the rationals (:doc:`/guide/integers`).
 
     Returns
     -------
@@ -38,6 +41,9 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
         ``A**-1 mod p`` with entries in ``[0, p)``: int64 for ``p < 2**63``,
         Python ints above, a ``FieldArray`` for a ``FieldArray`` input, the
         input's python-flint type for a flint matrix.
+        Over the rationals (no modulus): a :class:`RationalArray`
+        ``(numerator, denominator)``, an ``fmpq_mat`` for python-flint input,
+        an object array of ``Fraction`` for ``Fraction`` input.
 
     Raises
     ------
@@ -75,6 +81,9 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> F = flint.nmod_mat([[1, 2], [3, 4]], 7)
     >>> linalg.inv(F) == F.inv()
     True
+    >>> linalg.inv([[2, 1], [1, 1]])  # over the rationals
+    RationalArray(numerator=array([[ 1, -1],
+           [-1,  2]]), denominator=1)
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",), stack=True)
     n = W.shape[-1]
@@ -131,6 +140,10 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     p : int, optional
         A prime modulus, of any size; may be omitted when ``A`` or ``B`` is a
         ``FieldArray``, ``nmod_mat`` or ``fmpz_mod_mat``.
+        Omitted for integer or rational input (NumPy integers, object arrays
+        of Python ints or ``fractions.Fraction``, ``fmpz_mat``, ``fmpq_mat``),
+        ``A`` must be square and
+        nonsingular, and the solution is exact over the rationals (:doc:`/guide/integers`).
 
     Returns
     -------
@@ -144,6 +157,10 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
         of its reduced row echelon form, see :func:`rref`), so it is unique
         and the same for every call. Add any combination of
         ``nullspace(A, p)``'s columns to get the others.
+        Over the rationals (no modulus): the unique solution as a
+        :class:`RationalArray` ``(numerator, denominator)`` with the least
+        common denominator (an ``fmpq_mat`` for python-flint input, an object
+        array of ``Fraction`` for ``Fraction`` input); singular ``A`` raises.
 
     Raises
     ------
@@ -185,6 +202,8 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> X = linalg.solve(F, flint.nmod_mat([[1], [3]], 11))  # an nmod_mat, as F.solve gives
     >>> F * X == flint.nmod_mat([[1], [3]], 11)
     True
+    >>> linalg.solve([[2, 1], [1, 3]], [1, 0])  # over the rationals: X = [3, -1] / 5
+    RationalArray(numerator=array([ 3, -1]), denominator=5)
     """
     p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",), stack=True)
     m, n = W.shape[-2:]
@@ -253,6 +272,9 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     p : int, optional
         A prime modulus, of any size; may be omitted for a ``FieldArray``,
         ``nmod_mat`` or ``fmpz_mod_mat``.
+        Omitted for integer or rational input (NumPy integers, object arrays
+        of Python ints or ``fractions.Fraction``, ``fmpz_mat``, ``fmpq_mat``),
+        the kernel is over the rationals (:doc:`/guide/integers`).
     left : bool
         Return the left kernel (vectors ``y`` with ``y @ A = 0``) instead of
         the right one.
@@ -273,6 +295,11 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
         python-flint's ``nmod_mat.nullspace``. The left kernel is the same
         construction on ``A.T``: ``nullspace(A, p, left=True)`` equals
         ``nullspace(A.T, p).T``.
+
+        Over the rationals (no modulus): the same basis scaled to primitive
+        integer vectors (int64 when the entries fit, else Python ints; an
+        ``fmpz_mat`` for python-flint input), certified by ``A @ N = 0``
+        checked exactly.
 
     Raises
     ------
@@ -309,6 +336,10 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     [5, 4]
     [1, 0]
     [0, 1]
+    >>> linalg.nullspace([[2, 4, 1], [4, 8, 3]])  # over the rationals
+    array([[-2],
+           [ 1],
+           [ 0]])
     """
     p, field, (W,) = prepare(p, A, names=("A",), fn="nullspace", shapes=("matrix",))
     m, n = W.shape

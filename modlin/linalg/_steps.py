@@ -122,8 +122,9 @@ _call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("modlin.lin
 
 
 @contextmanager
-def tracked(fn: str, p: int, count: int, cost: Callable[[], float]):
-    """The progress of the public function ``fn`` on ``count`` matrices, each of ``cost()``
+def tracked(fn: str, p: int | None, count: int, cost: Callable[[], float]):
+    """The progress of the public function ``fn`` (modulo ``p``, or over Z and Q for None)
+    on ``count`` matrices, each of ``cost()``
     modelled multiply-adds (asked only when :func:`modlin.limits` wants progress): one display
     for the whole call when it is expected to run long, advanced by :func:`advance`, and no
     bar of the products inside it either way. Inside another call, that call's display counts."""
@@ -131,7 +132,8 @@ def tracked(fn: str, p: int, count: int, cost: Callable[[], float]):
         yield
         return
     total = count * cost()
-    desc = f"modlin.linalg.{fn} mod a {p.bit_length()}-bit p" + ("" if count == 1 else f", {count} matrices")
+    where = "over Z and Q" if p is None else f"mod a {p.bit_length()}-bit p"
+    desc = f"modlin.linalg.{fn} {where}" + ("" if count == 1 else f", {count} matrices")
     with covering(STEPS, total, desc, "%") as shown:
         state = _Call(total, shown)
         token = _call.set(state)

@@ -1,0 +1,73 @@
+"""asv benchmarks: :mod:`modlin.linalg` over Z and Q (no modulus) beside python-flint's ``fmpz_mat``.
+
+The cases of ``python -m modlin bench --table integers``: random ``n x n`` matrices with
+entries in ``[-2**10, 2**10)``; det, solve with 1 and 50 right-hand sides, rank and charpoly.
+``track_ratio_to_flint`` is what the issue's targets are stated in (python-flint's time over
+modlin's, both measured in one run); ``peakmem_*`` the memory of modlin's call.
+"""
+
+import time
+
+import numpy as np
+
+from modlin import linalg
+
+try:
+    import flint
+except ImportError:  # pragma: no cover - python-flint is a test dependency
+    flint = None
+
+
+def _case(n, k=0, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-2**10, 2**10, (n, n))
+    b = rng.integers(-2**10, 2**10, (n, k)) if k else None
+    return a, b
+
+
+class Integers:
+    params = ([100, 400, 1000], ["det", "solve1", "solve50", "rank", "charpoly"])
+    param_names = ["n", "function"]
+    timeout = 600
+
+    def setup(self, n, function):
+        if function == "charpoly" and n > 400 or function == "solve50" and n > 400:
+            raise NotImplementedError  # minutes each: the n = 1000 rows are in the bench table
+        self.a, self.b = _case(n, 50 if function == "solve50" else 1 if function == "solve1" else 0)
+
+    def _call(self, function):
+        if function == "det":
+            return linalg.det(self.a)
+        if function.startswith("solve"):
+            return linalg.solve(self.a, self.b)
+        if function == "rank":
+            return linalg.rank(self.a)
+        return linalg.charpoly(self.a)
+
+    def _flint(self, function):
+        fa = flint.fmpz_mat(self.a.tolist())
+        if function == "det":
+            return fa.det()
+        if function.startswith("solve"):
+            return fa.solve(flint.fmpz_mat(self.b.tolist()))
+        if function == "rank":
+            return fa.rank()
+        return fa.charpoly()
+
+    def time_modlin(self, n, function):
+        self._call(function)
+
+    def peakmem_modlin(self, n, function):
+        self._call(function)
+
+    def track_ratio_to_flint(self, n, function):
+        if flint is None:
+            raise NotImplementedError
+        t0 = time.perf_counter()
+        self._call(function)
+        t1 = time.perf_counter()
+        self._flint(function)
+        t2 = time.perf_counter()
+        return (t2 - t1) / (t1 - t0)
+
+    track_ratio_to_flint.unit = "flint time / modlin time"

@@ -1,0 +1,143 @@
+"""``modlin bench --table integers``: linear algebra over Z and Q against python-flint.
+
+Each row times one call of modlin (no modulus: exact over the integers and rationals)
+and, where python-flint is installed and ``flint`` is set, the same call of
+``fmpz_mat``, alternately, ``repeats`` times; medians, their ratio, whether the answers
+agree, modlin's peak traced memory and the share of its time spent in the lifting's
+products (the float64 GEMMs of :func:`modlin.linalg._integers.lift`).
+Entries are uniform in ``[-2**10, 2**10)`` (the issue's matrices).
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+import tracemalloc
+from fractions import Fraction
+from statistics import median
+
+import numpy as np
+
+from modlin import linalg
+from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
+
+__all__ = ["INTEGER_CASES", "run_integers_table"]
+
+#: label -> (function, number of right-hand sides)
+INTEGER_CASES = {
+    "det": ("det", 0),
+    "solve, 1 rhs": ("solve", 1),
+    "solve, 50 rhs": ("solve", 50),
+    "rank": ("rank", 0),
+    "charpoly": ("charpoly", 0),
+}
+
+
+def _calls(what: str, a: np.ndarray, b: np.ndarray | None, flint_mod):
+    """modlin's call, python-flint's (or None) and a comparison of their answers."""
+    if what == "det":
+        return lambda: linalg.det(a), None if flint_mod is None else (lambda: _fa(a, flint_mod).det()), \
+            lambda x, y: int(x) == int(y)
+    if what == "solve":
+        def same(x, y):
+            fr = x.fractions()
+            return all(Fraction(int(y[i, j].p), int(y[i, j].q)) == fr[i, j]
+                       for i in range(fr.shape[0]) for j in range(fr.shape[1]))
+        return lambda: linalg.solve(a, b), None if flint_mod is None else (
+            lambda: _fa(a, flint_mod).solve(_fa(b, flint_mod))), same
+    if what == "rank":
+        return lambda: linalg.rank(a), None if flint_mod is None else (lambda: _fa(a, flint_mod).rank()), \
+            lambda x, y: int(x) == int(y)
+    return lambda: linalg.charpoly(a), None if flint_mod is None else (lambda: _fa(a, flint_mod).charpoly()), \
+        lambda x, y: [int(v) for v in x] == [int(v) for v in y.coeffs()]
+
+
+def _fa(x: np.ndarray, flint_mod):
+    return flint_mod.fmpz_mat(x.tolist())
+
+
+def _lift_share(call) -> tuple[float, float]:
+    """``(seconds, share of them in the lifting's GEMMs)`` of one call, by timing the
+    lifter's two products."""
+    from modlin.linalg import _integers
+
+    spent = [0.0]
+    real_digit, real_times = _integers._Lifter.digit, _integers._Lifter.times_A
+
+    def digit(self, s):
+        t0 = time.perf_counter()
+        try:
+            return real_digit(self, s)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    def times_a(self, x):
+        t0 = time.perf_counter()
+        try:
+            return real_times(self, x)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    _integers._Lifter.digit, _integers._Lifter.times_A = digit, times_a
+    try:
+        total = _timed(call)
+    finally:
+        _integers._Lifter.digit, _integers._Lifter.times_A = real_digit, real_times
+    return total, spent[0] / total if total else 0.0
+
+
+def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=sys.stdout,
+                       progress=sys.stderr, seed=0, flint_limit=1000):
+    """Print the Markdown table; python-flint runs up to ``n = flint_limit`` (and not the
+    charpoly beyond 400, which takes it minutes)."""
+    cases = list(cases or INTEGER_CASES)
+    flint_mod = None
+    if flint:
+        try:
+            import flint as flint_mod
+        except ImportError:
+            flint_mod = None
+
+    def pr(*a):
+        print(*a, file=out, flush=True)
+
+    started = datetime.datetime.now().astimezone()
+    _print_header(pr, started, f"run_integers_table(sizes={list(sizes)}, cases={cases}, repeats={repeats})",
+                  flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
+    pr("| case | n | modlin | python-flint | flint / modlin | same | peak MiB | in lifting GEMMs |")
+    pr("|---|---:|---:|---:|---:|---|---:|---:|")
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        a = rng.integers(-2**10, 2**10, (n, n))
+        for label in cases:
+            what, k = INTEGER_CASES[label]
+            b = rng.integers(-2**10, 2**10, (n, k)) if k else None
+            mine, theirs, same = _calls(what, a, b, flint_mod)
+            if n > flint_limit or (what == "charpoly" and n > 400) or (what == "solve" and k > 1 and n > 400):
+                theirs = None
+            print(f"integers: {label} n={n}", file=progress, flush=True)
+            tracemalloc.start()
+            answer = mine()
+            peak = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
+            t_mine, t_theirs, shares = [], [], []
+            check = "-"
+            for i in range(repeats):
+                t, share = _lift_share(mine)
+                t_mine.append(t)
+                shares.append(share)
+                if theirs is not None:
+                    t0 = time.perf_counter()
+                    ref = theirs()
+                    t_theirs.append(time.perf_counter() - t0)
+                    if i == 0:
+                        check = "yes" if same(answer, ref) else "NO"
+            tm = median(t_mine)
+            tt = median(t_theirs) if t_theirs else None
+            pr(f"| {label} | {n} | {_fmt_s(tm)} | {'-' if tt is None else _fmt_s(tt)} | "
+               f"{_fmt_ratio(None if tt is None else tt / tm)} | {check} | {peak:.0f} | {median(shares):.0%} |")
+    pr()
+    pr("modlin: `linalg.<function>(A)` with no modulus (exact over Z and Q); python-flint: the "
+       "`fmpz_mat` method of the same name. Entries uniform in [-2**10, 2**10). 'peak MiB': "
+       "modlin's peak traced memory (tracemalloc) in its first call.")
