@@ -14,9 +14,11 @@ import numpy as np
 from modlin._arith.integers import float_integers, integers
 from modlin._front.flint import MODULAR, kind_of, scalar_entries, to_array
 from modlin._front.inputs import check_operand, field_of
+from modlin.linalg._charpoly import charpoly_cost
 from modlin.linalg._inputs import LinAlgError, matrix, square
 from modlin.linalg._integers import (
     charpoly_integer,
+    charpoly_primes,
     det_cost,
     det_integer,
     nullspace_integer,
@@ -332,11 +334,14 @@ def charpoly(A, seed: int | None = None):
     else:
         M, s = op.num, None
     out = np.empty(op.num.shape[:-2] + (n + 1,), dtype=object)
-    for idx in np.ndindex(op.num.shape[:-2]):
-        c = charpoly_integer(np.ascontiguousarray(M[idx]), seed)
-        if s is not None:
-            c = [Fraction(v, s[idx] ** (n - k)) for k, v in enumerate(c)]
-        out[idx] = c
+    lead = op.num.shape[:-2]
+    first = M[(0,) * len(lead)] if M.size else M.reshape(M.shape[-2:])
+    with tracked("charpoly", None, int(np.prod(lead)), lambda: charpoly_primes(first) * charpoly_cost(2**50, n)):
+        for idx in np.ndindex(lead):
+            c = charpoly_integer(np.ascontiguousarray(M[idx]), seed)
+            if s is not None:
+                c = [Fraction(v, s[idx] ** (n - k)) for k, v in enumerate(c)]
+            out[idx] = c
     flint = sys.modules.get("flint")
     if op.kind == "fmpz_mat" and out.ndim == 1:
         return flint.fmpz_poly([int(v) for v in out.tolist()])
