@@ -3,8 +3,9 @@ of a small triangular matrix.
 
 int64 blocks (``p < 2**63``) go through single-threaded numba kernels (they
 alternate with multithreaded BLAS calls, see :mod:`modlin._arith.modular`); object
-blocks (``p > 2**63``) through NumPy operations on Python ints, one pivot at a
-time.
+blocks (``p > 2**63``) modulo odd ``p < 2**512`` through the multi-limb Montgomery
+kernels of :mod:`modlin.linalg._bigmod`, others through NumPy operations on Python
+ints, one pivot at a time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from modlin._engines.jit import njit
 from modlin.linalg._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
+from modlin.linalg._bigmod import eliminate_big, fits, lower_inverse_big
 from modlin.linalg._steps import advance, elimination_cost, inversion_cost
 
 __all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
@@ -123,7 +125,9 @@ def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     a = np.ascontiguousarray(A)
     pivot_rows = np.empty(m, dtype=np.int64)
     cols = np.empty(n, dtype=np.int64)
-    if a.dtype == object:
+    if a.dtype == object and fits(p):
+        r = eliminate_big(a, p, pivot_rows, cols)
+    elif a.dtype == object:
         r = _eliminate_object(a, p, pivot_rows, cols)
     else:
         r = int(_eliminate(a, np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), pivot_rows, cols))
@@ -175,7 +179,9 @@ def lower_inverse(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
     ``unit`` they are taken as ones and not read.
     """
     k = T.shape[0]
-    if T.dtype == object:
+    if T.dtype == object and fits(p):
+        x = lower_inverse_big(T, p, unit)
+    elif T.dtype == object:
         x = np.zeros((k, k), dtype=object)
         for i in range(k):
             d = 1 if unit else pow(int(T[i, i]), -1, p)
