@@ -200,12 +200,13 @@ class _Lifter:
             break
         else:
             raise LinAlgError("singular")
-        # A x exactly, for |x| <= (p-1)/2: float64 pieces of c bits, added in int64 while that
-        # cannot overflow, Python ints (modlin.intmul) otherwise
+        # A x exactly, for |x| <= (p-1)/2: A in pieces of c bits (float64 GEMMs exact), the
+        # products added in int64 while that cannot overflow, as Python ints otherwise
         c = max(1, (_EXACT // (n * half)).bit_length() - 1)
         self.int64 = self.amax * n * half < 2**60 and A.dtype != object
+        pieces, shift = [], 0
         if self.int64:
-            pieces, shift, rest = [], 0, A.astype(np.int64)
+            rest = A.astype(np.int64)
             mask = (1 << c) - 1
             while True:
                 if max_abs(rest) < 2**c:
@@ -214,16 +215,24 @@ class _Lifter:
                 pieces.append((shift, (rest & mask).astype(np.float64)))
                 rest = rest >> c
                 shift += c
-            self.pieces = pieces
+        else:  # signed pieces of |A| (object arrays: Python ints of any size)
+            sign = np.where(A < 0, -1, 1).astype(np.float64)
+            mag = np.abs(A.astype(object))
+            mask = (1 << c) - 1
+            while shift == 0 or np.any(mag):
+                pieces.append((shift, sign * (mag & mask).astype(np.float64)))
+                mag = mag >> c
+                shift += c
+        self.pieces = pieces
 
     def times_A(self, x: np.ndarray) -> np.ndarray:
         """``A @ x`` exactly, for int64 ``x`` with ``|x| <= (p-1)/2``."""
-        if not self.int64:
-            return intmul(self.A, x)
         xf = x.astype(np.float64)
         out = None
         for shift, P in self.pieces:
             t = (P @ xf).astype(np.int64)
+            if not self.int64:
+                t = t.astype(object)
             if shift:
                 t <<= shift
             out = t if out is None else out + t
@@ -355,6 +364,10 @@ def to_ints(digits, p: int) -> np.ndarray:
     array ``(m, ...)`` (or a sequence of equal arrays) of balanced digits."""
     D = np.asarray(digits)
     m, shape = D.shape[0], D.shape[1:]
+    if m == 0:
+        out = np.empty(shape, dtype=object)
+        out[...] = 0
+        return out
     half = (p - 1) // 2
     most = (_EXACT - 1) // (half * 0xFFFF)
     if m > most:  # more digits than one exact GEMM adds up: the high ones separately
@@ -418,6 +431,8 @@ def _denominator(lifter: _Lifter, A: np.ndarray, b: np.ndarray, D: int, rng: ran
     """The denominator of ``u . A^-1 b`` for a random small ``u``: a divisor of the least
     common denominator of ``A^-1 b``, hence of ``det(A)``, and equal to it for most ``u``."""
     n = A.shape[0]
+    if not np.any(b):  # A^-1 0 = 0
+        return 1
     u = [rng.randrange(1, 2**8) for _ in range(n)]
     N = sum(u) * _numerator_bound(A, b)
     m = _steps_for(lifter.p, 2 * N * D)
@@ -519,8 +534,11 @@ def solve_integer(A: np.ndarray, B: np.ndarray, seed: int | None = None, fn: str
     if k == 0:
         return np.zeros((n, k), dtype=object), 1
     D = det_bound(A)
-    v = np.array([rng.randrange(1, 2**8) for _ in range(k)], dtype=np.int64) if k > 1 else np.ones(1, np.int64)
-    bv = B @ v if B.dtype != object and max_abs(B) * int(v.sum()) < _INT64 else (B.astype(object) @ v.astype(object))
+    for _ in range(4):  # B v = 0 for a nonzero B would give d = 1: draw another v
+        v = np.array([rng.randrange(1, 2**8) for _ in range(k)], dtype=np.int64) if k > 1 else np.ones(1, np.int64)
+        bv = B @ v if B.dtype != object and max_abs(B) * int(v.sum()) < _INT64 else B.astype(object) @ v.astype(object)
+        if np.any(bv) or not np.any(B):
+            break
     d = _denominator(lifter, A, np.asarray(bv), D, rng)
     NB = max(_numerator_bound(A, B[:, j]) for j in range(k))
     # A Y = d B with Y = d A^-1 B integral (when d is the common denominator): |Y| <= d NB

@@ -138,8 +138,25 @@ def exact_operand(x, name: str, fn: str, form: str | None, stack: bool = True) -
                 raise TypeError(f"{name} has dtype {a.dtype}: modlin.linalg.{fn} works over the integers "
                                 "and rationals; pass integers, or fractions.Fraction objects")
             out = Exact(integers(a, name), None, "numpy")
+    out = out._replace(num=_signed(out.num))
     if form is not None:
         (square if form == "square" else matrix)(out.num.shape, fn, name, stack=stack)
+    return out
+
+
+def _signed(x: np.ndarray) -> np.ndarray:
+    """Integers as the algorithms take them: int64 when every entry is above ``-2**63``
+    (negation stays in range) and below ``2**63``; Python ints otherwise (uint64 beyond
+    ``2**63``, int64's least value, object arrays of large ints)."""
+    if x.dtype == np.int64 and (x.size == 0 or x.min() > -(2**63)):
+        return x
+    if x.size == 0:
+        return x.astype(np.int64)
+    lo, hi = int(x.min()), int(x.max())
+    if -(2**63) < lo and hi < 2**63:
+        return x.astype(np.int64)
+    out = np.empty(x.shape, dtype=object)
+    out[...] = np.frompyfunc(int, 1, 1)(x.astype(object))
     return out
 
 
@@ -181,7 +198,7 @@ def row_scaled(*ops: Exact) -> tuple[list[np.ndarray], np.ndarray | None]:
         num = o.num.astype(object) * scale[..., None]
         if o.den is not None:
             num = num // o.den
-        out.append(num)
+        out.append(_signed(num))
     return out, scale
 
 
@@ -191,6 +208,8 @@ def as_result_ints(x: np.ndarray) -> np.ndarray:
         lo, hi = min(x.flat), max(x.flat)
         if -(2**63) <= lo and hi < 2**63:
             return x.astype(np.int64)
+    if x.size == 0:
+        return x.astype(np.int64)
     return x
 
 
@@ -235,8 +254,8 @@ def _scalar_as(d, kind: str):
     return d
 
 
-def solve(A, B, seed: int | None = None):
-    """``A^-1 B`` over Q for a nonsingular ``A``."""
+def solve(A, B, seed: int | None = None, fn: str = "solve"):
+    """``A^-1 B`` over Q for a nonsingular ``A`` (``fn``: the public function, for messages)."""
     opa = exact_operand(A, "A", "solve", "square")
     opb = exact_operand(B, "B", "solve", None)
     b = opb.num
@@ -261,7 +280,7 @@ def solve(A, B, seed: int | None = None):
     first = an[(0,) * len(lead)] if an.size else an.reshape(an.shape[-2:])
     with tracked("solve", None, int(np.prod(lead)), lambda: solve_cost(first, k)):
         for idx in np.ndindex(lead):
-            Y, d = solve_integer(np.ascontiguousarray(an[idx]), np.ascontiguousarray(bn[idx]), seed)
+            Y, d = solve_integer(np.ascontiguousarray(an[idx]), np.ascontiguousarray(bn[idx]), seed, fn)
             num[idx], den[idx] = Y, d
     if vector:
         num = num[..., 0]
@@ -274,7 +293,7 @@ def inv(A, seed: int | None = None):
     op = exact_operand(A, "A", "inv", "square")
     n = op.num.shape[-1]
     eye = np.broadcast_to(np.eye(n, dtype=np.int64), op.num.shape)
-    return solve(A if op.kind in ("fmpz_mat", "fmpq_mat") else _as_object(op), eye, seed)
+    return solve(A if op.kind in ("fmpz_mat", "fmpq_mat") else _as_object(op), eye, seed, "inv")
 
 
 def _as_object(op: Exact):
