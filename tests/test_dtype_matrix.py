@@ -1310,8 +1310,10 @@ def thresholds(request, monkeypatch):
     if request.param:
         from modlin.linalg import _pluq, _triangular
 
-        monkeypatch.setattr(_pluq, "PLUQ_THRESHOLD", 4)
-        monkeypatch.setattr(_triangular, "TRIANGULAR_THRESHOLD", 4)
+        for name in ("PLUQ_THRESHOLD", "PLUQ_THRESHOLD_BIG"):
+            monkeypatch.setattr(_pluq, name, 4)
+        for name in ("TRIANGULAR_THRESHOLD", "TRIANGULAR_THRESHOLD_BIG"):
+            monkeypatch.setattr(_triangular, name, 4)
     return request.param
 
 

@@ -34,8 +34,10 @@ BIG_PRIMES = [P63, P64, P127]
 @pytest.fixture
 def recursion(monkeypatch):
     """Thresholds of 4 rows: a 20 x 20 matrix goes three levels deep in every recursion."""
-    monkeypatch.setattr(_pluq, "PLUQ_THRESHOLD", 4)
-    monkeypatch.setattr(_triangular, "TRIANGULAR_THRESHOLD", 4)
+    for name in ("PLUQ_THRESHOLD", "PLUQ_THRESHOLD_BIG"):
+        monkeypatch.setattr(_pluq, name, 4)
+    for name in ("TRIANGULAR_THRESHOLD", "TRIANGULAR_THRESHOLD_BIG"):
+        monkeypatch.setattr(_triangular, name, 4)
 
 
 # ===================================================================== oracles and matrices
@@ -192,6 +194,7 @@ def test_pluq_profile_not_transpositions(recursion):
 def test_default_thresholds(rng, m, n, r):
     """Sizes around the default base-case (128) and TRSM (128) thresholds, p = 2**31 - 1."""
     assert _pluq.PLUQ_THRESHOLD == 128 and _triangular.TRIANGULAR_THRESHOLD == 128
+    assert _pluq.PLUQ_THRESHOLD_BIG == 64 and _triangular.TRIANGULAR_THRESHOLD_BIG == 64
     p = 2**31 - 1
     A = native(case_matrix(rng, m, n, r, p, zero_lines=False), p)
     res = linalg.pluq(A, p)
@@ -609,8 +612,10 @@ def test_property_pluq(sys_, t):
     p, m, n, r, seed = sys_
     rng = np.random.default_rng(seed)
     A = native(low_rank(rng, m, n, r, p), p)
-    old = _pluq.PLUQ_THRESHOLD, _triangular.TRIANGULAR_THRESHOLD
+    old = (_pluq.PLUQ_THRESHOLD, _triangular.TRIANGULAR_THRESHOLD, _pluq.PLUQ_THRESHOLD_BIG,
+           _triangular.TRIANGULAR_THRESHOLD_BIG)
     _pluq.PLUQ_THRESHOLD = _triangular.TRIANGULAR_THRESHOLD = t
+    _pluq.PLUQ_THRESHOLD_BIG = _triangular.TRIANGULAR_THRESHOLD_BIG = t
     try:
         res = linalg.pluq(A, p)
         N = linalg.nullspace(A, p)
@@ -618,7 +623,8 @@ def test_property_pluq(sys_, t):
         B = mulmod(A, rand(rng, (n, 2), p), p)
         X = linalg.solve(A, native(B, p), p)
     finally:
-        _pluq.PLUQ_THRESHOLD, _triangular.TRIANGULAR_THRESHOLD = old
+        (_pluq.PLUQ_THRESHOLD, _triangular.TRIANGULAR_THRESHOLD, _pluq.PLUQ_THRESHOLD_BIG,
+         _triangular.TRIANGULAR_THRESHOLD_BIG) = old
     check_pluq(A, p, res)
     rk = res.rank
     assert N.shape == (n, n - rk) and not mulmod(A, N, p).any() and flint_rank(N, p) == n - rk

@@ -1342,7 +1342,10 @@ def test_reconstruct_each_direct():
     B = rng.integers(-30, 30, (6, 4))
     D = _integers.det_bound(A)
     NB = max(_integers._numerator_bound(A, B[:, j]) for j in range(B.shape[1]))
-    Y, d = _integers._reconstruct_each(_lifter(A), A, B, D, NB)
+    lf = _lifter(A)
+    m = _integers._steps_for(lf.p, 2 * NB * D)
+    digits, _ = _integers.lift(lf, B, m)
+    Y, d = _integers._reconstruct_each(_integers.to_ints(digits, lf.p), lf.p**m, NB, D)
     assert (py(A).dot(Y) == d * py(B)).all()
     assert (Y * Fraction(1, d)).tolist() == ref_solve(A, B).tolist()
 
@@ -1373,10 +1376,12 @@ def test_reconstruct_each_fallback(monkeypatch):
     assert linalg.det(A) == ref_det(A)
 
 
-def test_denominator_too_large(monkeypatch):
-    """A multiple of the common denominator lifts exactly; the answer is still in lowest terms."""
+def test_denominator_a_proper_divisor(monkeypatch):
+    """A divisor of the common denominator (what B v can give when it loses a factor): the
+    integral lifting does not end, each entry is reconstructed with denominators below D / d,
+    and the answer is exact and in lowest terms."""
     original = _integers._denominator
-    monkeypatch.setattr(_integers, "_denominator", lambda *args: 6 * 35 * original(*args))
+    monkeypatch.setattr(_integers, "_denominator", lambda *args: math.gcd(original(*args), 6 * 35))
     rng = np.random.default_rng(24)
     A = nonsingular(rng, 7, -40, 40)
     B = rng.integers(-40, 40, (7, 2))

@@ -260,6 +260,7 @@ def test_linalg_products_follow_the_budget(p, monkeypatch, rng):
     import modlin.linalg._pluq as pluq_mod
 
     monkeypatch.setattr(pluq_mod, "PLUQ_THRESHOLD", 16)  # recurse, so that products happen
+    monkeypatch.setattr(pluq_mod, "PLUQ_THRESHOLD_BIG", 16)
     A = rand_ints(rng, (300, 300), 0, p)
     want = modlin.linalg.det(A, p), modlin.linalg.inv(A, p)
     seen = []

@@ -265,6 +265,13 @@ PLUQ_THRESHOLD = 128
 #: Triangles of at most this many rows are inverted outright (then one product).
 #: Read at call time, so tests may lower it to exercise the recursion on small matrices.
 TRIANGULAR_THRESHOLD = 128
+# The same thresholds modulo primes beyond 64 bits (object residues, multi-limb base cases of
+# modlin.linalg._bigmod): the base case costs more there against the RNS products. det / inv
+# modulo 2**127 - 1 on the 2-core machine (s) at thresholds 128 / 64 / 32 / 16: n = 200:
+# 0.120 / 0.086 / 0.106 / 0.221 and 0.275 / 0.210 / 0.341 / 0.503; n = 400: 0.448 / 0.314 /
+# 0.381 / 0.636 and 1.03 / 0.74 / 1.03 / 2.2.
+PLUQ_THRESHOLD_BIG = 64
+TRIANGULAR_THRESHOLD_BIG = 64
 
 #: Matrices of fewer rows go through the Krylov stages (read at call time, so tests may lower it).
 MIN_BLOCK_KRYLOV = 96

@@ -129,8 +129,10 @@ def parser() -> argparse.ArgumentParser:
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
-                                             "scale", "dask", "busy", "integers", "all"], default="all",
-                         help="integers: linalg over Z and Q against python-flint (sizes default 400 1000); "
+                                             "scale", "dask", "busy", "integers", "bigprime", "all"], default="all",
+                         help="integers: linalg over Z and Q against python-flint (sizes default 400 1000); bigprime: "
+                              "linalg and matmul modulo 127- to 256-bit primes against python-flint (sizes default "
+                              "200 400); "
                               "multiword: moduli below 2**52 against flint and galois; rns: matmul modulo "
                               "61- to 256-bit primes and intmul against flint; gaussian: 2M/3M/4M, herk and "
                               "Z[i] intmul against dgemm and complex128 matmul; linalg: rank, det, inv, "
@@ -207,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
             from modlin._tools.bench.integers import run_integers_table
 
             run_integers_table(sizes=args.sizes or (400, 1000), repeats=args.repeats, flint=not args.no_flint)
+            return 0
+        if args.table == "bigprime":
+            from modlin._tools.bench.integers import run_bigprime_table
+
+            run_bigprime_table(sizes=args.sizes or (200, 400), repeats=args.repeats, flint=not args.no_flint)
             return 0
         if args.table == "busy":
             from modlin._tools.bench.busy import run_busy_table

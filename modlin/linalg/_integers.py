@@ -541,13 +541,16 @@ def solve_integer(A: np.ndarray, B: np.ndarray, seed: int | None = None, fn: str
             break
     d = _denominator(lifter, A, np.asarray(bv), D, rng)
     NB = max(_numerator_bound(A, B[:, j]) for j in range(k))
-    # A Y = d B with Y = d A^-1 B integral (when d is the common denominator): |Y| <= d NB
-    m = _steps_for(p, 2 * d * NB) + 1
+    # Y = d A^-1 B: its entries are a / b with |a| <= NB and b | det / d (d divides det), so
+    # b <= D / d; integral when d is the common denominator, and then |Y| <= NB. p**m > 2 NB D / d
+    # covers both: the residual reaches zero, or every entry is reconstructed (unique)
+    Dq = -(-D // d)
+    m = _steps_for(p, 2 * NB * Dq) + 1
     digits, exact = lift(lifter, B, m, d=d, until_exact=True)
-    if exact:
-        Y = to_ints(digits, p)
-    else:  # some column's denominator does not divide d: reconstruct entry by entry
-        Y, d = _reconstruct_each(lifter, A, B, D, NB)
+    Y = to_ints(digits, p)
+    if not exact:  # some entry's denominator does not divide d (B v lost a factor of it)
+        Y, f = _reconstruct_each(Y, p ** len(digits), NB, Dq)
+        d *= f
     g = d
     for y in Y.reshape(-1).tolist():
         if g == 1:
@@ -559,23 +562,22 @@ def solve_integer(A: np.ndarray, B: np.ndarray, seed: int | None = None, fn: str
     return Y, d
 
 
-def _reconstruct_each(lifter: _Lifter, A: np.ndarray, B: np.ndarray, D: int, NB: int) -> tuple[np.ndarray, int]:
-    """``(Y, d)`` by rational reconstruction of every entry of ``A^-1 B`` (the slow path)."""
-    p = lifter.p
-    m = _steps_for(p, 2 * NB * D)
-    digits, _ = lift(lifter, B, m)
-    X = to_ints(digits, p)
-    M = p**m
+def _reconstruct_each(X: np.ndarray, M: int, N: int, D: int) -> tuple[np.ndarray, int]:
+    """``(Y, f)``: each entry of ``X`` (integers modulo ``M``) as the fraction ``a / b`` with
+    ``|a| <= N``, ``0 < b <= D`` (unique for ``M > 2 N D``), ``f`` the least common multiple of
+    the ``b`` and ``Y = X f`` as integers. Fast when ``D`` is small: Euclid stops within a
+    few steps of ``M``."""
     fracs = []
-    d = 1
+    f = 1
     for v in X.reshape(-1).tolist():
-        ab = rational_reconstruction(int(v), M, NB, D)
+        ab = rational_reconstruction(int(v), M, N, D)
         if ab is None:
             raise AssertionError("rational reconstruction failed within its proven bounds")
         fracs.append(ab)
-        d = d * ab[1] // math.gcd(d, ab[1])
-    Y = np.array([a * (d // b) for a, b in fracs] + [None], dtype=object)[:-1].reshape(X.shape)
-    return Y, d
+        f = f * ab[1] // math.gcd(f, ab[1])
+    Y = np.empty(X.shape, dtype=object)
+    Y.reshape(-1)[:] = [a * (f // b) for a, b in fracs]
+    return Y, f
 
 
 def nullspace_integer(A: np.ndarray, seed: int | None = None) -> tuple[np.ndarray, int]:

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from modlin._runtime.calibration import PLUQ_THRESHOLD
+from modlin._runtime.calibration import PLUQ_THRESHOLD, PLUQ_THRESHOLD_BIG
 from modlin.linalg._arith import INT64_LIMIT, mul_cost, mulsub, parity
 from modlin.linalg._elimination import pluq_base
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
@@ -22,7 +22,7 @@ from modlin.linalg._steps import elimination_cost, tracked
 from modlin.linalg._triangular import solve_triangular_inplace, trsm_cost
 from modlin.typing import ArrayLike
 
-__all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "PLUQ_THRESHOLD"]
+__all__ = ["PLUQ", "pluq", "rank", "det", "pluq_inplace", "pluq_cost", "is_identity", "PLUQ_THRESHOLD", "PLUQ_THRESHOLD_BIG"]
 
 
 class PLUQ(NamedTuple):
@@ -87,7 +87,7 @@ def pluq_inplace(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     m, n = A.shape
     if m == 0 or n == 0:
         return np.arange(m), np.arange(n), 0
-    t = PLUQ_THRESHOLD
+    t = PLUQ_THRESHOLD if p < INT64_LIMIT else PLUQ_THRESHOLD_BIG
     if m <= t and n <= t:
         return pluq_base(A, p)
     m1 = m // 2 if m > t else m
@@ -150,7 +150,7 @@ def pluq_cost(p: int, m: int, n: int) -> float:
     multiply-adds in products for a square matrix."""
     if m == 0 or n == 0:
         return 0.0
-    t = PLUQ_THRESHOLD
+    t = PLUQ_THRESHOLD if p < INT64_LIMIT else PLUQ_THRESHOLD_BIG
     if m <= t and n <= t:
         return elimination_cost(p, m, n, min(m, n), p >= INT64_LIMIT)
     m1 = m // 2 if m > t else m
@@ -229,7 +229,7 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
     2013): ``A`` is cut into four blocks, the top-left one is factored
     recursively, the others are updated by triangular solves (:func:`trsm`)
     and products, and three more recursive calls factor what remains. Blocks
-    of at most ``PLUQ_THRESHOLD`` rows and columns (128) are eliminated row by row
+    of at most ``PLUQ_THRESHOLD`` rows and columns (128; 64 beyond 64-bit ``p``) are eliminated row by row
     by a compiled kernel, choosing in each row the nonzero entry of least
     column index. For an ``n x n`` matrix of full rank the work is
     ``n**3 / 3`` multiply-adds, nearly all inside :func:`modlin.matmul`.

@@ -15,14 +15,15 @@ from typing import Literal
 import numpy as np
 
 from modlin._front.inputs import trans_code
-from modlin._runtime.calibration import TRIANGULAR_THRESHOLD
+from modlin._runtime.calibration import TRIANGULAR_THRESHOLD, TRIANGULAR_THRESHOLD_BIG
 from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
 from modlin.linalg._elimination import triangular_inverse
 from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
 from modlin.linalg._steps import inversion_cost, tracked
 from modlin.typing import ArrayLike
 
-__all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "TRIANGULAR_THRESHOLD"]
+__all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "TRIANGULAR_THRESHOLD",
+           "TRIANGULAR_THRESHOLD_BIG", "threshold"]
 
 
 def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool, lower: bool,
@@ -36,7 +37,7 @@ def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool
     k = T.shape[0]
     if k == 0 or B.size == 0:
         return
-    if k <= TRIANGULAR_THRESHOLD:
+    if k <= threshold(p):
         Tinv = triangular_inverse(T, p, lower, unit)
         B[...] = mul(Tinv, B, p, temporary=True) if left else mul(B, Tinv, p, temporary=True)
         return
@@ -74,7 +75,7 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
     substitution, but in products.
     """
     k = T.shape[0]
-    if k <= TRIANGULAR_THRESHOLD:
+    if k <= threshold(p):
         return triangular_inverse(T, p, lower, unit)
     h = k // 2
     X = np.zeros((k, k), dtype=T.dtype)
@@ -94,13 +95,19 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
     return X
 
 
+def threshold(p: int) -> int:
+    """The size below which a triangle is inverted by a kernel: ``TRIANGULAR_THRESHOLD``, or
+    ``TRIANGULAR_THRESHOLD_BIG`` for residues beyond 64 bits."""
+    return TRIANGULAR_THRESHOLD if p < INT64_LIMIT else TRIANGULAR_THRESHOLD_BIG
+
+
 def trsm_cost(p: int, k: int, w: int, left: bool = True) -> float:
     """Modelled cost of :func:`solve_triangular_inplace` with a ``k x k`` triangle and ``w``
     columns of ``B`` (``left``) or rows: the same recursion, its products and base-case
     inverses priced (:mod:`modlin.linalg._steps`)."""
     if k == 0 or w == 0:
         return 0.0
-    if k <= TRIANGULAR_THRESHOLD:
+    if k <= threshold(p):
         product = mul_cost(p, k, k, w) if left else mul_cost(p, w, k, k)
         return inversion_cost(p, k, p >= INT64_LIMIT) + product
     h = k // 2
@@ -110,7 +117,7 @@ def trsm_cost(p: int, k: int, w: int, left: bool = True) -> float:
 
 def invert_cost(p: int, k: int) -> float:
     """Modelled cost of :func:`invert_triangular` of a ``k x k`` triangle."""
-    if k <= TRIANGULAR_THRESHOLD:
+    if k <= threshold(p):
         return inversion_cost(p, k, p >= INT64_LIMIT)
     h = k // 2
     return invert_cost(p, h) + invert_cost(p, k - h) + trsm_cost(p, h, k - h, left=False) + trsm_cost(p, k - h, h)
@@ -181,7 +188,7 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     -----
     The triangle is split in halves recursively; each level solves two
     half-size systems and makes one product with :func:`modlin.matmul`.
-    Triangles of at most ``TRIANGULAR_THRESHOLD`` rows (128) are inverted by a kernel and
+    Triangles of at most ``TRIANGULAR_THRESHOLD`` rows (128; 64 beyond 64-bit ``p``) are inverted by a kernel and
     multiplied with ``B``, so nearly all the work runs in GEMMs: ``k**2 * w / 2``
     multiply-adds in all for ``B`` of width ``w``, at the speed of the product.
 

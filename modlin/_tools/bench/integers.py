@@ -22,7 +22,7 @@ import numpy as np
 from modlin import linalg
 from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
 
-__all__ = ["INTEGER_CASES", "run_integers_table"]
+__all__ = ["INTEGER_CASES", "run_integers_table", "BIGPRIME_BITS", "run_bigprime_table"]
 
 #: label -> (function, number of right-hand sides)
 INTEGER_CASES = {
@@ -89,8 +89,8 @@ def _lift_share(call) -> tuple[float, float]:
 
 def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=sys.stdout,
                        progress=sys.stderr, seed=0, flint_limit=1000):
-    """Print the Markdown table; python-flint runs up to ``n = flint_limit`` (and not the
-    charpoly beyond 400, which takes it minutes)."""
+    """Print the Markdown table; python-flint runs up to ``n = flint_limit``; the charpoly rows
+    stop at ``n = 400`` (beyond, minutes for either library)."""
     cases = list(cases or INTEGER_CASES)
     flint_mod = None
     if flint:
@@ -113,8 +113,10 @@ def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out
         for label in cases:
             what, k = INTEGER_CASES[label]
             b = rng.integers(-2**10, 2**10, (n, k)) if k else None
+            if what == "charpoly" and n > 400:
+                continue  # minutes for either library: the charpoly rows stop at n = 400
             mine, theirs, same = _calls(what, a, b, flint_mod)
-            if n > flint_limit or (what == "charpoly" and n > 400) or (what == "solve" and k > 1 and n > 400):
+            if n > flint_limit:
                 theirs = None
             print(f"integers: {label} n={n}", file=progress, flush=True)
             tracemalloc.start()
@@ -141,3 +143,83 @@ def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out
     pr("modlin: `linalg.<function>(A)` with no modulus (exact over Z and Q); python-flint: the "
        "`fmpz_mat` method of the same name. Entries uniform in [-2**10, 2**10). 'peak MiB': "
        "modlin's peak traced memory (tracemalloc) in its first call.")
+
+
+#: The big-prime table's moduli: 127-bit (a Mersenne prime), 200- and 256-bit primes.
+BIGPRIME_BITS = (127, 200, 256)
+BIGPRIME_FUNCTIONS = ("det", "solve", "inv", "rank", "matmul")
+
+
+def _big_prime(bits: int) -> int:
+    from modlin._arith.primes import prev_prime
+
+    return 2**127 - 1 if bits == 127 else prev_prime(2**bits)
+
+
+def run_bigprime_table(sizes=(200, 400), bits=BIGPRIME_BITS, functions=BIGPRIME_FUNCTIONS, repeats=3,
+                       flint=True, out=sys.stdout, progress=sys.stderr, seed=0):
+    """``modlin bench --table bigprime``: linear algebra and products modulo primes of 127 to 256
+    bits against python-flint's ``fmpz_mod_mat`` (random entries in ``[0, p)``; ``solve`` with
+    one right-hand side), the two run alternately; medians of ``repeats``."""
+    import modlin
+
+    flint_mod = None
+    if flint:
+        try:
+            import flint as flint_mod
+        except ImportError:
+            flint_mod = None
+
+    def pr(*a):
+        print(*a, file=out, flush=True)
+
+    started = datetime.datetime.now().astimezone()
+    _print_header(pr, started, f"run_bigprime_table(sizes={list(sizes)}, bits={list(bits)}, repeats={repeats})",
+                  flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
+    pr("| p | n | function | modlin | python-flint | flint / modlin | same |")
+    pr("|---|---:|---|---:|---:|---:|---|")
+    rng = np.random.default_rng(seed)
+    for b in bits:
+        p = _big_prime(b)
+        for n in sizes:
+            a = np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))], dtype=object)
+            a = (a * (p // 2**62) + np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))],
+                                              dtype=object)) % p
+            rhs = a[:, 0] * 3 % p
+            ctx = None if flint_mod is None else flint_mod.fmpz_mod_ctx(p)
+            fa = None if ctx is None else flint_mod.fmpz_mod_mat(a.tolist(), ctx)
+            for fn in functions:
+                print(f"bigprime: {fn} {b} bits n={n}", file=progress, flush=True)
+                if fn == "matmul":
+                    mine = lambda: modlin.matmul(a, a, p)  # noqa: E731
+                    theirs = None if fa is None else (lambda: fa * fa)
+                    same = lambda x, y: x.tolist() == [[int(v) for v in row] for row in y.tolist()]  # noqa: E731
+                elif fn == "solve":
+                    mine = lambda: linalg.solve(a, rhs, p)  # noqa: E731
+                    fb = None if fa is None else flint_mod.fmpz_mod_mat([[int(v)] for v in rhs.tolist()], ctx)
+                    theirs = None if fa is None else (lambda: fa.solve(fb))
+                    same = lambda x, y: [int(v) for v in x.tolist()] == [int(r[0]) for r in y.tolist()]  # noqa: E731
+                else:
+                    mine = lambda fn=fn: getattr(linalg, fn)(a, p)  # noqa: E731
+                    theirs = None if fa is None else (lambda fn=fn: getattr(fa, fn)())
+                    if fn == "inv":
+                        same = lambda x, y: x.tolist() == [[int(v) for v in row] for row in y.tolist()]  # noqa: E731
+                    else:
+                        same = lambda x, y: int(x) == int(y)  # noqa: E731
+                answer = mine()
+                t_mine, t_theirs, check = [], [], "-"
+                for i in range(repeats):
+                    t_mine.append(_timed(mine))
+                    if theirs is not None:
+                        t0 = time.perf_counter()
+                        ref = theirs()
+                        t_theirs.append(time.perf_counter() - t0)
+                        if i == 0:
+                            check = "yes" if same(answer, ref) else "NO"
+                tm = median(t_mine)
+                tt = median(t_theirs) if t_theirs else None
+                pr(f"| {b}-bit | {n} | {fn} | {_fmt_s(tm)} | {'-' if tt is None else _fmt_s(tt)} | "
+                   f"{_fmt_ratio(None if tt is None else tt / tm)} | {check} |")
+    pr()
+    pr("modlin: `linalg.<function>(A, p)` (`solve` with one right-hand side) and `modlin.matmul(A, A, p)`; "
+       "python-flint: the `fmpz_mod_mat` method (`*` for the product). Entries uniform in [0, p).")
