@@ -182,6 +182,21 @@ def _linalg(p: int) -> None:
                 linalg.trsm(tri, rhs, p, side=side, lower=lower, unit_diagonal=unit)
 
 
+def _integers() -> None:
+    """linalg over Z and Q: the lifting's kernels (digits to ints, the Hessenberg charpoly),
+    int64 and object operands, a rank-deficient kernel."""
+    from modlin import linalg
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(-99, 99, (12, 12))
+    linalg.det(a)
+    linalg.solve(a, a[:, :2])
+    linalg.rank(a[:, :4] @ a[:4])
+    linalg.nullspace(a[:3])
+    linalg.charpoly(a)
+    linalg.det((a.astype(object) << 70) + 1)
+
+
 def _ozaki() -> None:
     from modlin import ozaki
 
@@ -217,6 +232,7 @@ def paths() -> list[tuple[str, Callable[[], None]]]:
     out.append(("gaussian", _gaussian))
     for p in (2**31 - 1, 2**61 - 1, 2**127 - 1):
         out.append((f"linalg mod a {p.bit_length()}-bit p", lambda p=p: _linalg(p)))
+    out.append(("linalg over Z and Q", _integers))
     out.append(("ozaki", _ozaki))
     return out
 
