@@ -117,6 +117,25 @@ def test_bench_ozaki_tables():
     assert "numpy.matmul float64" in r.stdout and "zgemm" in r.stdout
 
 
+def test_bench_integers_and_bigprime_tables():
+    # every row of both tables at sizes that take seconds, python-flint beside, the answers compared
+    from modlin._tools.bench.integers import run_bigprime_table, run_integers_table
+
+    out, progress = io.StringIO(), io.StringIO()
+    run_integers_table(sizes=(12,), repeats=1, out=out, progress=progress)
+    rows = [ln for ln in out.getvalue().splitlines() if ln.startswith("| ") and "| 12 |" in ln]
+    assert [ln.split(" | ")[0][2:] for ln in rows] == ["det", "solve, 1 rhs", "solve, 50 rhs", "rank", "charpoly"]
+    assert all(" | yes | " in ln for ln in rows), rows
+    out = io.StringIO()
+    run_bigprime_table(sizes=(10,), bits=(127, 200), repeats=1, out=out, progress=progress)
+    rows = [ln for ln in out.getvalue().splitlines() if ln.startswith("| 127-bit") or ln.startswith("| 200-bit")]
+    assert len(rows) == 10 and all(ln.endswith("| yes |") for ln in rows), rows
+    r = subprocess.run([sys.executable, "-m", "modlin", "bench", "--table", "integers", "--sizes", "8", "--repeats",
+                        "1", "--no-flint"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "| det | 8 |" in r.stdout and "| - | - |" in r.stdout  # no flint columns
+
+
 def test_bench_scale_table():
     # one row at a size that takes seconds: both budgets, every column filled
     from modlin._tools.bench.scale import SCALE_CASES, run_scale_table

@@ -87,21 +87,29 @@ def _lift_share(call) -> tuple[float, float]:
     return total, spent[0] / total if total else 0.0
 
 
+def _flint_module(wanted: bool):
+    """python-flint when ``wanted`` and installed, else None."""
+    if not wanted:
+        return None
+    try:
+        import flint
+    except ImportError:
+        return None
+    return flint
+
+
+def _printer(out):
+    def pr(*a):
+        print(*a, file=out, flush=True)
+    return pr
+
+
 def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=sys.stdout,
                        progress=sys.stderr, seed=0, flint_limit=1000):
     """Print the Markdown table; python-flint runs up to ``n = flint_limit``; the charpoly rows
     stop at ``n = 400`` (beyond, minutes for either library)."""
     cases = list(cases or INTEGER_CASES)
-    flint_mod = None
-    if flint:
-        try:
-            import flint as flint_mod
-        except ImportError:
-            flint_mod = None
-
-    def pr(*a):
-        print(*a, file=out, flush=True)
-
+    flint_mod, pr = _flint_module(flint), _printer(out)
     started = datetime.datetime.now().astimezone()
     _print_header(pr, started, f"run_integers_table(sizes={list(sizes)}, cases={cases}, repeats={repeats})",
                   flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
@@ -163,16 +171,7 @@ def run_bigprime_table(sizes=(200, 400), bits=BIGPRIME_BITS, functions=BIGPRIME_
     one right-hand side), the two run alternately; medians of ``repeats``."""
     import modlin
 
-    flint_mod = None
-    if flint:
-        try:
-            import flint as flint_mod
-        except ImportError:
-            flint_mod = None
-
-    def pr(*a):
-        print(*a, file=out, flush=True)
-
+    flint_mod, pr = _flint_module(flint), _printer(out)
     started = datetime.datetime.now().astimezone()
     _print_header(pr, started, f"run_bigprime_table(sizes={list(sizes)}, bits={list(bits)}, repeats={repeats})",
                   flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
