@@ -861,7 +861,7 @@ def test_solve_wrong_rows():
               np.ones((4, 1), dtype=np.int64), np.array(5), fz([[1], [2]])]:
         with pytest.raises(linalg.LinAlgError):
             linalg.solve(A, B)
-    with pytest.raises(ValueError):  # stacks that do not broadcast (LinAlgError is a ValueError)
+    with pytest.raises(linalg.LinAlgError, match="do not broadcast"):
         linalg.solve(np.stack([A, A]), np.ones((3, 3, 1), dtype=np.int64))
 
 

@@ -268,7 +268,11 @@ def solve(A, B, seed: int | None = None, fn: str = "solve"):
     if vector:
         b = b[..., None]
         bden = None if bden is None else bden[..., None]
-    lead = np.broadcast_shapes(opa.num.shape[:-2], b.shape[:-2])
+    try:
+        lead = np.broadcast_shapes(opa.num.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise LinAlgError(f"{fn}: the stacks of A {opa.num.shape} and B {b.shape} do not broadcast "
+                          f"(leading shapes {opa.num.shape[:-2]} and {b.shape[:-2]})") from None
     a_num = np.broadcast_to(opa.num, lead + opa.num.shape[-2:])
     a_den = None if opa.den is None else np.broadcast_to(opa.den, a_num.shape)
     b_num = np.broadcast_to(b, lead + b.shape[-2:])
