@@ -280,7 +280,8 @@ def test_functions_without_a_gpu_path_say_so(gpu):
     A = gpu(np.eye(3, dtype=np.int64))
     for call in (lambda: modlin.intmul(A, A), lambda: modlin.gaussian.herk((A, A), 5),
                  lambda: modlin.gaussian.syrk(A, 5), lambda: modlin.linalg.rank(A, 7),
-                 lambda: modlin.linalg.trsm(A, A, 7)):
+                 lambda: modlin.linalg.trsm(A, A, 7), lambda: modlin.linalg.det(A),
+                 lambda: modlin.linalg.solve(A, A)):  # the last two: over Z and Q
         with pytest.raises(TypeError, match="does not run on CuPy arrays yet"):
             call()
 

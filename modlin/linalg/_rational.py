@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from modlin._arith.integers import float_integers, integers
+from modlin._engines.backend import cpu_only
 from modlin._front.flint import MODULAR, kind_of, scalar_entries, to_array
 from modlin._front.inputs import check_operand, field_of
 from modlin.linalg._charpoly import charpoly_cost
@@ -104,6 +105,7 @@ class Exact(NamedTuple):
 def exact_operand(x, name: str, fn: str, form: str | None, stack: bool = True) -> Exact:
     """``x`` as an :class:`Exact`, after the front door's checks; the shape checked as
     ``form`` (``"matrix"``, ``"square"`` or None) before any entry is converted."""
+    cpu_only(f"modlin.linalg.{fn}", x)
     if not _is_fmpq_mat(x):
         x = check_operand(x, name, f"modlin.linalg.{fn}", of="integers or rationals")
     kind = kind_of(x)
