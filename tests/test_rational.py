@@ -1449,3 +1449,40 @@ def test_charpoly_bound():
     rng = np.random.default_rng(26)
     for A in [rng.integers(-100, 100, (8, 8)), sylvester(16), _pascal(10), rng.integers(-(2**62), 2**62, (5, 5))]:
         assert max(abs(c) for c in ref_charpoly(A)) <= _integers.charpoly_bound(A)
+
+
+def test_lift_ints_in_blocks_equals_one_conversion():
+    """The digits held in blocks (a small budget) give the same integers as all at once."""
+    rng = np.random.default_rng(31)
+    A = nonsingular(rng, 9, -50, 50)
+    B = rng.integers(-50, 50, (9, 4))
+    lf = _lifter(A)
+    whole, count, exact = _integers.lift_ints(lf, B, 25, budget=2**30)
+    assert count == 25 and not exact
+    digits, _ = _integers.lift(lf, B, 25)
+    assert (whole == _integers.to_ints(digits, lf.p)).all()
+    for block in (1, 2, 7, 24):
+        part, count, _ = _integers.lift_ints(lf, B, 25, budget=4 * B.size * block)
+        assert count == 25 and (part == whole).all(), block
+
+
+def test_solve_within_a_small_memory_budget(monkeypatch):
+    """Under a budget smaller than the digits of A Y = d B, they are converted block by block
+    (to_ints called more than once for them), and the solution is the same."""
+    import modlin
+
+    rng = np.random.default_rng(32)
+    A = rng.integers(-2**10, 2**10, (60, 60))
+    B = rng.integers(-99, 99, (60, 50))
+    calls = []
+    original = _integers.to_ints
+
+    def spy(digits, p):
+        calls.append(len(digits))
+        return original(digits, p)
+
+    monkeypatch.setattr(_integers, "to_ints", spy)
+    with modlin.limits(memory="256KiB"):
+        X = linalg.solve(A, B)
+    check_rational(X, ref_solve(A, B))
+    assert len(calls) >= 3 and max(calls[1:]) * 60 * 50 * 4 <= 256 * 1024, calls

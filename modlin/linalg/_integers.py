@@ -37,6 +37,7 @@ from modlin._arith.pyints import from_limbs
 from modlin._engines.jit import njit
 from modlin._front.products import intmul
 from modlin._runtime.calibration import HESSENBERG_MAX_N
+from modlin._runtime.limits import current as current_limits
 from modlin.linalg._arith import inverse
 from modlin.linalg._charpoly import _charpoly, charpoly_cost
 from modlin.linalg._inputs import LinAlgError
@@ -262,6 +263,30 @@ def _balanced_digits(d: int, p: int) -> list[int]:
     return out
 
 
+def _digits(lifter: _Lifter, B: np.ndarray, steps: int, d: int, until_exact: bool):
+    """The lifting's steps: yields each digit ``X_i`` (int64, ``B``'s shape) and whether the
+    residual is zero after it (only with ``until_exact``, once every digit of ``d`` is in,
+    the last one yielded then). See :func:`lift`."""
+    p = lifter.p
+    feed = _balanced_digits(d, p) if d != 1 else [1]
+    bmax = max_abs(B)
+    wide = not lifter.int64 or (p // 2 + 1) * bmax + lifter.n * lifter.amax + 1 >= _INT64
+    Bw = B.astype(object) if wide else B.astype(np.int64)
+    R = np.zeros(B.shape, dtype=object if wide else np.int64)
+    for i in range(steps):
+        S = R + Bw * feed[i] if i < len(feed) else R
+        x = lifter.digit(S)
+        ax = lifter.times_A(x)
+        if wide:
+            ax = ax.astype(object)
+        R = (S - ax) // p
+        advance(_step_cost, lifter.n, B.shape[1])
+        done = until_exact and i + 1 >= len(feed) and not R.any()
+        yield x, done
+        if done:
+            return
+
+
 def lift(lifter: _Lifter, B: np.ndarray, steps: int, d: int = 1,
          until_exact: bool = False) -> tuple[np.ndarray, bool]:
     """The p-adic digits of the solution ``Y`` of ``A @ Y = d B``: an int32 array of shape
@@ -274,25 +299,42 @@ def lift(lifter: _Lifter, B: np.ndarray, steps: int, d: int = 1,
     so far): each step solves ``A X_i = S_i = R_i + delta_i B (mod p)`` and divides
     ``S_i - A X_i`` by ``p`` exactly.
     """
-    p = lifter.p
-    feed = _balanced_digits(d, p) if d != 1 else [1]
-    bmax = max_abs(B)
-    wide = not lifter.int64 or (p // 2 + 1) * bmax + lifter.n * lifter.amax + 1 >= _INT64
-    Bw = B.astype(object) if wide else B.astype(np.int64)
-    R = np.zeros(B.shape, dtype=object if wide else np.int64)
     digits = np.empty((steps,) + B.shape, dtype=np.int32)
-    for i in range(steps):
-        S = R + Bw * feed[i] if i < len(feed) else R
-        x = lifter.digit(S)
+    i = 0
+    for i, (x, done) in enumerate(_digits(lifter, B, steps, d, until_exact)):
         digits[i] = x
-        ax = lifter.times_A(x)
-        if wide:
-            ax = ax.astype(object)
-        R = (S - ax) // p
-        advance(_step_cost, lifter.n, B.shape[1])
-        if until_exact and i + 1 >= len(feed) and not R.any():
+        if done:
             return digits[:i + 1], True
     return digits, False
+
+
+def lift_ints(lifter: _Lifter, B: np.ndarray, steps: int, d: int = 1, until_exact: bool = False,
+              budget: int | None = None) -> tuple[np.ndarray, int, bool]:
+    """:func:`lift`'s value ``sum(X_i p**i)`` as Python ints, with the number of digits and
+    whether the residual reached zero. The digits are held in blocks of at most ``budget``
+    bytes (the memory budget of :func:`modlin.limits` by default), each converted and freed
+    before the next is lifted."""
+    if budget is None:
+        budget = current_limits().memory
+    per_step = 4 * max(B.size, 1)
+    block = max(1, min(steps, budget // per_step))
+    p = lifter.p
+    total = np.zeros(B.shape, dtype=object)
+    buf = np.empty((block,) + B.shape, dtype=np.int32)
+    count, filled, exact, offset = 0, 0, False, 1
+    for x, done in _digits(lifter, B, steps, d, until_exact):
+        buf[filled] = x
+        filled += 1
+        count += 1
+        exact = done
+        if filled == block or done:
+            part = to_ints(buf[:filled], p)
+            total = part if offset == 1 else total + part * offset
+            offset *= p**filled
+            filled = 0
+    if filled:
+        total = total + to_ints(buf[:filled], p) * offset
+    return total, count, exact
 
 
 def _step_cost(n: int, k: int) -> float:
@@ -546,10 +588,9 @@ def solve_integer(A: np.ndarray, B: np.ndarray, seed: int | None = None, fn: str
     # covers both: the residual reaches zero, or every entry is reconstructed (unique)
     Dq = -(-D // d)
     m = _steps_for(p, 2 * NB * Dq) + 1
-    digits, exact = lift(lifter, B, m, d=d, until_exact=True)
-    Y = to_ints(digits, p)
+    Y, count, exact = lift_ints(lifter, B, m, d=d, until_exact=True)
     if not exact:  # some entry's denominator does not divide d (B v lost a factor of it)
-        Y, f = _reconstruct_each(Y, p ** len(digits), NB, Dq)
+        Y, f = _reconstruct_each(Y, p**count, NB, Dq)
         d *= f
     g = d
     for y in Y.reshape(-1).tolist():
