@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from modlin._arith.crt import crt
 from modlin._arith.integers import max_abs
 from modlin._arith.modular import mulmod1
 from modlin._arith.primes import is_prime
@@ -534,18 +535,10 @@ def det_integer(A: np.ndarray, seed: int | None = None) -> int:
         dq = _det(np.ascontiguousarray(np.remainder(A, q) if A.dtype != object else (A % q).astype(np.int64)), q)
         residues.append((q, dq * pow(d, -1, q) % q))
         modulus *= q
-    s = _crt(residues)
+    s = crt([r for _, r in residues], [q for q, _ in residues])
     if s > modulus // 2:
         s -= modulus
     return d * s
-
-
-def _crt(residues: list[tuple[int, int]]) -> int:
-    x, m = 0, 1
-    for q, r in residues:
-        x += m * ((r - x) * pow(m, -1, q) % q)
-        m *= q
-    return x
 
 
 def _det_multimodular(A: np.ndarray, D: int, rng: random.Random) -> int:
@@ -560,7 +553,7 @@ def _det_multimodular(A: np.ndarray, D: int, rng: random.Random) -> int:
         W = np.ascontiguousarray(np.remainder(A, q) if A.dtype != object else (A % q).astype(np.int64))
         residues.append((q, _det(W, q)))
         modulus *= q
-    s = _crt(residues)
+    s = crt([r for _, r in residues], [q for q, _ in residues])
     return s - modulus if s > modulus // 2 else s
 
 

@@ -29,7 +29,7 @@ from modlin.linalg._integers import (
 )
 from modlin.linalg._steps import tracked
 
-__all__ = ["RationalArray", "over_rationals", "exact_operand", "Exact", "as_result_ints"]
+__all__ = ["RationalArray", "over_rationals", "exact_operand", "Exact", "narrowed"]
 
 
 class RationalArray(NamedTuple):
@@ -140,14 +140,14 @@ def exact_operand(x, name: str, fn: str, form: str | None, stack: bool = True) -
                 raise TypeError(f"{name} has dtype {a.dtype}: modlin.linalg.{fn} works over the integers "
                                 "and rationals; pass integers, or fractions.Fraction objects")
             out = Exact(integers(a, name), None, "numpy")
-    out = out._replace(num=_signed(out.num))
+    out = out._replace(num=narrowed(out.num))
     if form is not None:
         (square if form == "square" else matrix)(out.num.shape, fn, name, stack=stack)
     return out
 
 
-def _signed(x: np.ndarray) -> np.ndarray:
-    """Integers as the algorithms take them: int64 when every entry is above ``-2**63``
+def narrowed(x: np.ndarray) -> np.ndarray:
+    """Integers as the algorithms take them and the results give them: int64 when every entry is above ``-2**63``
     (negation stays in range) and below ``2**63``; Python ints otherwise (uint64 beyond
     ``2**63``, int64's least value, object arrays of large ints)."""
     if x.dtype == np.int64 and (x.size == 0 or x.min() > -(2**63)):
@@ -200,19 +200,8 @@ def row_scaled(*ops: Exact) -> tuple[list[np.ndarray], np.ndarray | None]:
         num = o.num.astype(object) * scale[..., None]
         if o.den is not None:
             num = num // o.den
-        out.append(_signed(num))
+        out.append(narrowed(num))
     return out, scale
-
-
-def as_result_ints(x: np.ndarray) -> np.ndarray:
-    """An integer array as int64 when every entry fits, else as it is (object)."""
-    if x.dtype == object and x.size:
-        lo, hi = min(x.flat), max(x.flat)
-        if -(2**63) <= lo and hi < 2**63:
-            return x.astype(np.int64)
-    if x.size == 0:
-        return x.astype(np.int64)
-    return x
 
 
 # ---- the operations over Z and Q, matrix by matrix over stacks ------------------------------
@@ -290,7 +279,7 @@ def solve(A, B, seed: int | None = None, fn: str = "solve"):
             num[idx], den[idx] = Y, d
     if vector:
         num = num[..., 0]
-    return _rational_as(RationalArray(as_result_ints(num), den[()] if den.ndim == 0 else den),
+    return _rational_as(RationalArray(narrowed(num), den[()] if den.ndim == 0 else den),
                         opa.kind if opa.kind != "numpy" else opb.kind)
 
 
@@ -336,7 +325,7 @@ def nullspace(A, left: bool = False, seed: int | None = None):
         op = Exact(op.num.T, None if op.den is None else op.den.T, op.kind)
     (num,), _ = row_scaled(op)
     N, _ = nullspace_integer(np.ascontiguousarray(num), seed)
-    N = as_result_ints(N.astype(object) if N.dtype != object else N)
+    N = narrowed(N)
     if left:
         N = N.T
     if op.kind in ("fmpz_mat", "fmpq_mat"):
@@ -372,4 +361,4 @@ def charpoly(A, seed: int | None = None):
         return flint.fmpz_poly([int(v) for v in out.tolist()])
     if op.kind == "fmpq_mat" and out.ndim == 1:
         return flint.fmpq_poly([flint.fmpq(Fraction(v).numerator, Fraction(v).denominator) for v in out.tolist()])
-    return as_result_ints(out) if s is None else out
+    return narrowed(out) if s is None else out

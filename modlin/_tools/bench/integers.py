@@ -57,6 +57,24 @@ def _fa(x: np.ndarray, flint_mod):
     return flint_mod.fmpz_mat(x.tolist())
 
 
+def _alternate(mine, theirs, same, answer, repeats: int):
+    """``repeats`` runs of ``mine`` (returning ``(seconds, extra)``), each followed by one of
+    ``theirs`` (or none): the medians of both, whether ``theirs``' first answer equals
+    ``answer`` (``"yes"``, ``"NO"``, ``"-"`` without it) and the extras."""
+    t_mine, t_theirs, extras, check = [], [], [], "-"
+    for i in range(repeats):
+        t, extra = mine()
+        t_mine.append(t)
+        extras.append(extra)
+        if theirs is not None:
+            t0 = time.perf_counter()
+            ref = theirs()
+            t_theirs.append(time.perf_counter() - t0)
+            if i == 0:
+                check = "yes" if same(answer, ref) else "NO"
+    return median(t_mine), (median(t_theirs) if t_theirs else None), check, extras
+
+
 def _lift_share(call) -> tuple[float, float]:
     """``(seconds, share of them in the lifting's GEMMs)`` of one call, by timing the
     lifter's two products."""
@@ -131,20 +149,7 @@ def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out
             answer = mine()
             peak = tracemalloc.get_traced_memory()[1] / 2**20
             tracemalloc.stop()
-            t_mine, t_theirs, shares = [], [], []
-            check = "-"
-            for i in range(repeats):
-                t, share = _lift_share(mine)
-                t_mine.append(t)
-                shares.append(share)
-                if theirs is not None:
-                    t0 = time.perf_counter()
-                    ref = theirs()
-                    t_theirs.append(time.perf_counter() - t0)
-                    if i == 0:
-                        check = "yes" if same(answer, ref) else "NO"
-            tm = median(t_mine)
-            tt = median(t_theirs) if t_theirs else None
+            tm, tt, check, shares = _alternate(lambda: _lift_share(mine), theirs, same, answer, repeats)
             pr(f"| {label} | {n} | {_fmt_s(tm)} | {'-' if tt is None else _fmt_s(tt)} | "
                f"{_fmt_ratio(None if tt is None else tt / tm)} | {check} | {peak:.0f} | {median(shares):.0%} |")
     pr()
@@ -206,17 +211,7 @@ def run_bigprime_table(sizes=(200, 400), bits=BIGPRIME_BITS, functions=BIGPRIME_
                     else:
                         same = lambda x, y: int(x) == int(y)  # noqa: E731
                 answer = mine()
-                t_mine, t_theirs, check = [], [], "-"
-                for i in range(repeats):
-                    t_mine.append(_timed(mine))
-                    if theirs is not None:
-                        t0 = time.perf_counter()
-                        ref = theirs()
-                        t_theirs.append(time.perf_counter() - t0)
-                        if i == 0:
-                            check = "yes" if same(answer, ref) else "NO"
-                tm = median(t_mine)
-                tt = median(t_theirs) if t_theirs else None
+                tm, tt, check, _ = _alternate(lambda: (_timed(mine), None), theirs, same, answer, repeats)
                 pr(f"| {b}-bit | {n} | {fn} | {_fmt_s(tm)} | {'-' if tt is None else _fmt_s(tt)} | "
                    f"{_fmt_ratio(None if tt is None else tt / tm)} | {check} |")
     pr()
