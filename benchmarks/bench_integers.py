@@ -71,3 +71,33 @@ class Integers:
         return (t2 - t1) / (t1 - t0)
 
     track_ratio_to_flint.unit = "flint time / modlin time"
+
+
+class BigPrimes:
+    """linalg modulo 127- to 256-bit primes (the compiled multi-limb base cases), as
+    ``modlin bench --table bigprime``: random residues, ``solve`` with one right-hand side."""
+
+    params = ([127, 200, 256], [200, 400], ["det", "solve", "inv", "rank"])
+    param_names = ["bits", "n", "function"]
+    timeout = 300
+
+    def setup(self, bits, n, function):
+        from modlin._tools.bench.integers import _big_prime
+
+        self.p = p = _big_prime(bits)
+        rng = np.random.default_rng(0)
+        hi = np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))], dtype=object)
+        lo = np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))], dtype=object)
+        self.a = (hi * (p // 2**62) + lo) % p
+        self.b = self.a[:, 0] * 3 % p
+
+    def _call(self, function):
+        if function == "solve":
+            return linalg.solve(self.a, self.b, self.p)
+        return getattr(linalg, function)(self.a, self.p)
+
+    def time_modlin(self, bits, n, function):
+        self._call(function)
+
+    def peakmem_modlin(self, bits, n, function):
+        self._call(function)
