@@ -134,6 +134,12 @@ def test_bench_integers_and_bigprime_tables():
                         "1", "--no-flint"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "| det | 8 |" in r.stdout and "| - | - |" in r.stdout  # no flint columns
+    out = io.StringIO()
+    run_integers_table(sizes=(9,), cases=["solve", "charpoly"], repeats=1, out=out, progress=progress)
+    rows = [ln.split(" | ")[0][2:] for ln in out.getvalue().splitlines() if "| 9 |" in ln]
+    assert rows == ["solve, 1 rhs", "solve, 50 rhs", "charpoly"]
+    with pytest.raises(ValueError, match="no integers-table rows"):
+        run_integers_table(sizes=(9,), cases=["eig"], out=out, progress=progress)
 
 
 def test_bench_scale_table():

@@ -32,12 +32,19 @@ from modlin._runtime.scratch import Arena
 def crt(residues, moduli) -> int:
     """The ``x`` in ``[0, prod(moduli))`` congruent to each residue modulo its (pairwise
     coprime) modulus."""
+    return crt_rows([residues], moduli)[0]
+
+
+def crt_rows(rows, moduli) -> list[int]:
+    """:func:`crt` of each row of ``rows`` (an iterable of sequences of integers, one residue
+    per modulus), with the weights ``c_i = (M/m_i) ((M/m_i)**-1 mod m_i)`` computed once:
+    ``x = sum_i r_i c_i mod M``, in Python integers."""
     M = math.prod(moduli)
-    x = 0
-    for r, q in zip(residues, moduli):
+    weights = []
+    for q in moduli:
         c = M // q
-        x += r * c * pow(c, -1, q)
-    return x % M
+        weights.append(c * pow(c, -1, q))
+    return [sum(int(r) * w for r, w in zip(row, weights)) % M for row in rows]
 
 
 @njit

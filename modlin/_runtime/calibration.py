@@ -303,8 +303,8 @@ OBJECT_INVERSE = 1 / 3
 OBJECT_POINTS = 0.4
 
 
-# Below this size the CRT charpoly over Z (modlin.linalg._integers.charpoly_integer) takes each
-# prime's polynomial from a Hessenberg kernel, above from linalg.charpoly's block Krylov.
+# Below this size the charpoly over Z (modlin.linalg._charpoly_z) takes the polynomial of each
+# prime its Krylov sequence does not certify from a Hessenberg kernel, above from linalg.charpoly.
 # Per 50-bit prime on the 2-core machine (ms, Hessenberg / block Krylov): n = 64: 1.7 / 31;
 # 96: 5.3 / 11.5; 128: 12.9 / 17.7; 160: 24.3 / 24.0; 200: 48 / 36.
 HESSENBERG_MAX_N = 160

@@ -154,7 +154,8 @@ def parser() -> argparse.ArgumentParser:
                          help="the memory budget of --table scale's second column group (default 1GiB)")
     p_bench.add_argument("--cases", nargs="+", default=None, metavar="CASE",
                          help="rows of --table scale, by label (default all: "
-                              + " ".join(label for label, _, _ in SCALE_CASES) + "), or of --table busy")
+                              + " ".join(label for label, _, _ in SCALE_CASES) + "), of --table busy, or of --table integers "
+                              "(by function: det solve rank charpoly)")
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
                          help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
                               "and of the linalg table (default 20 31 50)")
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.table == "integers":
             from modlin._tools.bench.integers import run_integers_table
 
-            run_integers_table(sizes=args.sizes or (400, 1000), repeats=args.repeats, flint=not args.no_flint)
+            run_integers_table(sizes=args.sizes or (400, 1000), cases=args.cases, repeats=args.repeats,
+                               flint=not args.no_flint)
             return 0
         if args.table == "bigprime":
             from modlin._tools.bench.integers import run_bigprime_table

@@ -183,8 +183,9 @@ def _linalg(p: int) -> None:
 
 
 def _integers() -> None:
-    """linalg over Z and Q: the lifting's kernels (digits to ints, the Hessenberg charpoly),
-    int64 and object operands, a rank-deficient kernel."""
+    """linalg over Z and Q: the lifting's kernels (digits to ints), the charpoly's (Krylov
+    steps of one piece and of several, Berlekamp-Massey, the Hessenberg fallback of a
+    matrix that is not cyclic), int64 and object operands, a rank-deficient kernel."""
     from modlin import linalg
 
     rng = np.random.default_rng(5)
@@ -194,6 +195,8 @@ def _integers() -> None:
     linalg.rank(a[:, :4] @ a[:4])
     linalg.nullspace(a[:3])
     linalg.charpoly(a)
+    linalg.charpoly((a[:4, :4].astype(object) << 70) + 1)
+    linalg.charpoly(np.eye(3, dtype=np.int64))
     linalg.det((a.astype(object) << 70) + 1)
 
 

@@ -32,15 +32,11 @@ import numpy as np
 
 from modlin._arith.crt import crt
 from modlin._arith.integers import max_abs
-from modlin._arith.modular import mulmod1
 from modlin._arith.primes import is_prime
 from modlin._arith.pyints import from_limbs
 from modlin._engines.jit import njit
 from modlin._front.products import intmul
-from modlin._runtime.calibration import HESSENBERG_MAX_N
 from modlin._runtime.limits import current as current_limits
-from modlin.linalg._arith import inverse
-from modlin.linalg._charpoly import _charpoly, charpoly_cost
 from modlin.linalg._inputs import LinAlgError
 from modlin.linalg._pluq import _det, pluq_inplace
 from modlin.linalg._solve import inverse_and_det, inverse_cost
@@ -57,7 +53,7 @@ _INT64 = 2**62
 
 # ---- bounds -----------------------------------------------------------------------------
 
-def _ceil_norms(A: np.ndarray, axis: int) -> list[int]:
+def ceil_norms(A: np.ndarray, axis: int) -> list[int]:
     """``ceil(||line||_2)`` of each column (``axis=0``) or row (``axis=1``), exactly."""
     if A.dtype != object and max_abs(A) < 2**26 and A.shape[axis] < 2**11:
         sq = (A.astype(np.int64) ** 2).sum(axis=axis).tolist()  # < 2**63: exact
@@ -73,7 +69,7 @@ def _ceil_norms(A: np.ndarray, axis: int) -> list[int]:
 def hadamard_bound(A: np.ndarray) -> int:
     """Hadamard's bound on ``|det(A)|``: the least of the products of the (rounded-up) column
     and row norms, an integer."""
-    return min(math.prod(_ceil_norms(A, 0)), math.prod(_ceil_norms(A, 1)))
+    return min(math.prod(ceil_norms(A, 0)), math.prod(ceil_norms(A, 1)))
 
 
 def _float_det_log2(A: np.ndarray) -> float | None:
@@ -155,8 +151,8 @@ def det_bound(A: np.ndarray) -> int:
 def _numerator_bound(A: np.ndarray, b: np.ndarray) -> int:
     """A bound on ``|det(A_i(b))|`` for every ``i`` (``A`` with column ``i`` replaced by
     ``b``), Cramer's numerators of ``A^-1 b``: ``||b|| prod_{j != i} ||a_j||``."""
-    cols = _ceil_norms(A, 0)
-    nb = _ceil_norms(b.reshape(-1, 1), 0)[0]
+    cols = ceil_norms(A, 0)
+    nb = ceil_norms(b.reshape(-1, 1), 0)[0]
     low = min(cols) if cols else 1
     prod = math.prod(cols)
     return -(-nb * prod // max(low, 1))
@@ -663,123 +659,3 @@ def rank_integer(A: np.ndarray, seed: int | None = None) -> int:
     if m < n:
         return nullspace_integer(np.ascontiguousarray(A.T), seed)[1]
     return nullspace_integer(A, seed)[1]
-
-
-def charpoly_bound(A: np.ndarray) -> int:
-    """A bound on every coefficient of ``det(x I - A)``: the coefficient of ``x**(n-k)`` is
-    a sum of principal ``k x k`` minors, each at most the product of its rows' norms
-    (Hadamard), so at most ``e_k(||a_1||, ..., ||a_n||)``; the least of that over rows and
-    columns, maximised over ``k``."""
-    best = None
-    for axis in (0, 1):
-        e = [1]
-        for c in _ceil_norms(A, axis):
-            e = [a + c * b for a, b in zip(e + [0], [0] + e)]
-        top = max(e)
-        best = top if best is None else min(best, top)
-    return best
-
-
-@njit
-def _hessenberg_charpoly(H, p, out):  # pragma: no cover - compiled
-    """The characteristic polynomial of ``H`` (overwritten) modulo a prime ``p < 2**50``, low
-    degree first, into ``out`` (``n + 1`` entries): ``H`` brought to upper Hessenberg form by
-    similarities (elimination below the subdiagonal, the inverse operation on columns),
-    then the recurrence ``P_m = (x - h_mm) P_{m-1} - sum_i h_im (prod_{j=i+1..m} h_{j,j-1})
-    P_{i-1}``. About ``(10/3) n**3`` products: for small ``n``, where the block-Krylov
-    charpoly's per-call work dominates."""
-    n = H.shape[0]
-    pinv = 1.0 / np.float64(p)
-    for j in range(n - 2):
-        piv = -1
-        for i in range(j + 1, n):
-            if H[i, j] != 0:
-                piv = i
-                break
-        if piv < 0:
-            continue
-        if piv != j + 1:
-            for c in range(n):
-                t = H[piv, c]
-                H[piv, c] = H[j + 1, c]
-                H[j + 1, c] = t
-            for r in range(n):
-                t = H[r, piv]
-                H[r, piv] = H[r, j + 1]
-                H[r, j + 1] = t
-        inv = inverse(H[j + 1, j], p)
-        for i in range(j + 2, n):
-            if H[i, j] == 0:
-                continue
-            u = mulmod1(H[i, j], inv, p, pinv)
-            for c in range(j, n):  # row_i -= u row_{j+1}
-                t = H[i, c] - mulmod1(u, H[j + 1, c], p, pinv)
-                H[i, c] = t + p if t < 0 else t
-            for r in range(n):  # col_{j+1} += u col_i
-                t = H[r, j + 1] + mulmod1(u, H[r, i], p, pinv)
-                H[r, j + 1] = t - p if t >= p else t
-    P = np.zeros((n + 1, n + 1), dtype=np.int64)  # P[m]: the polynomial of the leading m x m block
-    P[0, 0] = 1
-    for m in range(1, n + 1):
-        h = H[m - 1, m - 1]
-        for d in range(m + 1):  # (x - h) P_{m-1}
-            t = P[m - 1, d - 1] if d > 0 else 0
-            t -= mulmod1(h, P[m - 1, d], p, pinv) if d < m else 0
-            P[m, d] = t + p if t < 0 else t
-        prod = 1
-        for i in range(m - 1, 0, -1):  # i = m-1 .. 1 (1-based): h_{i,m} prod_{j=i+1..m} h_{j,j-1}
-            prod = mulmod1(prod, H[i, i - 1], p, pinv)
-            c = mulmod1(H[i - 1, m - 1], prod, p, pinv)
-            if c == 0:
-                continue
-            for d in range(i):
-                t = P[m, d] - mulmod1(c, P[i - 1, d], p, pinv)
-                P[m, d] = t + p if t < 0 else t
-    for d in range(n + 1):
-        out[d] = P[n, d]
-
-
-def charpoly_primes(A: np.ndarray) -> int:
-    """How many 50-bit primes :func:`charpoly_integer` takes (for the progress display)."""
-    return (2 * charpoly_bound(A) + 1).bit_length() // 49 + 1
-
-
-def charpoly_integer(A: np.ndarray, seed: int | None = None) -> list[int]:
-    """The characteristic polynomial of a square integer matrix, low degree first, exact:
-    the CRT of the polynomials modulo primes whose product exceeds twice
-    :func:`charpoly_bound`."""
-    n = A.shape[0]
-    bound = 2 * charpoly_bound(A) + 1
-    rng = random.Random(seed)
-    coeffs = None
-    modulus = 1
-    used: set[int] = set()
-    while modulus <= bound:
-        q = _big_prime(rng, used)
-        used.add(q)
-        W = np.ascontiguousarray((A % q).astype(np.int64) if A.dtype == object else np.remainder(A, q))
-        if n <= HESSENBERG_MAX_N:
-            f = np.empty(n + 1, dtype=np.int64)
-            _hessenberg_charpoly(W, q, f)
-            f = f.tolist()
-            advance(charpoly_cost, q, n)
-        else:
-            f = _charpoly(W, q)
-        if coeffs is None:
-            coeffs = list(f)
-        else:
-            inv = pow(modulus, -1, q)
-            coeffs = [c + modulus * ((r - c) * inv % q) for c, r in zip(coeffs, f)]
-        modulus *= q
-    half = modulus // 2
-    return [c - modulus if c > half else c for c in coeffs]
-
-
-def _big_prime(rng: random.Random, avoid: set[int]) -> int:
-    """A random 50-bit prime: charpoly modulo a prime of 50 bits costs the least per bit
-    (0.55 ms a bit at n = 200, 1.56 ms at n = 400, against 0.77 and 1.78 at 62 bits and
-    0.68 and 2.4 at 31 bits; ``_charpoly`` on this machine)."""
-    while True:
-        q = rng.randrange(2**49, 2**50) | 1
-        if q not in avoid and is_prime(q):
-            return q

@@ -15,11 +15,9 @@ from modlin._arith.integers import float_integers, integers
 from modlin._engines.backend import cpu_only
 from modlin._front.flint import MODULAR, kind_of, scalar_entries, to_array
 from modlin._front.inputs import check_operand, field_of
-from modlin.linalg._charpoly import charpoly_cost
+from modlin.linalg._charpoly_z import charpoly_integer, charpoly_integer_cost
 from modlin.linalg._inputs import LinAlgError, matrix, square
 from modlin.linalg._integers import (
-    charpoly_integer,
-    charpoly_primes,
     det_cost,
     det_integer,
     nullspace_integer,
@@ -350,7 +348,7 @@ def charpoly(A, seed: int | None = None):
     out = np.empty(op.num.shape[:-2] + (n + 1,), dtype=object)
     lead = op.num.shape[:-2]
     first = M[(0,) * len(lead)] if M.size else M.reshape(M.shape[-2:])
-    with tracked("charpoly", None, int(np.prod(lead)), lambda: charpoly_primes(first) * charpoly_cost(2**50, n)):
+    with tracked("charpoly", None, int(np.prod(lead)), lambda: charpoly_integer_cost(first)):
         for idx in np.ndindex(lead):
             c = charpoly_integer(np.ascontiguousarray(M[idx]), seed)
             if s is not None:

@@ -3,8 +3,9 @@
 Each row times one call of modlin (no modulus: exact over the integers and rationals)
 and, where python-flint is installed and ``flint`` is set, the same call of
 ``fmpz_mat``, alternately, ``repeats`` times; medians, their ratio, whether the answers
-agree, modlin's peak traced memory and the share of its time spent in the lifting's
-products (the float64 GEMMs of :func:`modlin.linalg._integers.lift`).
+agree, modlin's peak traced memory and the share of its time spent in its float64 GEMMs
+(the lifting's products of :func:`modlin.linalg._integers.lift`; for ``charpoly``, the Krylov
+products of :func:`modlin.linalg._charpoly_z.krylov_products`).
 Entries are uniform in ``[-2**10, 2**10)`` (the issue's matrices).
 """
 
@@ -75,33 +76,31 @@ def _alternate(mine, theirs, same, answer, repeats: int):
     return median(t_mine), (median(t_theirs) if t_theirs else None), check, extras
 
 
-def _lift_share(call) -> tuple[float, float]:
-    """``(seconds, share of them in the lifting's GEMMs)`` of one call, by timing the
-    lifter's two products."""
-    from modlin.linalg import _integers
+def _gemm_share(call) -> tuple[float, float]:
+    """``(seconds, share of them in the GEMMs)`` of one call, by timing the lifter's two
+    products and the charpoly's Krylov products."""
+    from modlin.linalg import _charpoly_z, _integers
 
     spent = [0.0]
-    real_digit, real_times = _integers._Lifter.digit, _integers._Lifter.times_A
+    hooks = [(_integers._Lifter, "digit"), (_integers._Lifter, "times_A"), (_charpoly_z, "krylov_products")]
+    real = [getattr(owner, name) for owner, name in hooks]
 
-    def digit(self, s):
-        t0 = time.perf_counter()
-        try:
-            return real_digit(self, s)
-        finally:
-            spent[0] += time.perf_counter() - t0
+    def timed(fn):
+        def wrapper(*args):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return wrapper
 
-    def times_a(self, x):
-        t0 = time.perf_counter()
-        try:
-            return real_times(self, x)
-        finally:
-            spent[0] += time.perf_counter() - t0
-
-    _integers._Lifter.digit, _integers._Lifter.times_A = digit, times_a
+    for (owner, name), fn in zip(hooks, real):
+        setattr(owner, name, timed(fn))
     try:
         total = _timed(call)
     finally:
-        _integers._Lifter.digit, _integers._Lifter.times_A = real_digit, real_times
+        for (owner, name), fn in zip(hooks, real):
+            setattr(owner, name, fn)
     return total, spent[0] / total if total else 0.0
 
 
@@ -125,13 +124,19 @@ def _printer(out):
 def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=sys.stdout,
                        progress=sys.stderr, seed=0, flint_limit=1000):
     """Print the Markdown table; python-flint runs up to ``n = flint_limit``; the charpoly rows
-    stop at ``n = 400`` (beyond, minutes for either library)."""
-    cases = list(cases or INTEGER_CASES)
+    stop at ``n = 400`` (beyond, minutes for python-flint). ``cases``: row labels or
+    function names (default all)."""
+    wanted = cases
+    cases = [label for label, (what, _) in INTEGER_CASES.items()
+             if wanted is None or label in wanted or what in wanted]
+    if not cases:
+        raise ValueError(f"no integers-table rows match {wanted!r}: use labels of {list(INTEGER_CASES)} or "
+                         "function names (det, solve, rank, charpoly)")
     flint_mod, pr = _flint_module(flint), _printer(out)
     started = datetime.datetime.now().astimezone()
     _print_header(pr, started, f"run_integers_table(sizes={list(sizes)}, cases={cases}, repeats={repeats})",
                   flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
-    pr("| case | n | modlin | python-flint | flint / modlin | same | peak MiB | in lifting GEMMs |")
+    pr("| case | n | modlin | python-flint | flint / modlin | same | peak MiB | in GEMMs |")
     pr("|---|---:|---:|---:|---:|---|---:|---:|")
     rng = np.random.default_rng(seed)
     for n in sizes:
@@ -149,7 +154,7 @@ def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out
             answer = mine()
             peak = tracemalloc.get_traced_memory()[1] / 2**20
             tracemalloc.stop()
-            tm, tt, check, shares = _alternate(lambda: _lift_share(mine), theirs, same, answer, repeats)
+            tm, tt, check, shares = _alternate(lambda: _gemm_share(mine), theirs, same, answer, repeats)
             pr(f"| {label} | {n} | {_fmt_s(tm)} | {'-' if tt is None else _fmt_s(tt)} | "
                f"{_fmt_ratio(None if tt is None else tt / tm)} | {check} | {peak:.0f} | {median(shares):.0%} |")
     pr()
