@@ -1486,3 +1486,67 @@ def test_solve_within_a_small_memory_budget(monkeypatch):
         X = linalg.solve(A, B)
     check_rational(X, ref_solve(A, B))
     assert len(calls) >= 3 and max(calls[1:]) * 60 * 50 * 4 <= 256 * 1024, calls
+
+
+# ===================================================================== progress over Z and Q
+
+def _progress_calls_z():
+    rng = np.random.default_rng(41)
+    A = rng.integers(-(2**10), 2**10, (24, 24))
+    D = A[:, :6] @ rng.integers(-3, 3, (6, 24))  # rank 6
+    return {
+        "det": lambda: linalg.det(A),
+        "solve": lambda: linalg.solve(A, A[:, :3]),
+        "inv": lambda: linalg.inv(A),
+        "rank": lambda: linalg.rank(np.stack([A, A + 1])),
+        "nullspace": lambda: linalg.nullspace(D),
+        "charpoly": lambda: linalg.charpoly(A),
+    }
+
+
+def _same_z(x, y) -> bool:
+    if isinstance(x, _rational.RationalArray):
+        return np.array_equal(x.numerator, y.numerator) and x.denominator == y.denominator
+    return np.array_equal(np.asarray(x, dtype=object), np.asarray(y, dtype=object))
+
+
+@pytest.mark.parametrize("name", ["det", "solve", "inv", "rank", "nullspace", "charpoly"])
+def test_progress_over_z_one_display(monkeypatch, capsys, name):
+    """With progress on and every call expected to run long, each function over Z and Q
+    writes one line, named for it, up to 100 %; the results do not change."""
+    import sys
+
+    import modlin
+    from modlin._runtime import progress as _progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    call = _progress_calls_z()[name]
+    off = call()
+    with modlin.limits(progress=True):
+        assert _same_z(call(), off)  # small: no display
+        assert capsys.readouterr().err == ""
+        monkeypatch.setattr(_progress, "_gemm_rate", lambda: 1.0)
+        on = call()
+    err = capsys.readouterr().err
+    assert _same_z(on, off)
+    desc = f"modlin.linalg.{name} over Z and Q" + (", 2 matrices" if name == "rank" else "")
+    assert err.startswith(f"\r{desc} [") and err.endswith(f"\r{desc} [100/100] done\n"), err
+    assert err.count("\n") == 1 and "modlin.matmul" not in err
+
+
+@pytest.mark.parametrize("name", ["det", "solve", "rank", "charpoly"])
+def test_progress_over_z_follows_the_model(monkeypatch, name):
+    """On a generic matrix the model foresees the work: the display advances in several steps
+    and reaches 99 % before the call returns, never more than 100 %."""
+    import modlin
+    from conftest import StepRecorder
+    from modlin._runtime import progress as _progress
+
+    recorder = StepRecorder()
+    monkeypatch.setattr(_progress, "bar", lambda *args, **kwargs: recorder)
+    monkeypatch.setattr(_progress, "MIN_SECONDS", -1.0)
+    with modlin.limits(progress=True):
+        _progress_calls_z()[name]()
+    steps = recorder.steps
+    least = 3 if name == "rank" else 4  # rank: one elimination for each of its 2 matrices
+    assert sum(steps) == 100 and len(steps) >= least and steps[-1] <= 10, steps

@@ -20,7 +20,9 @@ from modlin.linalg._inputs import LinAlgError, matrix, square
 from modlin.linalg._integers import (
     det_cost,
     det_integer,
+    nullspace_cost,
     nullspace_integer,
+    rank_cost,
     rank_integer,
     solve_cost,
     solve_integer,
@@ -271,7 +273,7 @@ def solve(A, B, seed: int | None = None, fn: str = "solve"):
     den = np.empty(lead, dtype=object)
     k = b_num.shape[-1]
     first = an[(0,) * len(lead)] if an.size else an.reshape(an.shape[-2:])
-    with tracked("solve", None, int(np.prod(lead)), lambda: solve_cost(first, k)):
+    with tracked(fn, None, int(np.prod(lead)), lambda: solve_cost(first, k)):
         for idx in np.ndindex(lead):
             Y, d = solve_integer(np.ascontiguousarray(an[idx]), np.ascontiguousarray(bn[idx]), seed, fn)
             num[idx], den[idx] = Y, d
@@ -312,7 +314,9 @@ def rank(A, seed: int | None = None):
     """The rank over Q, certified."""
     op = exact_operand(A, "A", "rank", "matrix")
     (num,), _ = row_scaled(op)
-    r = _each(num, 2, lambda a: rank_integer(np.ascontiguousarray(a), seed), np.int64)
+    first = num[(0,) * (num.ndim - 2)] if num.size else num.reshape(num.shape[-2:])
+    with tracked("rank", None, int(np.prod(num.shape[:-2])), lambda: rank_cost(first)):
+        r = _each(num, 2, lambda a: rank_integer(np.ascontiguousarray(a), seed), np.int64)
     return int(r) if r.ndim == 0 else r
 
 
@@ -322,7 +326,8 @@ def nullspace(A, left: bool = False, seed: int | None = None):
     if left:  # the left kernel of A is the right kernel of A.T, whose rows are scaled
         op = Exact(op.num.T, None if op.den is None else op.den.T, op.kind)
     (num,), _ = row_scaled(op)
-    N, _ = nullspace_integer(np.ascontiguousarray(num), seed)
+    with tracked("nullspace", None, 1, lambda: nullspace_cost(num)):
+        N, _ = nullspace_integer(np.ascontiguousarray(num), seed)
     N = narrowed(N)
     if left:
         N = N.T
