@@ -36,6 +36,7 @@ def test_layout_keeps_products_exact(n, amax):
     assert n * piece * 2 ** (bits - 1) <= 2**52
     if c:
         assert c * T >= max(amax.bit_length(), 1)  # the pieces cover every bit of |a|
+        assert c + bits <= 52  # Horner's rule over the pieces: residue * 2**c stays exact
 
 
 def test_layout_one_piece_for_small_entries():

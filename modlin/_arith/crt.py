@@ -38,13 +38,14 @@ def crt(residues, moduli) -> int:
 def crt_rows(rows, moduli) -> list[int]:
     """:func:`crt` of each row of ``rows`` (an iterable of sequences of integers, one residue
     per modulus), with the weights ``c_i = (M/m_i) ((M/m_i)**-1 mod m_i)`` computed once:
-    ``x = sum_i r_i c_i mod M``, in Python integers."""
+    ``x = sum_i r_i c_i mod M``, a product of Python-int arrays."""
     M = math.prod(moduli)
-    weights = []
-    for q in moduli:
+    weights = np.empty(len(moduli), dtype=object)
+    for i, q in enumerate(moduli):
         c = M // q
-        weights.append(c * pow(c, -1, q))
-    return [sum(int(r) * w for r, w in zip(row, weights)) % M for row in rows]
+        weights[i] = c * pow(c, -1, q)
+    table = np.array([[int(r) for r in row] for row in rows], dtype=object).reshape(-1, len(moduli))
+    return [int(x) % M for x in table @ weights]
 
 
 @njit

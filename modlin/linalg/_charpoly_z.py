@@ -39,7 +39,7 @@ from modlin._arith.modular import mulmod1
 from modlin._arith.primes import is_prime
 from modlin._engines.jit import njit
 from modlin._engines.threads import each_row, region, run, slabs, workers
-from modlin._runtime.calibration import HESSENBERG_MAX_N
+from modlin._runtime.calibration import HESSENBERG_MAX_N, KERNEL_UPDATE
 from modlin._runtime.limits import current as current_limits
 from modlin.linalg._arith import inverse
 from modlin.linalg._charpoly import _charpoly, charpoly_cost
@@ -134,9 +134,8 @@ def _random_primes(bits: int, bound: int, rng: random.Random) -> list[int]:
 
 @njit(inline="always")
 def _reduce(y, p, pinv):  # pragma: no cover - compiled
-    """``y mod p`` in ``[0, p)`` for an integral float64 ``|y| <= 2**52`` (float64 ``p``):
-    the quotient's floor is within 2 of ``y / p``, and ``y - q p`` is exact (both below
-    ``2**53``)."""
+    """``y mod p`` in ``[0, p)`` for an integral float64 ``|y| < 2**53 - 4p`` (float64 ``p``):
+    the quotient's floor is within 2 of ``y / p``, so ``y - q p`` is exact (``|q p| < 2**53``)."""
     r = y - np.floor(y * pinv) * p
     r = r + p if r < 0 else r
     r = r + p if r < 0 else r
@@ -145,29 +144,32 @@ def _reduce(y, p, pinv):  # pragma: no cover - compiled
 
 
 @njit
-def _next_vectors(Y, W, q, qf, qinv, U, X, s, lo, hi):  # pragma: no cover - compiled
-    """Rows ``lo:hi`` of one step for every prime (column ``j``, prime ``q[j]``, as a float
-    ``qf[j]``): ``x = sum_t W[t, j] Y[t, :, j] mod q[j]`` into ``X`` as balanced residues,
-    and ``s[j] = sum_i U[i, j] x_i mod q[j]`` over these rows. ``Y`` holds exact integers
-    below ``2**52`` in magnitude, ``U`` integers with ``U q < 2**52``: every float here is
-    an exact integer."""
+def _next_vectors(Y, scale, qf, qinv, U, X, s, lo, hi):  # pragma: no cover - compiled
+    """Rows ``lo:hi`` of one step for every prime (column ``j``, prime ``qf[j]``):
+    ``x = sum_t scale**t Y[t, :, j] mod qf[j]`` into ``X`` as balanced residues, and
+    ``s[j] = sum_i U[i, j] x_i mod qf[j]`` over these rows.
+
+    Every float here is an exact integer: ``Y`` below ``2**52`` in magnitude, ``U qf`` below
+    ``2**52``, and Horner's rule over the pieces multiplies residues below ``2**bits`` by
+    ``scale = 2**c`` with ``c + bits <= 52`` (:func:`_layout`)."""
     T, _, P = Y.shape
+    acc = np.empty(P)
     for j in range(P):
         s[j] = 0.0
     for i in range(lo, hi):
+        # 1-D slices, one loop over the primes each: these loops vectorise
+        top, xi, ui = Y[T - 1, i], X[i], U[i]
+        for j in range(P):
+            acc[j] = _reduce(top[j], qf[j], qinv[j])
+        for t in range(T - 2, -1, -1):
+            yt = Y[t, i]
+            for j in range(P):
+                acc[j] = _reduce(acc[j] * scale + _reduce(yt[j], qf[j], qinv[j]), qf[j], qinv[j])
         for j in range(P):
             p = qf[j]
-            pinv = qinv[j]
-            if T == 1:
-                r = _reduce(Y[0, i, j], p, pinv)
-            else:
-                acc = np.int64(0)
-                for t in range(T):
-                    acc += mulmod1(np.int64(_reduce(Y[t, i, j], p, pinv)), W[t, j], q[j], pinv)
-                    acc -= q[j] if acc >= q[j] else 0
-                r = np.float64(acc)
-            X[i, j] = r - p if r > 0.5 * p else r
-            s[j] = _reduce(s[j] + U[i, j] * r, p, pinv)
+            r = acc[j]
+            xi[j] = r - p if r > 0.5 * p else r
+            s[j] = _reduce(s[j] + ui[j] * r, p, qinv[j])
 
 
 @njit
@@ -257,24 +259,22 @@ def _sequence_charpolys(pieces: list[np.ndarray], c: int, primes: list[int], n: 
     P, T = len(primes), len(pieces)
     q = np.array(primes, dtype=np.int64)
     qinv = 1.0 / q.astype(np.float64)
-    W = np.array([[pow(2, c * t, p) for p in primes] for t in range(T)], dtype=np.int64).reshape(T, P)
     qf = q.astype(np.float64)
     U = rng.integers(0, 2 ** (52 - max(primes).bit_length()), size=(n, P)).astype(np.float64)
     Y = np.empty((T, n, P))
     Y[0] = rng.integers(-(q >> 1), (q >> 1) + 1, size=(n, P), dtype=np.int64)
     X = np.empty((n, P))
     S = np.empty((2 * n, P))
-    W1 = np.ones((1, P), dtype=np.int64)
     for i in range(2 * n):
         if i:
             krylov_products(pieces, X, Y)
-        Yi, Wi = (Y, W) if i else (Y[:1], W1)
-        parts = each_row(lambda r, Yi=Yi, Wi=Wi: _reduce_part(Yi, Wi, q, qf, qinv, U, X, r), n, P, 4.0 * Yi.shape[0])
+        Yi = Y if i else Y[:1]
+        parts = each_row(lambda r, Yi=Yi: _reduce_part(Yi, 2.0**c, qf, qinv, U, X, r), n, P, 4.0 * Yi.shape[0])
         S[i] = parts[0] if len(parts) == 1 else np.sum(parts, axis=0) % qf
         advance(_step_cost, n, T, P)
     F = np.zeros((P, n + 1), dtype=np.int64)
     ok = np.zeros(P, dtype=np.bool_)
-    t = workers(4.0 * n * n * P, P)
+    t = workers(4.0 * n * n * P * KERNEL_UPDATE, P)
     Si = S.astype(np.int64)
     with region(t):
         run(lambda r: _berlekamp_massey(Si, q, n, r.start, r.stop, F, ok), slabs(P, t))
@@ -287,9 +287,9 @@ def krylov_products(pieces: list[np.ndarray], X: np.ndarray, Y: np.ndarray) -> N
         np.matmul(At, X, out=Y[t])
 
 
-def _reduce_part(Y, W, q, qf, qinv, U, X, rows: slice) -> np.ndarray:
-    s = np.empty(len(q))
-    _next_vectors(Y, W, q, qf, qinv, U, X, s, rows.start, rows.stop)
+def _reduce_part(Y, scale, qf, qinv, U, X, rows: slice) -> np.ndarray:
+    s = np.empty(len(qf))
+    _next_vectors(Y, scale, qf, qinv, U, X, s, rows.start, rows.stop)
     return s
 
 
