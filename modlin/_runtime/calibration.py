@@ -309,6 +309,15 @@ OBJECT_POINTS = 0.4
 # 96: 5.3 / 11.5; 128: 12.9 / 17.7; 160: 24.3 / 24.0; 200: 48 / 36.
 HESSENBERG_MAX_N = 160
 
+# Up to this many 32-bit limbs the big-prime base cases (modlin.linalg._bigmod) update whole
+# rows on limb planes, beyond one entry at a time in CIOS Montgomery form. ns per update of
+# the elimination, planes / CIOS, on the 2-core machine (block 64 x 64; 200 x 200 in
+# brackets): 127-bit 61 / 92 (42 / -), 200-bit 158 / 182 (130 / -), 256-bit 213 / 201
+# (164 / -), 384-bit 493 / 388, 511-bit 1040 / 784. linalg.det / inv at n = 400, planes
+# against CIOS: 127-bit 0.34 / 0.92 s against 0.46 / 1.06, 256-bit 0.70 / 1.65 against
+# 0.70 / 1.85, timing _eliminate_planes and _eliminate_big on random blocks; det and inv one call each, 2026-12-07).
+PLANES_MAX_LIMBS = 8
+
 # ---- Progress bars (modlin._runtime.progress) ----------------------------------------
 
 #: Products expected to take less than this show no progress.

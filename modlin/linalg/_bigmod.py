@@ -1,10 +1,15 @@
 """The base cases of :mod:`modlin.linalg` modulo primes beyond 64 bits, in compiled code.
 
-Residues are held as ``L`` 32-bit limbs (in uint64 slots, little-endian) in Montgomery form
-``x R mod p``, ``R = 2**(32 L)``; a product is one CIOS Montgomery multiplication (Koç,
-Acar and Kaliski, "Analyzing and comparing Montgomery multiplication algorithms", IEEE
-Micro 16(3), 1996): ``2 L**2`` 32 x 32-bit multiply-adds, each sum below ``2**64``. Inverses
-are Fermat's ``x**(p-2)``, so a kernel never leaves compiled code. The object-array base
+Residues are held as ``L`` 32-bit limbs, little-endian. Up to :data:`PLANES_MAX_LIMBS` limbs
+the blocks are limb planes (``(L, rows, cols)`` uint32, plain residues) and a row update
+``row_y -= l row_i`` is one :func:`_row_op`: Montgomery's product of the multiplier's form
+``l R`` with the whole row, in vector loops over the row's entries. Beyond, an entry is a
+limb vector (uint64 slots) in Montgomery form ``x R mod p``, ``R = 2**(32 L)``, and a product
+is one CIOS Montgomery multiplication (Koç, Acar and Kaliski, "Analyzing and comparing
+Montgomery multiplication algorithms", IEEE Micro 16(3), 1996): ``2 L**2`` 32 x 32-bit
+multiply-adds, each sum below ``2**64``; the CIOS products also serve the planes' scalar
+work (multipliers, pivots). Inverses are Fermat's ``x**(p-2)``, so a kernel never leaves
+compiled code. The object-array base
 cases did one NumPy operation on Python ints per pivot, 95 % of a 127-bit ``det`` at
 ``n = 200`` (issue 46).
 """
@@ -18,8 +23,10 @@ import numpy as np
 from modlin._arith.primes import is_prime
 from modlin._arith.pyints import from_limbs, to_halves
 from modlin._engines.jit import njit
+from modlin._runtime.calibration import PLANES_MAX_LIMBS
 
-__all__ = ["MAX_LIMBS", "fits", "to_limbs", "from_limbs32", "eliminate_big", "lower_inverse_big"]
+__all__ = ["MAX_LIMBS", "fits", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
+           "lower_inverse_big"]
 
 #: The most 32-bit limbs of a modulus the kernels take (moduli below ``2**512``).
 MAX_LIMBS = 16
@@ -259,13 +266,227 @@ def _lower_inverse_big(tr, p, pp, r2, one, e, unit, x):  # pragma: no cover - co
     _from_montgomery(x, p, pp, t)
 
 
+# ---- row operations on limb planes: the updates of the base cases, vectorised over a row -----
+
+_S32 = np.uint64(32)
+_S63 = np.uint64(63)
+
+
+@njit
+def _row_op(D, yd, S, ys, lo, hi, lam, p, pp, acc, tmp, flag, mrow, subtract):  # pragma: no cover - compiled
+    """``D[:, yd, lo:hi] -= lam u R**-1`` (``subtract``) or ``= lam u R**-1``, ``u = S[:, ys,
+    lo:hi]``, modulo ``p``: for ``lam = l R mod p`` (Montgomery form) the plain ``l u``.
+
+    ``D`` and ``S`` are limb planes (``(L, rows, cols)`` uint32, residues in ``[0, p)``),
+    ``D`` may be ``S``. Every loop below runs over the row's entries with the limb fixed: one
+    pass per limb pair, each a vector loop (uint32 operands widened to uint64 multiply as one
+    32 x 32-bit product per lane). The product ``lam u`` is accumulated with its carries
+    delayed (each 64-bit cell takes at most ``4 L + 2`` values below ``2**32``), then reduced
+    by Montgomery's method one limb at a time (separated operand scanning), the result
+    (below ``2p``) brought below ``p``, and subtracted. ``acc``: ``(2 L + 1, w)`` uint64,
+    ``tmp``: ``(L, w)`` uint64, ``flag``: ``(w,)`` uint64, ``mrow``: ``(w,)`` uint32 scratch."""
+    L = p.shape[0]
+    w = hi - lo
+    if w <= 0:
+        return
+    for j in range(2 * L + 1):
+        aj = acc[j]
+        for c in range(w):
+            aj[c] = 0
+    for a in range(L):
+        la = lam[a]
+        for b in range(L):
+            src = S[b, ys, lo:hi]
+            r0, r1 = acc[a + b], acc[a + b + 1]
+            for c in range(w):
+                prod = la * np.uint64(src[c])
+                r0[c] += prod & _M32
+                r1[c] += prod >> _S32
+    for j in range(L):  # Montgomery: clear the low limbs, one at a time
+        aj = acc[j]
+        for c in range(w):
+            mrow[c] = np.uint32(aj[c] & _M32) * np.uint32(pp)
+        for k in range(L):
+            pk = p[k]
+            r0, r1 = acc[j + k], acc[j + k + 1]
+            for c in range(w):
+                prod = np.uint64(mrow[c]) * pk
+                r0[c] += prod & _M32
+                r1[c] += prod >> _S32
+        nx = acc[j + 1]
+        for c in range(w):
+            nx[c] += aj[c] >> _S32
+    for k in range(L):  # normalise the carries of the high half: the result, below 2p
+        ak, nx = acc[L + k], acc[L + k + 1]
+        for c in range(w):
+            nx[c] += ak[c] >> _S32
+            ak[c] &= _M32
+    for c in range(w):
+        flag[c] = 0  # the borrow of result - p
+    for k in range(L):
+        ak, tk, pk = acc[L + k], tmp[k], p[k]
+        for c in range(w):
+            d = ak[c] - pk - flag[c]
+            tk[c] = d & _M32
+            flag[c] = d >> _S63
+    top = acc[2 * L]
+    for c in range(w):
+        flag[c] = 1 if top[c] != 0 or flag[c] == 0 else 0  # result >= p: take result - p
+    for k in range(L):
+        ak, tk = acc[L + k], tmp[k]
+        for c in range(w):
+            ak[c] = tk[c] if flag[c] else ak[c]
+    if not subtract:
+        for k in range(L):
+            ak, dk = acc[L + k], D[k, yd, lo:hi]
+            for c in range(w):
+                dk[c] = np.uint32(ak[c])
+        return
+    for c in range(w):
+        flag[c] = 0
+    for k in range(L):  # D - result, then + p where that borrowed
+        ak, dk, tk = acc[L + k], D[k, yd, lo:hi], tmp[k]
+        for c in range(w):
+            d = np.uint64(dk[c]) - ak[c] - flag[c]
+            tk[c] = d & _M32
+            flag[c] = d >> _S63
+    carry = acc[0]  # free now
+    for c in range(w):
+        carry[c] = 0
+    for k in range(L):
+        dk, tk, pk = D[k, yd, lo:hi], tmp[k], p[k]
+        for c in range(w):
+            s = tk[c] + (pk if flag[c] else np.uint64(0)) + carry[c]
+            dk[c] = np.uint32(s & _M32)
+            carry[c] = s >> _S32
+
+
+@njit(inline="always")
+def _load(A, y, c, out):  # pragma: no cover - compiled
+    for k in range(out.shape[0]):
+        out[k] = np.uint64(A[k, y, c])
+
+
+@njit(inline="always")
+def _store(A, y, c, x):  # pragma: no cover - compiled
+    for k in range(x.shape[0]):
+        A[k, y, c] = np.uint32(x[k])
+
+
+@njit
+def _eliminate_planes(A, p, pp, r2, one, e, pivot_rows, cols):  # pragma: no cover - compiled
+    """:func:`modlin.linalg._elimination._eliminate` on limb planes ``A`` (``(L, m, n)``
+    uint32, plain residues): the same pivots, the same packed result. Each row update is one
+    :func:`_row_op` with the multiplier in Montgomery form."""
+    L, m, n = A.shape
+    t = np.zeros(L + 2, dtype=np.uint64)
+    w = np.zeros(L, dtype=np.uint64)
+    x = np.zeros(L, dtype=np.uint64)
+    inv = np.zeros(L, dtype=np.uint64)
+    inv2 = np.zeros(L, dtype=np.uint64)
+    lam = np.zeros(L, dtype=np.uint64)
+    acc = np.zeros((2 * L + 1, n), dtype=np.uint64)
+    tmp = np.zeros((L, n), dtype=np.uint64)
+    flag = np.zeros(n, dtype=np.uint64)
+    mrow = np.zeros(n, dtype=np.uint32)
+    for c in range(n):
+        cols[c] = c
+    r = 0
+    for i in range(m):
+        best = -1
+        first = n
+        for c in range(r, n):
+            nz = False
+            for k in range(L):
+                if A[k, i, c] != 0:
+                    nz = True
+                    break
+            if nz and cols[c] < first:
+                best = c
+                first = cols[c]
+        if best < 0:
+            continue
+        if best != r:
+            for k in range(L):
+                for y in range(m):
+                    v = A[k, y, best]
+                    A[k, y, best] = A[k, y, r]
+                    A[k, y, r] = v
+            cols[best], cols[r] = cols[r], cols[best]
+        pivot_rows[r] = i
+        _load(A, i, r, x)
+        _mont_mul(x, r2, p, pp, x, t)  # the pivot in Montgomery form
+        _mont_inverse(x, p, pp, one, e, inv, t, w)  # its inverse, Montgomery form: v**-1 R
+        _mont_mul(inv, r2, p, pp, inv2, t)  # v**-1 R**2: a product with it is Montgomery's l R
+        for y in range(i + 1, m):
+            _load(A, y, r, x)
+            if _is_zero(x):
+                continue
+            _mont_mul(x, inv2, p, pp, lam, t)  # l R
+            _mont_mul(x, inv, p, pp, x, t)  # l
+            _store(A, y, r, x)
+            _row_op(A, y, A, i, r + 1, n, lam, p, pp, acc, tmp, flag, mrow, True)
+        r += 1
+    return r
+
+
+@njit
+def _lower_inverse_planes(tr, p, pp, r2, one, e, unit, x):  # pragma: no cover - compiled
+    """:func:`modlin.linalg._elimination._lower_inverse` on limb planes (``(L, k, k)`` uint32,
+    plain residues; ``x`` is written)."""
+    L, k, _ = tr.shape
+    t = np.zeros(L + 2, dtype=np.uint64)
+    w = np.zeros(L, dtype=np.uint64)
+    v = np.zeros(L, dtype=np.uint64)
+    d = np.zeros(L, dtype=np.uint64)
+    acc = np.zeros((2 * L + 1, k), dtype=np.uint64)
+    tmp = np.zeros((L, k), dtype=np.uint64)
+    flag = np.zeros(k, dtype=np.uint64)
+    mrow = np.zeros(k, dtype=np.uint32)
+    x[:, :, :] = 0
+    for i in range(k):
+        for j in range(i):
+            _load(tr, i, j, v)
+            if _is_zero(v):
+                continue
+            _mont_mul(v, r2, p, pp, v, t)
+            _row_op(x, i, x, j, 0, j + 1, v, p, pp, acc, tmp, flag, mrow, True)
+        if unit:
+            x[0, i, i] = 1
+        else:
+            _load(tr, i, i, v)
+            _mont_mul(v, r2, p, pp, v, t)
+            _mont_inverse(v, p, pp, one, e, d, t, w)  # d R, d = t_ii**-1
+            _row_op(x, i, x, i, 0, i, d, p, pp, acc, tmp, flag, mrow, False)
+            for j in range(L):
+                v[j] = 0
+            v[0] = 1
+            _mont_mul(d, v, p, pp, d, t)
+            _store(x, i, i, d)
+
+
+def to_planes(x: np.ndarray, L: int) -> np.ndarray:
+    """Residues in ``[0, p)`` (an object array, 2-D) as limb planes ``(L, m, n)`` uint32."""
+    return np.ascontiguousarray(to_limbs(x, L).astype(np.uint32).transpose(2, 0, 1))
+
+
+def from_planes(a: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`to_planes`: an object array of Python ints."""
+    return from_limbs32(np.ascontiguousarray(a.transpose(1, 2, 0)).astype(np.uint64))
+
+
 def eliminate_big(a: np.ndarray, p: int, pivot_rows: np.ndarray, cols: np.ndarray) -> int:
     """Row elimination of an object block of residues modulo a :func:`fits` ``p``, in place (as
     :func:`modlin.linalg._elimination._eliminate_object`); returns the rank."""
     L, pl, pp, r2, one, e = constants(p)
-    limbs = np.ascontiguousarray(to_limbs(a, L))
-    r = int(_eliminate_big(limbs, pl, pp, r2, one, e, pivot_rows, cols))
-    a[...] = from_limbs32(limbs)
+    if L > PLANES_MAX_LIMBS:
+        limbs = np.ascontiguousarray(to_limbs(a, L))
+        r = int(_eliminate_big(limbs, pl, pp, r2, one, e, pivot_rows, cols))
+        a[...] = from_limbs32(limbs)
+        return r
+    planes = to_planes(a, L)
+    r = int(_eliminate_planes(planes, pl, pp, r2, one, e, pivot_rows, cols))
+    a[...] = from_planes(planes)
     return r
 
 
@@ -273,7 +494,12 @@ def lower_inverse_big(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
     """The inverse of the lower triangle of an object matrix modulo a :func:`fits` ``p``."""
     L, pl, pp, r2, one, e = constants(p)
     k = T.shape[0]
-    tr = np.ascontiguousarray(to_limbs(T, L))  # the strict upper triangle is never read
-    x = np.zeros((k, k, L), dtype=np.uint64)
-    _lower_inverse_big(tr, pl, pp, r2, one, e, unit, x)
-    return from_limbs32(x)
+    if L > PLANES_MAX_LIMBS:
+        limbs = np.ascontiguousarray(to_limbs(T, L))  # the strict upper triangle is never read
+        out = np.zeros((k, k, L), dtype=np.uint64)
+        _lower_inverse_big(limbs, pl, pp, r2, one, e, unit, out)
+        return from_limbs32(out)
+    tr = to_planes(T, L)  # the strict upper triangle is never read
+    x = np.zeros((L, k, k), dtype=np.uint32)
+    _lower_inverse_planes(tr, pl, pp, r2, one, e, unit, x)
+    return from_planes(x)
