@@ -117,19 +117,34 @@ def balanced_halves(x, p: int, name: str):
     return Pieces16(balanced_lift(x, p, name))
 
 
+def _checked(x, p: int, name: str) -> np.ndarray:
+    """``x`` as exact integers (int64, uint64 or Python ints), or the TypeError or ValueError
+    saying why it is not an array of integers."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return float_integers(x, name)
+    if x.dtype.kind in "iubO":
+        return integers(x, name)
+    residues_int64(x, p, name)  # raises the appropriate TypeError
+    return x
+
+
+def residues_object(x, p: int, name: str) -> np.ndarray:
+    """The residues of ``x`` modulo ``p`` in ``[0, p)``, a new object array of Python ints
+    (one ``%`` per entry; for moduli beyond int64). Never modifies ``x``."""
+    x = _checked(x, p, name)
+    r = np.empty(x.shape, dtype=object)
+    r[...] = x.astype(object) % p
+    return r
+
+
 def balanced_lift(x, p: int, name: str) -> np.ndarray:
     """The residues of ``x`` modulo ``p`` in ``[-(p//2), (p-1)//2]``.
 
     int64 when ``p <= 2**64`` (every such residue fits), object arrays of Python
     ints above. Never modifies ``x``.
     """
-    x = np.asarray(x)
-    if x.dtype.kind == "f":
-        x = float_integers(x, name)
-    elif x.dtype.kind in "iubO":
-        x = integers(x, name)
-    else:
-        residues_int64(x, p, name)  # raises the appropriate TypeError
+    x = _checked(x, p, name)
     half = (p - 1) // 2
     if p <= 2**64 and x.dtype != object:
         if x.dtype == np.int64 and p < 2**63:

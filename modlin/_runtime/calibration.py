@@ -298,6 +298,12 @@ POINT_UPDATE = 140.0
 #: an exponent near that of Karatsuba's products), a third of it for a triangular inverse
 #: (dot products), 0.4 of it for the determinants at the points. One thread: scaled.
 OBJECT_UPDATE = 13500.0
+#: One update of the compiled big-prime kernels (modlin.linalg._bigmod, moduli from 2**63 to
+#: 2**512), per squared count of 32-bit limbs: 3.5 L**2 ns (20 ns at 2 limbs, 61 at 4, 213 at 8,
+#: 388 at 12, 784 at 16; elimination of 64 x 64 blocks, see PLANES_MAX_LIMBS), and for a
+#: triangular inverse 1.35 times that (its rows are shorter). One thread: scaled.
+BIG_UPDATE = 200.0
+BIG_INVERSE = 1.35
 OBJECT_UPDATE_BITS = 4.2
 OBJECT_INVERSE = 1 / 3
 OBJECT_POINTS = 0.4

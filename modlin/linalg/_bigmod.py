@@ -25,7 +25,7 @@ from modlin._arith.pyints import from_limbs, to_halves
 from modlin._engines.jit import njit
 from modlin._runtime.calibration import PLANES_MAX_LIMBS
 
-__all__ = ["MAX_LIMBS", "fits", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
+__all__ = ["MAX_LIMBS", "fits", "limbs", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
            "lower_inverse_big"]
 
 #: The most 32-bit limbs of a modulus the kernels take (moduli below ``2**512``).
@@ -41,16 +41,22 @@ def fits(p: int) -> bool:
     return 2**63 <= p < 2 ** (32 * MAX_LIMBS) and is_prime(p)
 
 
+def limbs(p: int) -> int:
+    """How many 32-bit limbs the kernels give a residue modulo ``p``."""
+    return -(-p.bit_length() // 32)
+
+
 @lru_cache(maxsize=32)
 def constants(p: int) -> tuple[int, np.ndarray, np.uint64, np.ndarray, np.ndarray, np.ndarray]:
     """``(L, p, -p**-1 mod 2**32, R**2 mod p, R mod p, p - 2)`` as limbs, for a :func:`fits` ``p``."""
-    L = -(-p.bit_length() // 32)
+    L = limbs(p)
     R = 1 << (32 * L)
 
-    def limbs(v: int) -> np.ndarray:
+    def as_limbs(v: int) -> np.ndarray:
         return np.array([(v >> (32 * j)) & 0xFFFFFFFF for j in range(L)], dtype=np.uint64)
 
-    return (L, limbs(p), np.uint64(-pow(p, -1, 2**32) % 2**32), limbs(R * R % p), limbs(R % p), limbs(p - 2))
+    return (L, as_limbs(p), np.uint64(-pow(p, -1, 2**32) % 2**32), as_limbs(R * R % p), as_limbs(R % p),
+            as_limbs(p - 2))
 
 
 def to_limbs(x: np.ndarray, L: int) -> np.ndarray:

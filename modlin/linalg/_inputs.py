@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from modlin._arith.integers import balanced_lift, residues_int64
+from modlin._arith.integers import residues_int64, residues_object
 from modlin._arith.moduli import check_modulus
 from modlin._arith.primes import is_prime
 from modlin._engines.backend import cpu_only
@@ -48,10 +48,7 @@ def working(x, p: int, name: str) -> np.ndarray:
     Python ints above. ``x`` itself is never modified."""
     if p < INT64_LIMIT:
         return reduce(residues_int64(x, p, name), p)
-    r = balanced_lift(x, p, name)
-    out = np.empty(r.shape, dtype=object)
-    out[...] = r.astype(object) % p
-    return out
+    return residues_object(x, p, name)
 
 
 def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,

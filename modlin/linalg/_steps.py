@@ -25,6 +25,8 @@ from typing import Callable
 
 from modlin._planning.rnsplan import RNSPlan
 from modlin._runtime.calibration import (
+    BIG_INVERSE,
+    BIG_UPDATE,
     CALIBRATION_THREADS,
     KERNEL_UPDATE,
     OBJECT_INVERSE,
@@ -37,6 +39,7 @@ from modlin._runtime.calibration import (
 )
 from modlin._runtime.limits import current as current_limits, planning_threads
 from modlin._runtime.progress import covering
+from modlin.linalg._bigmod import fits, limbs
 
 __all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "points_cost", "STEPS"]
 
@@ -51,10 +54,6 @@ __all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_
 def _serial() -> float:
     """The cost of one thread's work relative to the GEMMs', which use every core."""
     return planning_threads(None) / CALIBRATION_THREADS
-
-
-def _object_update(p: int) -> float:
-    return OBJECT_UPDATE + OBJECT_UPDATE_BITS * p.bit_length() ** 1.6
 
 
 def product_cost(pl, m: int, k: int, n: int, objects: bool, prepared: bool = False) -> float:
@@ -78,10 +77,19 @@ def elimination_cost(p: int, m: int, n: int, r: int, objects: bool) -> float:
     return max(updates, 0) * (_object_update(p) if objects else KERNEL_UPDATE) * _serial()
 
 
+def _object_update(p: int) -> float:
+    """One update of a base case on residues beyond int64: the compiled multi-limb kernels'
+    (:mod:`modlin.linalg._bigmod`, about ``L**2`` limb products) where they take ``p``,
+    NumPy's loops on Python ints elsewhere."""
+    if fits(p):
+        return BIG_UPDATE * limbs(p) ** 2
+    return OBJECT_UPDATE + OBJECT_UPDATE_BITS * p.bit_length() ** 1.6
+
+
 def inversion_cost(p: int, k: int, objects: bool) -> float:
     """Modelled cost of the inverse of a small ``k x k`` triangle
     (:func:`~modlin.linalg._elimination.lower_inverse`): ``k**3 / 6`` updates."""
-    per = _object_update(p) * OBJECT_INVERSE if objects else KERNEL_UPDATE
+    per = _object_update(p) * (BIG_INVERSE if fits(p) else OBJECT_INVERSE) if objects else KERNEL_UPDATE
     return k**3 / 6 * per * _serial()
 
 
