@@ -166,3 +166,28 @@ def test_row_op_against_python(seed, p):
     assert bm.from_planes(D2)[0].tolist() == [(x - lam * y * Rinv) % p for x, y in zip(d, u)]
     bm._row_op(D2, 0, S, 0, 0, w, lam_limbs, pl, pp, acc, tmp, flag, mrow, False)
     assert bm.from_planes(D2)[0].tolist() == [lam * y * Rinv % p for y in u]
+
+
+@pytest.mark.parametrize("p", [2**127 - 1, 2**255 - 19])
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit", [True, False])
+@pytest.mark.parametrize("w", [1, 3, 30])  # 1 and 3: by substitution; 30: by the inverse
+def test_triangular_solves_substitution_and_inverse(p, side, lower, unit, w):
+    """trsm modulo a big prime, narrow right-hand sides by substitution (the compiled row
+    updates), wide ones by the triangle's inverse and a product: both against Python ints."""
+    from modlin.linalg._elimination import substitutes
+
+    k = 24
+    assert substitutes(p, k, w) == (w <= 8)
+    rng = random.Random(hash((p, side, lower, unit, w)) % 2**32)
+    T = _block(rng, p, k, k, worst=w == 3)
+    for i in range(k):
+        T[i, i] = rng.randrange(1, p)
+    B = _block(rng, p, k, w) if side == "left" else _block(rng, p, w, k)
+    Tri = np.tril(T) if lower else np.triu(T)
+    if unit:
+        np.fill_diagonal(Tri, 1)
+    X = linalg.trsm(T, B, p, side=side, lower=lower, unit_diagonal=unit)
+    got = Tri.dot(X) if side == "left" else X.dot(Tri)
+    assert ((got - B) % p == 0).all()

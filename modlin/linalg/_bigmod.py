@@ -26,7 +26,7 @@ from modlin._engines.jit import njit
 from modlin._runtime.calibration import PLANES_MAX_LIMBS
 
 __all__ = ["MAX_LIMBS", "fits", "limbs", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
-           "lower_inverse_big"]
+           "lower_inverse_big", "lower_solve_big"]
 
 #: The most 32-bit limbs of a modulus the kernels take (moduli below ``2**512``).
 MAX_LIMBS = 16
@@ -469,6 +469,45 @@ def _lower_inverse_planes(tr, p, pp, r2, one, e, unit, x):  # pragma: no cover -
             v[0] = 1
             _mont_mul(d, v, p, pp, d, t)
             _store(x, i, i, d)
+
+
+@njit
+def _lower_solve_planes(tr, b, p, pp, r2, one, e, unit):  # pragma: no cover - compiled
+    """``b <- t**-1 b`` in place by substitution, for the lower triangle of ``tr`` (its
+    diagonal taken as ones when ``unit``): limb planes, ``tr`` ``(L, k, k)`` and ``b``
+    ``(L, k, w)``; row ``i`` of ``b`` is ``t_ii**-1 (b_i - sum_j<i t_ij b_j)``, one
+    :func:`_row_op` per nonzero ``t_ij``: ``k**2 w / 2`` updates."""
+    L, k, _ = tr.shape
+    w = b.shape[2]
+    t = np.zeros(L + 2, dtype=np.uint64)
+    s = np.zeros(L, dtype=np.uint64)
+    v = np.zeros(L, dtype=np.uint64)
+    d = np.zeros(L, dtype=np.uint64)
+    acc = np.zeros((2 * L + 1, w), dtype=np.uint64)
+    tmp = np.zeros((L, w), dtype=np.uint64)
+    flag = np.zeros(w, dtype=np.uint64)
+    mrow = np.zeros(w, dtype=np.uint32)
+    for i in range(k):
+        for j in range(i):
+            _load(tr, i, j, v)
+            if _is_zero(v):
+                continue
+            _mont_mul(v, r2, p, pp, v, t)
+            _row_op(b, i, b, j, 0, w, v, p, pp, acc, tmp, flag, mrow, True)
+        if not unit:
+            _load(tr, i, i, v)
+            _mont_mul(v, r2, p, pp, v, t)
+            _mont_inverse(v, p, pp, one, e, d, t, s)
+            _row_op(b, i, b, i, 0, w, d, p, pp, acc, tmp, flag, mrow, False)
+
+
+def lower_solve_big(T: np.ndarray, B: np.ndarray, p: int, unit: bool) -> np.ndarray:
+    """``T**-1 B`` for the lower triangle of an object matrix ``T`` and an object block ``B``
+    modulo a :func:`fits` ``p``, by substitution (a new object array)."""
+    L, pl, pp, r2, one, e = constants(p)
+    b = to_planes(B, L)
+    _lower_solve_planes(to_planes(T, L), b, pl, pp, r2, one, e, unit)
+    return from_planes(b)
 
 
 def to_planes(x: np.ndarray, L: int) -> np.ndarray:

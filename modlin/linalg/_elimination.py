@@ -14,10 +14,10 @@ import numpy as np
 
 from modlin._engines.jit import njit
 from modlin.linalg._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
-from modlin.linalg._bigmod import eliminate_big, fits, lower_inverse_big
-from modlin.linalg._steps import advance, elimination_cost, inversion_cost
+from modlin.linalg._bigmod import eliminate_big, fits, lower_inverse_big, lower_solve_big
+from modlin.linalg._steps import advance, elimination_cost, inversion_cost, substitution_cost
 
-__all__ = ["pluq_base", "lower_inverse", "triangular_inverse"]
+__all__ = ["pluq_base", "lower_inverse", "triangular_inverse", "substitutes", "substitute"]
 
 
 # --------------------------------------------------------------------------- PLUQ of a small block
@@ -203,3 +203,29 @@ def triangular_inverse(T: np.ndarray, p: int, lower: bool, unit: bool) -> np.nda
     if lower:
         return lower_inverse(T, p, unit)
     return np.ascontiguousarray(lower_inverse(T[::-1, ::-1], p, unit)[::-1, ::-1])
+
+
+# --------------------------------------------------------------------------- triangular substitution
+
+def substitutes(p: int, k: int, w: int) -> bool:
+    """Whether a ``k x k`` triangle's solve against ``w`` columns (or rows) is done by
+    :func:`substitute` rather than by its inverse and a product: for the compiled big-prime
+    kernels when ``k**2 w / 2`` updates are at most the inverse's ``k**3 / 6`` (the product,
+    with its residue conversions and CRT, comes on top of those)."""
+    return p >= 2**63 and fits(p) and 3 * w <= k
+
+
+def substitute(T: np.ndarray, B: np.ndarray, p: int, *, left: bool, lower: bool, unit: bool) -> None:
+    """In place: ``B <- T**-1 B`` (``left``) or ``B <- B T**-1``, for the triangle of the object
+    matrix ``T`` modulo a :func:`substitutes` ``p``. Every case is a lower left solve: an
+    upper triangle read backwards (``J U J`` is lower, ``J`` the reversal), a right solve
+    transposed (``B T**-1 = (T**-T B**T)**T``)."""
+    k = T.shape[0]
+    if not left:  # B T**-1 = (T**T**-1 B**T)**T, and T**T is upper when T is lower
+        T, B, lower = T.T, B.T, not lower
+    if lower:
+        B[...] = lower_solve_big(T, B, p, unit)
+    else:
+        B[::-1] = lower_solve_big(T[::-1, ::-1], B[::-1], p, unit)
+    advance(substitution_cost, p, k, B.shape[1])
+

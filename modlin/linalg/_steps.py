@@ -41,7 +41,8 @@ from modlin._runtime.limits import current as current_limits, planning_threads
 from modlin._runtime.progress import covering
 from modlin.linalg._bigmod import fits, limbs
 
-__all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "points_cost", "STEPS"]
+__all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "substitution_cost",
+           "points_cost", "STEPS"]
 
 
 # Costs of the base cases, in multiply-adds of a large fp64 GEMM on the 2-core development
@@ -91,6 +92,13 @@ def inversion_cost(p: int, k: int, objects: bool) -> float:
     (:func:`~modlin.linalg._elimination.lower_inverse`): ``k**3 / 6`` updates."""
     per = _object_update(p) * (BIG_INVERSE if fits(p) else OBJECT_INVERSE) if objects else KERNEL_UPDATE
     return k**3 / 6 * per * _serial()
+
+
+def substitution_cost(p: int, k: int, w: int) -> float:
+    """Modelled cost of a ``k x k`` triangle's substitution against ``w`` columns
+    (:func:`~modlin.linalg._elimination.substitute`): ``k**2 w / 2`` updates of the
+    big-prime kernels."""
+    return k * k * w / 2 * _object_update(p) * _serial()
 
 
 def points_cost(p: int, r: int, m: int, q: int, objects: bool) -> float:

@@ -17,9 +17,9 @@ import numpy as np
 from modlin._front.inputs import trans_code
 from modlin._runtime.calibration import TRIANGULAR_THRESHOLD, TRIANGULAR_THRESHOLD_BIG
 from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
-from modlin.linalg._elimination import triangular_inverse
+from modlin.linalg._elimination import substitute, substitutes, triangular_inverse
 from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
-from modlin.linalg._steps import inversion_cost, tracked
+from modlin.linalg._steps import inversion_cost, substitution_cost, tracked
 from modlin.typing import ArrayLike
 
 __all__ = ["trsm", "solve_triangular_inplace", "invert_triangular", "trsm_cost", "invert_cost", "TRIANGULAR_THRESHOLD",
@@ -38,6 +38,9 @@ def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool
     if k == 0 or B.size == 0:
         return
     if k <= threshold(p):
+        if B.dtype == object and substitutes(p, k, B.shape[1] if left else B.shape[0]):
+            substitute(T, B, p, left=left, lower=lower, unit=unit)
+            return
         Tinv = triangular_inverse(T, p, lower, unit)
         B[...] = mul(Tinv, B, p, temporary=True) if left else mul(B, Tinv, p, temporary=True)
         return
@@ -108,6 +111,8 @@ def trsm_cost(p: int, k: int, w: int, left: bool = True) -> float:
     if k == 0 or w == 0:
         return 0.0
     if k <= threshold(p):
+        if substitutes(p, k, w):
+            return substitution_cost(p, k, w)
         product = mul_cost(p, k, k, w) if left else mul_cost(p, w, k, k)
         return inversion_cost(p, k, p >= INT64_LIMIT) + product
     h = k // 2
