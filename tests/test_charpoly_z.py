@@ -118,7 +118,23 @@ def _hadamard(k):
     return H
 
 
+def _hilbert_scaled(n):
+    """Hilbert's matrix times the lcm of its denominators: integers, ill-conditioned."""
+    import math
+
+    m = math.lcm(*range(1, 2 * n))
+    return np.array([[m // (i + j + 1) for j in range(n)] for i in range(n)], dtype=object)
+
+
+def _unimodular(r, n):
+    L = np.tril(r.integers(-3, 4, (n, n)), -1) + np.eye(n, dtype=np.int64)
+    U = np.triu(r.integers(-3, 4, (n, n)), 1) + np.eye(n, dtype=np.int64)
+    return L @ U
+
+
 CASES = {
+    "hilbert scaled": lambda r: _hilbert_scaled(12),
+    "unimodular": lambda r: _unimodular(r, 15),
     "random 10-bit": lambda r: r.integers(-(2**10), 2**10, (40, 40)),
     "random 1x1": lambda r: r.integers(-5, 5, (1, 1)),
     "2x2": lambda r: np.array([[1, 2], [3, 4]]),
