@@ -367,6 +367,14 @@ def _row_op(D, yd, S, ys, lo, hi, lam, p, pp, acc, tmp, flag, mrow, subtract):  
             carry[c] = s >> _S32
 
 
+@njit
+def _row_scratch(L, w):  # pragma: no cover - compiled
+    """:func:`_row_op`'s scratch for rows of up to ``w`` entries, and ``L + 2`` limbs for the
+    CIOS products: ``(acc, tmp, flag, mrow, t)``."""
+    return (np.zeros((2 * L + 1, w), dtype=np.uint64), np.zeros((L, w), dtype=np.uint64),
+            np.zeros(w, dtype=np.uint64), np.zeros(w, dtype=np.uint32), np.zeros(L + 2, dtype=np.uint64))
+
+
 @njit(inline="always")
 def _load(A, y, c, out):  # pragma: no cover - compiled
     for k in range(out.shape[0]):
@@ -385,16 +393,9 @@ def _eliminate_planes(A, p, pp, r2, one, e, pivot_rows, cols):  # pragma: no cov
     uint32, plain residues): the same pivots, the same packed result. Each row update is one
     :func:`_row_op` with the multiplier in Montgomery form."""
     L, m, n = A.shape
-    t = np.zeros(L + 2, dtype=np.uint64)
-    w = np.zeros(L, dtype=np.uint64)
-    x = np.zeros(L, dtype=np.uint64)
-    inv = np.zeros(L, dtype=np.uint64)
-    inv2 = np.zeros(L, dtype=np.uint64)
-    lam = np.zeros(L, dtype=np.uint64)
-    acc = np.zeros((2 * L + 1, n), dtype=np.uint64)
-    tmp = np.zeros((L, n), dtype=np.uint64)
-    flag = np.zeros(n, dtype=np.uint64)
-    mrow = np.zeros(n, dtype=np.uint32)
+    acc, tmp, flag, mrow, t = _row_scratch(L, n)
+    V = np.zeros((5, L), dtype=np.uint64)
+    w, x, inv, inv2, lam = V[0], V[1], V[2], V[3], V[4]
     for c in range(n):
         cols[c] = c
     r = 0
@@ -441,14 +442,9 @@ def _lower_inverse_planes(tr, p, pp, r2, one, e, unit, x):  # pragma: no cover -
     """:func:`modlin.linalg._elimination._lower_inverse` on limb planes (``(L, k, k)`` uint32,
     plain residues; ``x`` is written)."""
     L, k, _ = tr.shape
-    t = np.zeros(L + 2, dtype=np.uint64)
-    w = np.zeros(L, dtype=np.uint64)
-    v = np.zeros(L, dtype=np.uint64)
-    d = np.zeros(L, dtype=np.uint64)
-    acc = np.zeros((2 * L + 1, k), dtype=np.uint64)
-    tmp = np.zeros((L, k), dtype=np.uint64)
-    flag = np.zeros(k, dtype=np.uint64)
-    mrow = np.zeros(k, dtype=np.uint32)
+    acc, tmp, flag, mrow, t = _row_scratch(L, k)
+    V = np.zeros((3, L), dtype=np.uint64)
+    w, v, d = V[0], V[1], V[2]
     x[:, :, :] = 0
     for i in range(k):
         for j in range(i):
@@ -479,14 +475,9 @@ def _lower_solve_planes(tr, b, p, pp, r2, one, e, unit):  # pragma: no cover - c
     :func:`_row_op` per nonzero ``t_ij``: ``k**2 w / 2`` updates."""
     L, k, _ = tr.shape
     w = b.shape[2]
-    t = np.zeros(L + 2, dtype=np.uint64)
-    s = np.zeros(L, dtype=np.uint64)
-    v = np.zeros(L, dtype=np.uint64)
-    d = np.zeros(L, dtype=np.uint64)
-    acc = np.zeros((2 * L + 1, w), dtype=np.uint64)
-    tmp = np.zeros((L, w), dtype=np.uint64)
-    flag = np.zeros(w, dtype=np.uint64)
-    mrow = np.zeros(w, dtype=np.uint32)
+    acc, tmp, flag, mrow, t = _row_scratch(L, w)
+    V = np.zeros((3, L), dtype=np.uint64)
+    s, v, d = V[0], V[1], V[2]
     for i in range(k):
         for j in range(i):
             _load(tr, i, j, v)
