@@ -192,6 +192,20 @@ def _from_montgomery(a, p, pp, t):  # pragma: no cover - compiled
             _mont_mul(a[y, c], plain_one, p, pp, a[y, c], t)
 
 
+@njit(inline="always")
+def _least_pivot(nz, cols, r):  # pragma: no cover - compiled
+    """The position ``c >= r`` of a nonzero entry (``nz[c]``) whose original column ``cols[c]``
+    is least, -1 when there is none: the pivot rule of every elimination kernel (see
+    :func:`modlin.linalg._elimination._eliminate`)."""
+    best = -1
+    first = cols.shape[0]
+    for c in range(r, nz.shape[0]):
+        if nz[c] and cols[c] < first:
+            best = c
+            first = cols[c]
+    return best
+
+
 @njit
 def _eliminate_big(a, p, pp, r2, one, e, pivot_rows, cols):  # pragma: no cover - compiled
     """:func:`modlin.linalg._elimination._eliminate` on limb vectors (the same pivots, the same
@@ -207,13 +221,11 @@ def _eliminate_big(a, p, pp, r2, one, e, pivot_rows, cols):  # pragma: no cover 
     for c in range(n):
         cols[c] = c
     r = 0
+    nz = np.zeros(n, dtype=np.bool_)
     for i in range(m):
-        best = -1
-        first = n
         for c in range(r, n):
-            if not _is_zero(a[i, c]) and cols[c] < first:
-                best = c
-                first = cols[c]
+            nz[c] = not _is_zero(a[i, c])
+        best = _least_pivot(nz, cols, r)
         if best < 0:
             continue
         if best != r:
@@ -399,18 +411,15 @@ def _eliminate_planes(A, p, pp, r2, one, e, pivot_rows, cols):  # pragma: no cov
     for c in range(n):
         cols[c] = c
     r = 0
+    nz = np.zeros(n, dtype=np.bool_)
     for i in range(m):
-        best = -1
-        first = n
         for c in range(r, n):
-            nz = False
-            for k in range(L):
-                if A[k, i, c] != 0:
-                    nz = True
-                    break
-            if nz and cols[c] < first:
-                best = c
-                first = cols[c]
+            nz[c] = False
+        for k in range(L):
+            row = A[k, i]
+            for c in range(r, n):
+                nz[c] |= row[c] != 0
+        best = _least_pivot(nz, cols, r)
         if best < 0:
             continue
         if best != r:
