@@ -16,8 +16,10 @@ prime, so the ``x_i`` of all primes, as the columns of one ``n x P`` matrix ``X`
 residues, advance by one GEMM ``A @ X`` and a reduction of each column modulo its prime. The
 GEMM is exact in float64 when ``n * max|A| * (p - 1) / 2 <= 2**52`` (headroom for the
 reduction's multiple of ``p``); larger entries are cut into pieces
-``A = sum_t 2**(c t) A_t`` with ``|A_t| < 2**c``, one GEMM each. One prime at a time, the
-same work would be ``2n`` matrix-vector products per prime, far below GEMM speed.
+``A = sum_t 2**(c t) A_t`` with ``|A_t| < 2**c``, one GEMM each, whose reduced products
+are recombined by Horner's rule in float64 (``c + bits <= 52`` keeps that exact). One
+prime at a time, the same work would be ``2n`` matrix-vector products per prime, far below
+GEMM speed.
 
 Cost: ``2n`` steps of ``T n**2 P`` multiply-adds (``T`` pieces, ``P`` primes, about
 ``bits / log2 p`` of them for a coefficient bound of ``bits`` bits), then ``P``
