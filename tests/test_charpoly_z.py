@@ -55,7 +55,8 @@ def test_pieces_sum_back_to_A(dtype):
         A[2, 3] = 2**150
     amax = max(abs(int(v)) for v in A.ravel())
     _, c, T = cz._layout(6, amax)
-    parts = cz._pieces(A, c, T)
+    parts = cz._pieces(A, c)
+    assert len(parts) == T
     assert all(np.abs(t).max() < 2**c for t in parts)
     back = sum(t.astype(np.int64).astype(object) * 2 ** (c * i) for i, t in enumerate(parts))
     assert (back == A.astype(object)).all()
@@ -64,7 +65,7 @@ def test_pieces_sum_back_to_A(dtype):
 def test_pieces_of_int64_least():
     A = np.array([[-(2**63), 1], [2**63 - 1, 0]], dtype=np.int64)
     _, c, T = cz._layout(2, 2**63)
-    back = sum(t.astype(np.int64).astype(object) * 2 ** (c * i) for i, t in enumerate(cz._pieces(A, c, T)))
+    back = sum(t.astype(np.int64).astype(object) * 2 ** (c * i) for i, t in enumerate(cz._pieces(A, c)))
     assert (back == A.astype(object)).all()
 
 
@@ -223,3 +224,24 @@ def test_crt_rows_against_crt(values):
         M *= m
     rows = [[v % m for m in moduli] for v in values]
     assert crt_rows(rows, moduli) == [v % M for v in values] == [crt(r, moduli) for r in rows]
+
+
+@pytest.mark.parametrize("A", [
+    np.array([[-5, 7], [0, 2**62]]),
+    np.array([[True, False], [False, True]]),
+    np.array([[2**64 - 1, 3]], dtype=np.uint64),
+    np.array([[-(2**63), 1]]),
+    np.array([[-(2**200) + 3, 5]], dtype=object),
+    np.zeros((0, 3), dtype=np.int64),
+], ids=["int64", "bool", "uint64", "int64-least", "object", "empty"])
+def test_signed_pieces_every_dtype(A):
+    """The pieces the lifting and the charpoly's GEMMs share: digits of |a| with a's sign, each
+    below 2**c, summing back to A, their magnitudes summing back to |A|."""
+    from modlin.linalg._integers import signed_pieces
+
+    c = 13
+    P = signed_pieces(A, c)
+    assert P and all(p.dtype == np.float64 and (np.abs(p) < 2**c).all() for p in P)
+    back = sum(p.astype(np.int64).astype(object) * 2 ** (c * t) for t, p in enumerate(P))
+    mags = sum(np.abs(p).astype(np.int64).astype(object) * 2 ** (c * t) for t, p in enumerate(P))
+    assert (back == A.astype(object)).all() and (mags == np.abs(A.astype(object))).all()

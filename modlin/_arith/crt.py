@@ -44,8 +44,10 @@ def crt_rows(rows, moduli) -> list[int]:
     for i, q in enumerate(moduli):
         c = M // q
         weights[i] = c * pow(c, -1, q)
-    table = np.array([[int(r) for r in row] for row in rows], dtype=object).reshape(-1, len(moduli))
-    return [int(x) % M for x in table @ weights]
+    table = np.asarray(rows)
+    # Python ints throughout: an integer array's cast gives them, an object one may hold NumPy's
+    table = table.astype(object) if table.dtype != object else np.frompyfunc(int, 1, 1)(table)
+    return [x % M for x in table.reshape(-1, len(moduli)) @ weights]
 
 
 @njit

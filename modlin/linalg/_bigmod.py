@@ -9,9 +9,8 @@ is one CIOS Montgomery multiplication (Koç, Acar and Kaliski, "Analyzing and co
 Montgomery multiplication algorithms", IEEE Micro 16(3), 1996): ``2 L**2`` 32 x 32-bit
 multiply-adds, each sum below ``2**64``; the CIOS products also serve the planes' scalar
 work (multipliers, pivots). Inverses are Fermat's ``x**(p-2)``, so a kernel never leaves
-compiled code. The object-array base
-cases did one NumPy operation on Python ints per pivot, 95 % of a 127-bit ``det`` at
-``n = 200`` (issue 46).
+compiled code. The object-array base cases did one NumPy operation on Python ints per
+pivot, 95 % of a 127-bit ``det`` at ``n = 200`` (issue 46).
 """
 
 from __future__ import annotations

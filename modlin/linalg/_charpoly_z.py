@@ -45,7 +45,8 @@ from modlin._runtime.calibration import HESSENBERG_MAX_N, KERNEL_UPDATE
 from modlin._runtime.limits import current as current_limits
 from modlin.linalg._arith import inverse
 from modlin.linalg._charpoly import _charpoly, charpoly_cost
-from modlin.linalg._integers import ceil_norms
+from modlin.linalg._inputs import working
+from modlin.linalg._integers import ceil_norms, signed_pieces
 from modlin.linalg._steps import advance
 
 __all__ = ["charpoly_bound", "charpoly_integer", "charpoly_integer_cost"]
@@ -105,17 +106,10 @@ def _layout(n: int, amax: int) -> tuple[int, int, int]:
     return best[1]
 
 
-def _pieces(A: np.ndarray, c: int, T: int) -> list[np.ndarray]:
-    """``A = sum_t 2**(c t) A_t`` as float64 arrays, ``|A_t| < 2**c`` (signed digits of
-    ``|a|`` with the sign of ``a``); ``[A]`` when ``c = 0``."""
-    if c == 0:
-        return [np.ascontiguousarray(A, dtype=np.float64)]
-    if A.dtype != object:
-        A = A.astype(object)  # |A| of int64's least entry overflows int64
-    sign = np.sign(A).astype(np.float64)
-    mag = np.abs(A)
-    mask = (1 << c) - 1
-    return [np.ascontiguousarray(((mag >> (c * t)) & mask).astype(np.float64) * sign) for t in range(T)]
+def _pieces(A: np.ndarray, c: int) -> list[np.ndarray]:
+    """``A`` as float64 GEMM operands: ``[A]`` when ``c = 0``, else its
+    :func:`~modlin.linalg._integers.signed_pieces` of ``c`` bits."""
+    return [np.ascontiguousarray(A, dtype=np.float64)] if c == 0 else signed_pieces(A, c)
 
 
 def _random_primes(bits: int, bound: int, rng: random.Random) -> list[int]:
@@ -298,7 +292,7 @@ def _reduce_part(Y, scale, qf, qinv, U, X, rows: slice) -> np.ndarray:
 def _charpoly_mod(A: np.ndarray, p: int) -> list[int]:
     """The characteristic polynomial modulo one prime ``p < 2**50``, whatever ``A``: Hessenberg
     for small ``n``, :func:`modlin.linalg.charpoly`'s block Krylov above."""
-    W = np.ascontiguousarray((A % p).astype(np.int64) if A.dtype == object else np.remainder(A, p).astype(np.int64))
+    W = working(A, p, "A")
     n = A.shape[0]
     if n <= HESSENBERG_MAX_N:
         f = np.empty(n + 1, dtype=np.int64)
@@ -316,16 +310,16 @@ def charpoly_integer(A: np.ndarray, seed: int | None = None) -> list[int]:
     if n == 0:
         return [1]
     bits, c, T = _layout(n, max_abs(A))
-    pieces = _pieces(A, c, T)
+    pieces = _pieces(A, c)
     rng = random.Random(seed)
     primes = _random_primes(bits, 2 * charpoly_bound(A) + 1, rng)
-    res = np.empty((len(primes), n + 1), dtype=object)
+    res = np.empty((len(primes), n + 1), dtype=np.int64)  # residues below 2**40
     g = _group(n, T, len(primes))
     for lo in range(0, len(primes), g):
         part = primes[lo:lo + g]
         F, ok = _sequence_charpolys(pieces, c, part, n, np.random.default_rng(rng.getrandbits(64)))
         for j, p in enumerate(part):
-            res[lo + j] = F[j].tolist() if ok[j] else _charpoly_mod(A, p)
+            res[lo + j] = F[j] if ok[j] else _charpoly_mod(A, p)
     M = math.prod(primes)
     half = M // 2
     return [v - M if v > half else v for v in crt_rows(res.T, primes)]

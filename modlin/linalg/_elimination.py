@@ -212,7 +212,7 @@ def substitutes(p: int, k: int, w: int) -> bool:
     :func:`substitute` rather than by its inverse and a product: for the compiled big-prime
     kernels when ``k**2 w / 2`` updates are at most the inverse's ``k**3 / 6`` (the product,
     with its residue conversions and CRT, comes on top of those)."""
-    return p >= 2**63 and fits(p) and 3 * w <= k
+    return fits(p) and 3 * w <= k
 
 
 def substitute(T: np.ndarray, B: np.ndarray, p: int, *, left: bool, lower: bool, unit: bool) -> None:

@@ -37,12 +37,12 @@ from modlin._arith.pyints import from_limbs
 from modlin._engines.jit import njit
 from modlin._front.products import intmul
 from modlin._runtime.limits import current as current_limits
-from modlin.linalg._inputs import LinAlgError
+from modlin.linalg._inputs import LinAlgError, working
 from modlin.linalg._pluq import _det, pluq_cost, pluq_inplace
 from modlin.linalg._solve import inverse_and_det, inverse_cost
 from modlin.linalg._steps import advance
 
-__all__ = ["det_integer", "solve_integer", "hadamard_bound", "det_bound", "lift", "to_ints",
+__all__ = ["det_integer", "solve_integer", "signed_pieces", "hadamard_bound", "det_bound", "lift", "to_ints",
            "rational_reconstruction"]
 
 #: float64 products are exact below this.
@@ -64,6 +64,25 @@ def ceil_norms(A: np.ndarray, axis: int) -> list[int]:
         r = math.isqrt(int(s))
         out.append(r if r * r == s else r + 1)
     return out
+
+
+def signed_pieces(A: np.ndarray, c: int) -> list[np.ndarray]:
+    """``[A_0, A_1, ...]`` as float64 arrays with ``A = sum_t 2**(c t) A_t`` and
+    ``|A_t| < 2**c``: the base-``2**c`` digits of ``|a|`` carrying the sign of ``a`` (at least
+    one piece), so that ``sum_t 2**(c t) |A_t| = |A|`` and every partial sum of the pieces'
+    products is bounded as the whole is. Any integer array (object ones of any size)."""
+    if A.dtype.kind == "u":
+        sign, mag = 1.0, A.astype(np.uint64)
+    elif A.dtype != object and (A.size == 0 or A.min() > np.iinfo(np.int64).min):
+        sign, mag = np.sign(A.astype(np.int64)).astype(np.float64), np.abs(A.astype(np.int64))
+    else:  # Python ints, or int64 holding -2**63 (whose |a| int64 cannot hold)
+        sign, mag = np.sign(A.astype(object)).astype(np.float64), np.abs(A.astype(object))
+    mask = (1 << c) - 1
+    pieces = []
+    while not pieces or np.any(mag):
+        pieces.append(np.ascontiguousarray((mag & mask).astype(np.float64) * sign))
+        mag = mag >> c
+    return pieces
 
 
 def hadamard_bound(A: np.ndarray) -> int:
@@ -186,8 +205,7 @@ class _Lifter:
         for _ in range(tries):
             p = _random_prime(n, rng, tried)
             tried.add(p)
-            W = np.asarray(A % p if A.dtype == object else np.remainder(A, p), dtype=np.int64)
-            W = np.ascontiguousarray(W)
+            W = working(A, p, "A")
             try:
                 C, self.det_p = inverse_and_det(W, p)
             except LinAlgError:
@@ -202,26 +220,7 @@ class _Lifter:
         # products added in int64 while that cannot overflow, as Python ints otherwise
         c = max(1, (_EXACT // (n * half)).bit_length() - 1)
         self.int64 = self.amax * n * half < 2**60 and A.dtype != object
-        pieces, shift = [], 0
-        if self.int64:
-            rest = A.astype(np.int64)
-            mask = (1 << c) - 1
-            while True:
-                if max_abs(rest) < 2**c:
-                    pieces.append((shift, rest.astype(np.float64)))
-                    break
-                pieces.append((shift, (rest & mask).astype(np.float64)))
-                rest = rest >> c
-                shift += c
-        else:  # signed pieces of |A| (object arrays: Python ints of any size)
-            sign = np.where(A < 0, -1, 1).astype(np.float64)
-            mag = np.abs(A.astype(object))
-            mask = (1 << c) - 1
-            while shift == 0 or np.any(mag):
-                pieces.append((shift, sign * (mag & mask).astype(np.float64)))
-                mag = mag >> c
-                shift += c
-        self.pieces = pieces
+        self.pieces = [(c * t, P) for t, P in enumerate(signed_pieces(A, c))]
 
     def times_A(self, x: np.ndarray) -> np.ndarray:
         """``A @ x`` exactly, for int64 ``x`` with ``|x| <= (p-1)/2``."""
@@ -542,7 +541,7 @@ def det_integer(A: np.ndarray, seed: int | None = None) -> int:
         used.add(q)
         if d % q == 0:
             continue
-        dq = _det(np.ascontiguousarray(np.remainder(A, q) if A.dtype != object else (A % q).astype(np.int64)), q)
+        dq = _det(working(A, q, "A"), q)
         residues.append((q, dq * pow(d, -1, q) % q))
         modulus *= q
     s = crt([r for _, r in residues], [q for q, _ in residues])
@@ -560,7 +559,7 @@ def _det_multimodular(A: np.ndarray, D: int, rng: random.Random) -> int:
     while modulus <= 2 * D:
         q = _random_prime(n, rng, used)
         used.add(q)
-        W = np.ascontiguousarray(np.remainder(A, q) if A.dtype != object else (A % q).astype(np.int64))
+        W = working(A, q, "A")
         residues.append((q, _det(W, q)))
         modulus *= q
     s = crt([r for _, r in residues], [q for q, _ in residues])
@@ -640,7 +639,7 @@ def nullspace_integer(A: np.ndarray, seed: int | None = None) -> tuple[np.ndarra
     for _ in range(8):
         p = _random_prime(max(n, 1), rng, tried)
         tried.add(p)
-        W = np.ascontiguousarray((A % p).astype(np.int64) if A.dtype == object else np.remainder(A, p))
+        W = working(A, p, "A")
         P, Q, r = pluq_inplace(W, p)
         if r == n:  # full column rank modulo p, hence over Q
             return np.zeros((n, 0), dtype=np.int64), r

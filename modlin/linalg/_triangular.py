@@ -195,7 +195,10 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
     half-size systems and makes one product with :func:`modlin.matmul`.
     Triangles of at most ``TRIANGULAR_THRESHOLD`` rows (128; 64 beyond 64-bit ``p``) are inverted by a kernel and
     multiplied with ``B``, so nearly all the work runs in GEMMs: ``k**2 * w / 2``
-    multiply-adds in all for ``B`` of width ``w``, at the speed of the product.
+    multiply-adds in all for ``B`` of width ``w``, at the speed of the product. Modulo
+    primes beyond 64 bits a base triangle against at most a third as many columns is
+    solved by substitution in the compiled kernels instead (fewer updates than its inverse,
+    and no product).
 
     Examples
     --------

@@ -21,7 +21,7 @@ from statistics import median
 import numpy as np
 
 from modlin import linalg
-from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
+from modlin._tools.bench.products import _flint_module, _fmt_ratio, _fmt_s, _print_header, _timed
 
 __all__ = ["INTEGER_CASES", "run_integers_table", "BIGPRIME_BITS", "run_bigprime_table"]
 
@@ -104,21 +104,18 @@ def _gemm_share(call) -> tuple[float, float]:
     return total, spent[0] / total if total else 0.0
 
 
-def _flint_module(wanted: bool):
-    """python-flint when ``wanted`` and installed, else None."""
-    if not wanted:
-        return None
-    try:
-        import flint
-    except ImportError:
-        return None
-    return flint
+def _open_table(out, flint: bool, call: str, repeats: int, columns: list[str]):
+    """``(python-flint or None, print)``: the run's header and the table's first two lines."""
+    flint_mod = _flint_module() if flint else None
 
-
-def _printer(out):
     def pr(*a):
         print(*a, file=out, flush=True)
-    return pr
+
+    _print_header(pr, datetime.datetime.now().astimezone(), call, flint_mod, False,
+                  f"median of {repeats}, modlin and python-flint alternately")
+    pr("| " + " | ".join(c.lstrip(">") for c in columns) + " |")
+    pr("|" + "|".join("---:" if c.startswith(">") else "---" for c in columns) + "|")
+    return flint_mod, pr
 
 
 def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=sys.stdout,
@@ -132,12 +129,9 @@ def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out
     if not cases:
         raise ValueError(f"no integers-table rows match {wanted!r}: use labels of {list(INTEGER_CASES)} or "
                          "function names (det, solve, rank, charpoly)")
-    flint_mod, pr = _flint_module(flint), _printer(out)
-    started = datetime.datetime.now().astimezone()
-    _print_header(pr, started, f"run_integers_table(sizes={list(sizes)}, cases={cases}, repeats={repeats})",
-                  flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
-    pr("| case | n | modlin | python-flint | flint / modlin | same | peak MiB | in GEMMs |")
-    pr("|---|---:|---:|---:|---:|---|---:|---:|")
+    flint_mod, pr = _open_table(out, flint, f"run_integers_table(sizes={list(sizes)}, cases={cases}, repeats={repeats})",
+                                repeats, ["case", ">n", ">modlin", ">python-flint", ">flint / modlin", "same",
+                                          ">peak MiB", ">in GEMMs"])
     rng = np.random.default_rng(seed)
     for n in sizes:
         a = rng.integers(-2**10, 2**10, (n, n))
@@ -145,7 +139,7 @@ def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out
             what, k = INTEGER_CASES[label]
             b = rng.integers(-2**10, 2**10, (n, k)) if k else None
             if what == "charpoly" and n > 400:
-                continue  # minutes for either library: the charpoly rows stop at n = 400
+                continue  # python-flint takes minutes beyond: the charpoly rows stop at n = 400
             mine, theirs, same = _calls(what, a, b, flint_mod)
             if n > flint_limit:
                 theirs = None
@@ -181,19 +175,15 @@ def run_bigprime_table(sizes=(200, 400), bits=BIGPRIME_BITS, functions=BIGPRIME_
     one right-hand side), the two run alternately; medians of ``repeats``."""
     import modlin
 
-    flint_mod, pr = _flint_module(flint), _printer(out)
-    started = datetime.datetime.now().astimezone()
-    _print_header(pr, started, f"run_bigprime_table(sizes={list(sizes)}, bits={list(bits)}, repeats={repeats})",
-                  flint_mod, False, f"median of {repeats}, modlin and python-flint alternately")
-    pr("| p | n | function | modlin | python-flint | flint / modlin | same |")
-    pr("|---|---:|---|---:|---:|---:|---|")
+    flint_mod, pr = _open_table(out, flint, f"run_bigprime_table(sizes={list(sizes)}, bits={list(bits)}, "
+                                f"repeats={repeats})", repeats,
+                                ["p", ">n", "function", ">modlin", ">python-flint", ">flint / modlin", "same"])
     rng = np.random.default_rng(seed)
     for b in bits:
         p = _big_prime(b)
         for n in sizes:
-            a = np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))], dtype=object)
-            a = (a * (p // 2**62) + np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))],
-                                              dtype=object)) % p
+            a = rng.integers(0, 2**62, (n, n)).astype(object) * (p // 2**62)
+            a = (a + rng.integers(0, 2**62, (n, n)).astype(object)) % p
             rhs = a[:, 0] * 3 % p
             ctx = None if flint_mod is None else flint_mod.fmpz_mod_ctx(p)
             fa = None if ctx is None else flint_mod.fmpz_mod_mat(a.tolist(), ctx)
