@@ -118,17 +118,18 @@ def test_input_is_not_modified_and_numpy_ints_in_object_arrays():
 @pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19])
 @pytest.mark.parametrize("shape", [(1, 1), (6, 9), (9, 6), (33, 33)])
 def test_planes_and_cios_kernels_agree(p, shape):
-    """The two compiled kernels, bit for bit: the limb planes' vector row updates and the
-    CIOS products one entry at a time, on blocks with dependent rows and worst entries."""
+    """The two compiled kernels, bit for bit: the limb planes' left-looking rows with delayed
+    reduction and the CIOS products one entry at a time, on blocks with dependent rows and worst entries."""
     rng = random.Random(hash((p, shape)) % 2**32)
     m, n = shape
     a = _block(rng, p, m, n, worst=m % 2 == 0)
     if m > 3:
         a[3] = (a[1] * 5 + a[0]) % p
     L, pl, pp, r2, one, e = bm.constants(p)
+    c = bm.lazy_constant(p)
     planes, limbs = bm.to_planes(a, L), np.ascontiguousarray(bm.to_limbs(a, L))
     pr1, c1, pr2, c2 = (np.empty(k, np.int64) for k in (m, n, m, n))
-    r1 = bm._eliminate_planes(planes, pl, pp, r2, one, e, pr1, c1)
+    r1 = bm._eliminate_lazy(planes, pl, pp, r2, one, e, c, pr1, c1)
     r2_ = bm._eliminate_big(limbs, pl, pp, r2, one, e, pr2, c2)
     assert r1 == r2_ and list(pr1[:r1]) == list(pr2[:r1]) and list(c1) == list(c2)
     assert (bm.from_planes(planes) == bm.from_limbs32(limbs)).all()
@@ -139,33 +140,130 @@ def test_planes_and_cios_kernels_agree(p, shape):
     for unit in (True, False):
         x1 = np.zeros((L, k, k), dtype=np.uint32)
         x2 = np.zeros((k, k, L), dtype=np.uint64)
-        bm._lower_inverse_planes(bm.to_planes(T, L), pl, pp, r2, one, e, unit, x1)
+        bm._lower_inverse_lazy(bm.to_planes(T, L), pl, pp, r2, one, e, c, unit, x1)
         bm._lower_inverse_big(np.ascontiguousarray(bm.to_limbs(T, L)), pl, pp, r2, one, e, unit, x2)
         assert (bm.from_planes(x1) == bm.from_limbs32(x2)).all()
 
 
-@given(st.integers(0, 2**32), st.sampled_from([2**89 - 1, 2**127 - 1, 2**255 - 19]))
+@given(st.integers(0, 2**32), st.sampled_from([2**64 + 13, 2**89 - 1, 2**127 - 1, 2**255 - 19]))
 @settings(max_examples=40, deadline=None)
-def test_row_op_against_python(seed, p):
-    """One row update ``D -= l u R**-1`` (and the plain product) against Python's integers,
-    entries from the whole range, ends included."""
+def test_row_scaling_against_python(seed, p):
+    """``D = l u R**-1`` for the form ``l R``, against Python's integers, entries from the whole
+    range, ends included."""
     rng = random.Random(seed)
     L, pl, pp, *_ = bm.constants(p)
     w = rng.randrange(1, 20)
     u = [rng.choice([0, 1, p - 1, rng.randrange(p)]) for _ in range(w)]
-    d = [rng.choice([0, p - 1, rng.randrange(p)]) for _ in range(w)]
     lam = rng.choice([1, p - 1, rng.randrange(p)])
     S = bm.to_planes(np.array([u], dtype=object), L)
-    D = bm.to_planes(np.array([d], dtype=object), L)
+    D = np.zeros_like(S)
     lam_limbs = bm.to_limbs(np.array([lam], dtype=object), L)[0]
     acc, tmp = np.zeros((2 * L + 1, w), np.uint64), np.zeros((L, w), np.uint64)
     flag, mrow = np.zeros(w, np.uint64), np.zeros(w, np.uint32)
     Rinv = pow(2 ** (32 * L), -1, p)
-    D2 = D.copy()
-    bm._row_op(D2, 0, S, 0, 0, w, lam_limbs, pl, pp, acc, tmp, flag, mrow, True)
-    assert bm.from_planes(D2)[0].tolist() == [(x - lam * y * Rinv) % p for x, y in zip(d, u)]
-    bm._row_op(D2, 0, S, 0, 0, w, lam_limbs, pl, pp, acc, tmp, flag, mrow, False)
-    assert bm.from_planes(D2)[0].tolist() == [lam * y * Rinv % p for y in u]
+    bm._scale_row(D, 0, S, 0, 0, w, lam_limbs, pl, pp, acc, tmp, flag, mrow)
+    assert bm.from_planes(D)[0].tolist() == [lam * y * Rinv % p for y in u]
+
+
+@given(st.integers(0, 2**32), st.sampled_from([2**64 + 13, 2**127 - 1, 2**255 - 19]),
+       st.sampled_from([1, 2, 7, 300]))
+@settings(max_examples=40, deadline=None)
+def test_delayed_sums_against_python(seed, p, terms):
+    """``D - sum_t l_t u_t R'**-1 mod p`` from unreduced sums of ``terms`` products (up to 300,
+    all of them ``p - 1`` times ``p - 1`` in the worst draws), against Python's integers."""
+    rng = random.Random(seed)
+    L, pl, pp, *_ = bm.constants(p)
+    w = rng.randrange(1, 12)
+    worst = rng.random() < 0.3
+    draw = (lambda: p - 1) if worst else (lambda: rng.choice([0, 1, p - 1, rng.randrange(p)]))
+    rows = [[draw() for _ in range(w)] for _ in range(terms)]
+    lams = [draw() for _ in range(terms)]
+    d = [rng.choice([0, p - 1, rng.randrange(p)]) for _ in range(w)]
+    S = bm.to_planes(np.array(rows, dtype=object), L)
+    D = bm.to_planes(np.array([d], dtype=object), L)
+    acc = np.zeros((2 * L + 2, w), np.uint64)
+    tmp, flag, mrow = np.zeros((L, w), np.uint64), np.zeros(w, np.uint64), np.zeros(w, np.uint32)
+    for t, lam in enumerate(lams):
+        bm._mac(acc, bm.to_limbs(np.array([lam], dtype=object), L)[0], S, t, 0, w)
+    bm._redc_into(acc, D, 0, 0, w, pl, pp, tmp, flag, mrow)
+    Rinv = pow(2 ** (32 * (L + 1)), -1, p)
+    want = [(d[c] - sum(lam * row[c] for lam, row in zip(lams, rows)) * Rinv) % p for c in range(w)]
+    assert bm.from_planes(D)[0].tolist() == want
+    assert not acc.any()  # left zero for the next row
+
+
+@pytest.mark.parametrize("p", KERNEL_PRIMES)
+def test_lazy_constant(p):
+    L = bm.limbs(p)
+    assert int(bm.from_limbs32(bm.lazy_constant(p)[None])[0]) == 2 ** (32 * (2 * L + 1)) % p
+
+
+@pytest.mark.parametrize("p", KERNEL_PRIMES)
+def test_limb_arrays(p):
+    """Limb arrays: round trip, negation, nonzero, the working copy and its way back."""
+    x = np.array([[0, 1, p - 1], [p // 2, 2**32, p - 2**32]], dtype=object)
+    a = bm.to_limb_array(x, p)
+    assert bm.is_limbs(a) and a.shape == x.shape and a["l"].shape == x.shape + (bm.limbs(p),)
+    assert (bm.from_limb_array(a) == x).all() and (bm.plain(a) == x).all()
+    assert (bm.from_limb_array(bm.limb_negate(a, p)) == (-x) % p).all()
+    assert (bm.limb_nonzero(a) == (x != 0)).all()
+    assert bm.is_limbs(bm.limb_working(x, p)) and bm.limb_working(x, 2**61 - 1) is x
+    assert bm.plain(x) is x
+    assert bm.from_limb_array(bm.to_limb_array(np.zeros((0, 3), dtype=object), p)).shape == (0, 3)
+    # a permutation and a block, as the recursions take them
+    assert (bm.from_limb_array(a[::-1, 1:]) == x[::-1, 1:]).all()
+
+
+@pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19, P300])
+@pytest.mark.parametrize("depth", [0, 1, 7, 9, 12])
+def test_product_basis_is_exact(p, depth):
+    """One GEMM per modulus is exact for up to 2**depth terms, and the moduli cover the product
+    of entries in [0, p) with the CRT's margin."""
+    from modlin._arith.moduli import planned_range
+
+    basis, w = bm.product_basis(p, depth)
+    k = 2**depth
+    assert all(k * ((q - 1) // 2) ** 2 <= 2**53 for q in basis.moduli)
+    assert basis.M >= planned_range(k * (p - 1) ** 2)
+    assert w.shape == (len(basis.moduli), 2 * bm.limbs(p))
+    assert all(w[i, j] == pow(2, 16 * j, q) for i, q in enumerate(basis.moduli) for j in range(w.shape[1]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([2**64 + 13, 2**127 - 1, 2**255 - 19, P300]),
+       st.integers(0, 9), st.integers(0, 140), st.integers(0, 9), st.booleans())
+def test_limb_product_against_python(seed, p, m, k, n, subtract):
+    """``a @ b mod p`` (and ``c - a @ b``) on limb arrays, against Python's integers: empty
+    shapes, k = 0, inner dimensions past 128 (another basis), entries p - 1, strided blocks."""
+    rng = random.Random(seed)
+    worst = rng.random() < 0.3
+    A = _block(rng, p, m + 2, k + 1, density=0.9, worst=worst)
+    B = _block(rng, p, k + 3, n, density=0.9, worst=worst)
+    C = _block(rng, p, m, n)
+    a, b = bm.to_limb_array(A, p)[1:m + 1, :k], bm.to_limb_array(B, p)[2:k + 2]
+    c = bm.to_limb_array(C, p)
+    bm.limb_product(a, b, p, c, subtract=subtract)
+    prod = A[1:m + 1, :k].dot(B[2:k + 2]) if k else np.zeros((m, n), dtype=object)
+    want = (C - prod) % p if subtract else prod % p
+    assert (bm.from_limb_array(c) == want).all()
+
+
+def test_limb_crt_settles_ambiguous_entries_exactly():
+    """Entries within the float sum's doubt of M / 2 are rebuilt with Python ints."""
+    from modlin._arith.crt import reconstruct_limbs
+    from modlin._arith.residues import padded_rows
+
+    p = 2**127 - 1
+    basis, _ = bm.product_basis(p, 7)
+    M = basis.M
+    values = [(M - 1) // 2, (M - 1) // 2 - 3, -(M // 2) + 1, 0, 12345]
+    x = padded_rows(len(basis.moduli), len(values), np.float64)
+    for i, q in enumerate(basis.moduli):
+        x[i, :len(values)] = [v % q for v in values]
+    out = np.zeros((1, len(values), bm.limbs(p)), dtype=np.uint32)
+    reconstruct_limbs(x, basis, p, out)
+    got = bm.from_limbs32(out[0].astype(np.uint64))
+    assert got.tolist() == [v % p for v in values]
 
 
 @pytest.mark.parametrize("p", [2**127 - 1, 2**255 - 19])

@@ -26,7 +26,7 @@ from modlin._arith.residues import fmod_inv, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, quiet_blas, run, slabs, workers
 from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N, RESIDUE_CHUNK
-from modlin._runtime.scratch import Arena
+from modlin._runtime.scratch import Arena, scratch as pool
 
 
 def crt(residues, moduli) -> int:
@@ -59,6 +59,10 @@ def garner_step(t, c, m, minv, w):  # pragma: no cover - compiled
         t[e] = fmod_inv(t[e] - c[e], m, minv) * w
     for e in range(t.shape[0]):
         t[e] = fmod_inv(t[e], m, minv)
+
+
+#: Entries per chunk of :func:`reconstruct_limbs` (its buffers stay in the L2 cache).
+RESIDUE_STEP_LIMBS = 2048
 
 
 #: Entries whose ``sum(y_i / m_i)`` has a fraction this close to 1/2 are rebuilt exactly.
@@ -412,6 +416,96 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
     for e in np.flatnonzero(flag):  # both CRTs leave x as it was
         out[e] = _exact_entry(x[:, e], basis, p)
     return out
+
+
+@njit
+def _store_limbs(acc, out, p, subtract, tmp, flag):  # pragma: no cover - compiled
+    """Entry ``r n + c`` of ``acc`` (residues modulo ``p`` as 16-bit limbs in float64, ``(L16,
+    m n)``) into ``out[r, c]`` (``(m, n, L)`` uint32, any strides) as 32-bit limbs, or with
+    ``subtract`` ``out[r, c] <- (out[r, c] - it) mod p``; ``p``: its 32-bit limbs (uint64).
+    Limb-outer loops over a row's entries; ``tmp`` ``(L + 1, n)`` and ``flag`` ``(n,)`` uint64 scratch."""
+    m, n, L = out.shape
+    L16 = acc.shape[0]
+    m32 = np.uint64(0xFFFFFFFF)
+    for r in range(m):
+        base = r * n
+        for c in range(n):
+            flag[c] = 0
+        for j in range(L):
+            a0 = acc[2 * j, base:base + n]
+            a1 = acc[min(2 * j + 1, L16 - 1), base:base + n]
+            has1 = 2 * j + 1 < L16
+            t = tmp[j]
+            for c in range(n):
+                v = np.uint64(a0[c]) | ((np.uint64(a1[c]) << np.uint64(16)) if has1 else np.uint64(0))
+                if subtract:
+                    s = np.uint64(out[r, c, j]) - v - flag[c]  # wraps below zero: the top bit says so
+                    t[c] = s & m32
+                    flag[c] = s >> np.uint64(63)
+                else:
+                    out[r, c, j] = np.uint32(v)
+        if subtract:
+            for c in range(n):
+                flag[c] = p[0] * flag[c]  # 0, or the borrow's correction: p's limbs, with carries
+            carry = tmp[L]
+            for c in range(n):
+                carry[c] = 0
+            for j in range(L):
+                t = tmp[j]
+                for c in range(n):
+                    s = t[c] + (p[j] if flag[c] != 0 else np.uint64(0)) + carry[c]
+                    out[r, c, j] = np.uint32(s & m32)
+                    carry[c] = s >> np.uint64(32)
+
+
+def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, subtract: bool = False) -> None:
+    """A product modulo ``p`` from its residues, as 32-bit limbs: :func:`reconstruct_rows` for
+    results that stay limbs (the big-prime linear algebra's blocks).
+
+    ``x``: ``(N, m n + pad)`` float64 sums (each congruent to an entry of the product ``C``
+    modulo ``m_i``, below ``2**53``; only read), ``|C| < M / 2``; ``out``: ``(m, n, L)`` uint32
+    (any strides), ``L`` limbs of ``p``, written with ``C mod p``, or with ``subtract``
+    ``out <- (out - C) mod p``. The same sums, carries and reduction as :func:`reconstruct_rows`,
+    a chunk of rows at a time, the workers' chunks side by side; an entry whose ``k`` the float
+    sum cannot settle is rebuilt with Python integers before it is stored.
+    """
+    m, n, L = out.shape
+    E = m * n
+    if E == 0:
+        return
+    N = len(basis.moduli)
+    w, cst, kfac, pl, ps = _crt_constants(basis.moduli, p)
+    L16 = cst.shape[1]
+    p32 = np.array([(p >> (32 * j)) & 0xFFFFFFFF for j in range(L)], dtype=np.uint64)
+    moduli = np.array(basis.moduli, dtype=np.int64)
+    rows = max(1, RESIDUE_STEP_LIMBS // max(n, 1))
+    chunks = range(0, m, rows)
+    k, flags = np.empty(E), np.empty(E, dtype=np.bool_)  # each worker writes its own entries'
+
+    def part(sl: slice) -> None:
+        # the pool's buffers: fresh pages, mapped on first touch, cost more than these loops
+        scratch = np.empty((2, RESIDUE_CHUNK))
+        tmp, flag = np.empty((L + 1, n), dtype=np.uint64), np.empty(n, dtype=np.uint64)
+        for r0 in chunks[sl]:
+            r1 = min(m, r0 + rows)
+            e0, e1 = r0 * n, r1 * n
+            c = e1 - e0
+            t, d, acc = (pool((L16, c), np.float64) for _ in range(3))
+            work, y, top = pool((3, c), np.float64), pool((N, c), np.float64), pool((c,), np.float64)
+            _crt_weights(x, e0, e1, moduli, w, k, flags, scratch, y)
+            np.multiply.outer(kfac, k[e0:e1], out=acc)
+            top[:] = 0.0
+            for i0 in range(0, N, CRT_BLOCK):
+                i1 = min(N, i0 + CRT_BLOCK)
+                np.matmul(cst[i0:i1].T, y[i0:i1], out=t)
+                _carry(t, acc, top, work[0])
+                _reduce(acc, top, pl, ps, d, work)
+            for e in np.flatnonzero(flags[e0:e1]):
+                acc[:, e] = _limbs16(_exact_entry(x[:, e0 + e], basis, p), L16)
+            _store_limbs(acc, out[r0:r1], p32, subtract, tmp, flag)
+
+    with quiet_blas():
+        run(part, slabs(len(chunks), workers(E * (N + 4 * L16), len(chunks))))
 
 
 def _exact_entry(x: np.ndarray, basis: Basis, p: int | None) -> int:

@@ -21,10 +21,11 @@ from modlin._planning.plan import MAX_MODULUS, Plan
 from modlin._planning.planner import plan
 from modlin._planning.rnsplan import RNSPlan
 from modlin._runtime.scratch import scratch
-from modlin.linalg._steps import advance, product_cost
+from modlin.linalg._bigmod import fits, is_limbs, limb_negate, limb_nonzero, limb_product
+from modlin.linalg._steps import advance, limb_product_cost, product_cost
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
-           "mulsub", "negate", "parity", "mul_cost"]
+           "mulsub", "negate", "nonzero", "parity", "mul_cost"]
 
 #: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
 INT64_LIMIT = 2**63
@@ -268,6 +269,11 @@ def mul(a: np.ndarray | Prepared, b: np.ndarray, p: int, pl: Plan | RNSPlan | No
     than it: not for results that are kept.
     """
     (m, k), n = a.shape, b.shape[1]
+    if is_limbs(b):
+        out = np.empty((m, n), dtype=b.dtype)
+        limb_product(a, b, p, out)
+        advance(limb_product_cost, p, m, k, n)
+        return out
     dtype = object if b.dtype == object else np.int64
     if m * n == 0 or k == 0:
         return np.zeros((m, n), dtype=dtype)
@@ -288,12 +294,18 @@ def mul_cost(p: int, m: int, k: int, n: int, pl: Plan | RNSPlan | None = None, p
     algorithms' cost models."""
     if m * n == 0 or k == 0:
         return 0.0
+    if pl is None and fits(p):  # the recursions' blocks are limbs (linalg._bigmod.limb_product)
+        return limb_product_cost(p, m, k, n)
     return product_cost(pl or _plan(p, m, k, n), m, k, n, p >= INT64_LIMIT, prepared)
 
 
 def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:
     """In place: ``c <- (c - a @ b) mod p`` (``c`` may be a view into a larger matrix)."""
     if c.size == 0 or a.shape[1] == 0:
+        return
+    if is_limbs(c):
+        limb_product(a, b, p, c, subtract=True)
+        advance(limb_product_cost, p, *a.shape, b.shape[1])
         return
     t = mul(a, b, p, temporary=True)
     if c.dtype == object:
@@ -302,6 +314,13 @@ def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:
         _sub_kernel(c, t, np.int64(p))
 
 
+def nonzero(x: np.ndarray) -> np.ndarray:
+    """``x != 0`` for residues of any kind (limb arrays too)."""
+    return limb_nonzero(x) if is_limbs(x) else x != 0
+
+
 def negate(x: np.ndarray, p: int) -> np.ndarray:
     """``-x mod p`` for residues in ``[0, p)``, as a new array."""
+    if is_limbs(x):
+        return limb_negate(x, p)
     return (p - x) % p if x.dtype == object else np.where(x == 0, 0, p - x)

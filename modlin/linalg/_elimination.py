@@ -14,7 +14,7 @@ import numpy as np
 
 from modlin._engines.jit import njit
 from modlin.linalg._arith import inverse, is_wide, kernel_montgomery, mulmod, redc
-from modlin.linalg._bigmod import eliminate_big, fits, lower_inverse_big, lower_solve_big
+from modlin.linalg._bigmod import eliminate_big, fits, is_limbs, lower_inverse_big, lower_solve_big
 from modlin.linalg._steps import advance, elimination_cost, inversion_cost, substitution_cost
 
 __all__ = ["pluq_base", "lower_inverse", "triangular_inverse", "substitutes", "substitute"]
@@ -125,13 +125,13 @@ def pluq_base(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     a = np.ascontiguousarray(A)
     pivot_rows = np.empty(m, dtype=np.int64)
     cols = np.empty(n, dtype=np.int64)
-    if a.dtype == object and fits(p):
+    if is_limbs(a) or (a.dtype == object and fits(p)):
         r = eliminate_big(a, p, pivot_rows, cols)
     elif a.dtype == object:
         r = _eliminate_object(a, p, pivot_rows, cols)
     else:
         r = int(_eliminate(a, np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), pivot_rows, cols))
-    advance(elimination_cost, p, m, n, r, a.dtype == object)
+    advance(elimination_cost, p, m, n, r, a.dtype != np.int64)
     others = np.ones(m, dtype=bool)
     others[pivot_rows[:r]] = False
     P = np.concatenate([pivot_rows[:r], np.flatnonzero(others)])
@@ -179,7 +179,7 @@ def lower_inverse(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
     ``unit`` they are taken as ones and not read.
     """
     k = T.shape[0]
-    if T.dtype == object and fits(p):
+    if is_limbs(T) or (T.dtype == object and fits(p)):
         x = lower_inverse_big(T, p, unit)
     elif T.dtype == object:
         x = np.zeros((k, k), dtype=object)
@@ -190,7 +190,7 @@ def lower_inverse(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
     else:
         x = np.empty((k, k), dtype=np.int64)
         _lower_inverse(np.ascontiguousarray(T), np.int64(p), is_wide(p), kernel_montgomery(p, is_wide(p)), unit, x)
-    advance(inversion_cost, p, k, T.dtype == object)
+    advance(inversion_cost, p, k, T.dtype != np.int64)
     return x
 
 
@@ -217,7 +217,7 @@ def substitutes(p: int, k: int, w: int) -> bool:
 
 def substitute(T: np.ndarray, B: np.ndarray, p: int, *, left: bool, lower: bool, unit: bool) -> None:
     """In place: ``B <- T**-1 B`` (``left``) or ``B <- B T**-1``, for the triangle of the object
-    matrix ``T`` modulo a :func:`substitutes` ``p``. Every case is a lower left solve: an
+    (or limb) matrix ``T`` modulo a :func:`substitutes` ``p``. Every case is a lower left solve: an
     upper triangle read backwards (``J U J`` is lower, ``J`` the reversal), a right solve
     transposed (``B T**-1 = (T**-T B**T)**T``)."""
     k = T.shape[0]

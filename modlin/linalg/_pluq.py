@@ -16,6 +16,7 @@ import numpy as np
 
 from modlin._runtime.calibration import PLUQ_THRESHOLD, PLUQ_THRESHOLD_BIG
 from modlin.linalg._arith import INT64_LIMIT, mul_cost, mulsub, parity
+from modlin.linalg._bigmod import limb_working, plain
 from modlin.linalg._elimination import pluq_base
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
 from modlin.linalg._steps import elimination_cost, tracked
@@ -317,7 +318,7 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     """
     p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",), stack=True)
     with tracked("rank", p, stack_count(W), lambda: pluq_cost(p, *W.shape[-2:])):
-        r = map_matrices(lambda w: pluq_inplace(w, p)[2], [W], (2,), (), np.int64)
+        r = map_matrices(lambda w: pluq_inplace(limb_working(w, p), p)[2], [W], (2,), (), np.int64)
     return int(r) if r.ndim == 0 else r
 
 
@@ -392,10 +393,11 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
 def _det(W: np.ndarray, p: int) -> int:
     """The determinant of one working matrix (overwritten)."""
     n = W.shape[0]
+    W = limb_working(W, p)
     P, Q, r = pluq_inplace(W, p)
     if r < n:
         return 0
     d = 1
-    for x in np.diagonal(W).tolist():
+    for x in plain(np.diagonal(W)).tolist():
         d = d * x % p
     return (p - d) % p if parity(P) != parity(Q) else d

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from modlin.linalg._arith import mul_cost, mulsub, negate, parity
+from modlin.linalg._arith import mul_cost, mulsub, negate, nonzero, parity
+from modlin.linalg._bigmod import limb_working, plain
 from modlin.linalg._inputs import LinAlgError, as_field, map_matrices, prepare, stack_count
 from modlin.linalg._pluq import is_identity, pluq_cost, pluq_inplace
 from modlin.linalg._steps import tracked
@@ -109,11 +110,12 @@ def inverse(W: np.ndarray, p: int, fn: str = "inv", why: str = "") -> np.ndarray
 def inverse_and_det(W: np.ndarray, p: int, fn: str = "inv", why: str = "") -> tuple[np.ndarray, int]:
     """:func:`inverse`, and the determinant modulo ``p`` that its PLUQ gives on the way."""
     n = W.shape[0]
+    W = limb_working(W, p)
     P, Q, r = pluq_inplace(W, p)
     if r < n:
         raise LinAlgError(f"{fn}: {why}the matrix is singular modulo {p}: its rank is {r}, not {n}")
     det = 1
-    for x in np.diagonal(W).tolist():
+    for x in plain(np.diagonal(W)).tolist():
         det = det * x % p
     if parity(P) != parity(Q):
         det = (p - det) % p
@@ -122,7 +124,7 @@ def inverse_and_det(W: np.ndarray, p: int, fn: str = "inv", why: str = "") -> tu
     solve_triangular_inplace(W, X, p, left=True, lower=False, unit=False)
     if not (is_identity(P) and is_identity(Q)):
         X = X[np.ix_(np.argsort(Q), np.argsort(P))]
-    return X, det
+    return plain(X), det
 
 
 def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
@@ -232,8 +234,9 @@ def solve_cost(p: int, m: int, n: int, k: int) -> float:
 def _solve(W: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
     """The solution of one system ``W X = B`` (working matrices, ``W`` overwritten) whose free
     variables are zero, or LinAlgError when there is none."""
+    W, B = limb_working(W, p), limb_working(B, p)
     P, Q, r = pluq_inplace(W, p)
-    return solve_factored(W, P, Q, r, B, p)
+    return plain(solve_factored(W, P, Q, r, B, p))
 
 
 def eliminate_factored(W: np.ndarray, P: np.ndarray, r: int, B: np.ndarray, p: int) -> np.ndarray:
@@ -251,7 +254,7 @@ def solve_factored(W: np.ndarray, P: np.ndarray, Q: np.ndarray, r: int, B: np.nd
     n = W.shape[1]
     Z = eliminate_factored(W, P, r, B, p)
     rest = Z[r:]
-    bad = np.flatnonzero((rest != 0).any(axis=0))
+    bad = np.flatnonzero(nonzero(rest).any(axis=0))
     if bad.size:
         raise LinAlgError(f"solve: A @ X = B has no solution modulo {p}: column {bad[0]} of B is not in the "
                           f"column space of A (rank {r})")

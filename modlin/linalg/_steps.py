@@ -29,6 +29,8 @@ from modlin._runtime.calibration import (
     BIG_UPDATE,
     CALIBRATION_THREADS,
     KERNEL_UPDATE,
+    LIMB_CRT,
+    LIMB_RESIDUE,
     OBJECT_INVERSE,
     OBJECT_PIECE,
     OBJECT_POINTS,
@@ -39,9 +41,9 @@ from modlin._runtime.calibration import (
 )
 from modlin._runtime.limits import current as current_limits, planning_threads
 from modlin._runtime.progress import covering
-from modlin.linalg._bigmod import fits, limbs
+from modlin.linalg._bigmod import fits, limbs, product_basis
 
-__all__ = ["tracked", "advance", "product_cost", "elimination_cost", "inversion_cost", "substitution_cost",
+__all__ = ["tracked", "advance", "product_cost", "limb_product_cost", "elimination_cost", "inversion_cost", "substitution_cost",
            "points_cost", "STEPS"]
 
 
@@ -67,6 +69,17 @@ def product_cost(pl, m: int, k: int, n: int, objects: bool, prepared: bool = Fal
     if objects and isinstance(pl, RNSPlan):
         cost += OBJECT_PIECE * pl.pieces() * ((0 if prepared else m * k) + k * n) * _serial()
     return cost
+
+
+def limb_product_cost(p: int, m: int, k: int, n: int) -> float:
+    """Modelled cost of :func:`~modlin.linalg._bigmod.limb_product` of an ``m x k`` by a ``k x n``
+    limb array: one GEMM per modulus, the residues of both operands and the CRT of the result
+    (:data:`~modlin._runtime.calibration.LIMB_RESIDUE`, :data:`~modlin._runtime.calibration.LIMB_CRT`
+    per entry and modulus)."""
+    if m * n == 0 or k == 0:
+        return 0.0
+    N = len(product_basis(p, max(k - 1, 0).bit_length())[0].moduli)
+    return N * (m * k * n + LIMB_RESIDUE * (m * k + k * n) + LIMB_CRT * m * n)
 
 
 def elimination_cost(p: int, m: int, n: int, r: int, objects: bool) -> float:

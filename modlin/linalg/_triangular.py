@@ -38,7 +38,7 @@ def solve_triangular_inplace(T: np.ndarray, B: np.ndarray, p: int, *, left: bool
     if k == 0 or B.size == 0:
         return
     if k <= threshold(p):
-        if B.dtype == object and substitutes(p, k, B.shape[1] if left else B.shape[0]):
+        if B.dtype != np.int64 and substitutes(p, k, B.shape[1] if left else B.shape[0]):
             substitute(T, B, p, left=left, lower=lower, unit=unit)
             return
         Tinv = triangular_inverse(T, p, lower, unit)
