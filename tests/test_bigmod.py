@@ -11,17 +11,16 @@ from modlin import linalg
 from modlin.linalg import _bigmod as bm
 from modlin.linalg._elimination import _eliminate_object
 
-P300 = 2**300 + 157  # the least prime above 2**300: 10 limbs, the CIOS kernels
+P300 = 2**300 + 157  # the least prime above 2**300: 10 limbs
 PRIMES = [2**64 + 13, 2**89 - 1, 2**127 - 1, 2**255 - 19, P300, 2**521 - 1]
-# 2**521 - 1 is beyond the kernels: the object path; the others cover 3, 4 and 8 limbs (limb
-# planes), 10 (CIOS) and the first modulus above 2**64
+# 2**521 - 1 is beyond the kernels: the object path; the others cover 3, 4, 8 and 10 limbs and
+# the first modulus above 2**64
 KERNEL_PRIMES = [q for q in PRIMES if bm.fits(q)]
 
 
 def test_which_moduli_the_kernels_take():
     assert all(not bm.fits(q) for q in range(2**300 + 1, P300, 2))
     assert KERNEL_PRIMES == [2**64 + 13, 2**89 - 1, 2**127 - 1, 2**255 - 19, P300]
-    assert bm.constants(2**255 - 19)[0] <= bm.PLANES_MAX_LIMBS < bm.constants(P300)[0]
     assert not bm.fits(2**521 - 1)  # beyond 512 bits
     assert not bm.fits(2**61 - 1)  # a word: the int64 kernels
     assert not bm.fits(3 * (2**127 - 1))  # composite: Fermat's inverse would be wrong
@@ -45,7 +44,7 @@ def _block(rng, p, m, n, density=0.8, worst=False):
 
 
 @pytest.mark.parametrize("p", KERNEL_PRIMES)
-@pytest.mark.parametrize("shape", [(1, 1), (1, 5), (5, 1), (3, 7), (8, 4), (17, 17)])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 5), (5, 1), (3, 7), (8, 4), (6, 9), (17, 17), (33, 33)])
 @pytest.mark.parametrize("worst", [False, True])
 def test_elimination_matches_the_object_kernel(p, shape, worst):
     rng = random.Random(hash((p, shape, worst)) % 2**32)
@@ -113,36 +112,6 @@ def test_input_is_not_modified_and_numpy_ints_in_object_arrays():
     keep = a.copy()
     assert linalg.det(a, p) == (3 * 11 - 5 * 7) % p
     assert (a == keep).all()
-
-
-@pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19])
-@pytest.mark.parametrize("shape", [(1, 1), (6, 9), (9, 6), (33, 33)])
-def test_planes_and_cios_kernels_agree(p, shape):
-    """The two compiled kernels, bit for bit: the limb planes' left-looking rows with delayed
-    reduction and the CIOS products one entry at a time, on blocks with dependent rows and worst entries."""
-    rng = random.Random(hash((p, shape)) % 2**32)
-    m, n = shape
-    a = _block(rng, p, m, n, worst=m % 2 == 0)
-    if m > 3:
-        a[3] = (a[1] * 5 + a[0]) % p
-    L, pl, pp, r2, one, e = bm.constants(p)
-    c = bm.lazy_constant(p)
-    planes, limbs = bm.to_planes(a, L), np.ascontiguousarray(bm.to_limbs(a, L))
-    pr1, c1, pr2, c2 = (np.empty(k, np.int64) for k in (m, n, m, n))
-    r1 = bm._eliminate_lazy(planes, pl, pp, r2, one, e, c, pr1, c1)
-    r2_ = bm._eliminate_big(limbs, pl, pp, r2, one, e, pr2, c2)
-    assert r1 == r2_ and list(pr1[:r1]) == list(pr2[:r1]) and list(c1) == list(c2)
-    assert (bm.from_planes(planes) == bm.from_limbs32(limbs)).all()
-    k = min(m, n)
-    T = a[:k, :k].copy()
-    for i in range(k):
-        T[i, i] = T[i, i] or 1
-    for unit in (True, False):
-        x1 = np.zeros((L, k, k), dtype=np.uint32)
-        x2 = np.zeros((k, k, L), dtype=np.uint64)
-        bm._lower_inverse_lazy(bm.to_planes(T, L), pl, pp, r2, one, e, c, unit, x1)
-        bm._lower_inverse_big(np.ascontiguousarray(bm.to_limbs(T, L)), pl, pp, r2, one, e, unit, x2)
-        assert (bm.from_planes(x1) == bm.from_limbs32(x2)).all()
 
 
 @given(st.integers(0, 2**32), st.sampled_from([2**64 + 13, 2**89 - 1, 2**127 - 1, 2**255 - 19]))

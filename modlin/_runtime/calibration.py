@@ -299,10 +299,11 @@ POINT_UPDATE = 140.0
 #: (dot products), 0.4 of it for the determinants at the points. One thread: scaled.
 OBJECT_UPDATE = 13500.0
 #: One update of the compiled big-prime kernels (modlin.linalg._bigmod, moduli from 2**63 to
-#: 2**512), per squared count of 32-bit limbs: 3.5 L**2 ns (20 ns at 2 limbs, 61 at 4, 213 at 8,
-#: 388 at 12, 784 at 16; elimination of 64 x 64 blocks, see PLANES_MAX_LIMBS), and for a
-#: triangular inverse 1.35 times that (its rows are shorter). One thread: scaled.
-BIG_UPDATE = 200.0
+#: 2**512: rows with delayed reduction), per squared count of 32-bit limbs: about 1.8 L**2 ns
+#: (28 ns at 4 limbs, 100 at 8, 131 at 10, 213 at 12, 474 at 16; elimination of 64 x 64 blocks,
+#: 2026-12-07, the figures in modlin.linalg._bigmod's docstring), and for a triangular inverse
+#: 1.35 times that (its rows are shorter). One thread: scaled.
+BIG_UPDATE = 100.0
 BIG_INVERSE = 1.35
 OBJECT_UPDATE_BITS = 4.2
 OBJECT_INVERSE = 1 / 3
@@ -321,14 +322,6 @@ LIMB_CRT = 400.0
 # 96: 5.3 / 11.5; 128: 12.9 / 17.7; 160: 24.3 / 24.0; 200: 48 / 36.
 HESSENBERG_MAX_N = 160
 
-# Up to this many 32-bit limbs the big-prime base cases (modlin.linalg._bigmod) update whole
-# rows on limb planes, beyond one entry at a time in CIOS Montgomery form. ns per update of
-# the elimination, planes / CIOS, on the 2-core machine (block 64 x 64; 200 x 200 in
-# brackets): 127-bit 61 / 92 (42 / -), 200-bit 158 / 182 (130 / -), 256-bit 213 / 201
-# (164 / -), 384-bit 493 / 388, 511-bit 1040 / 784. linalg.det / inv at n = 400, planes
-# against CIOS: 127-bit 0.34 / 0.92 s against 0.46 / 1.06, 256-bit 0.70 / 1.65 against
-# 0.70 / 1.85, timing _eliminate_planes and _eliminate_big on random blocks; det and inv one call each, 2026-12-07).
-PLANES_MAX_LIMBS = 8
 
 # ---- Progress bars (modlin._runtime.progress) ----------------------------------------
 

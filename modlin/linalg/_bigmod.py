@@ -4,18 +4,20 @@ limb arrays its recursions keep their blocks in.
 Residues are held as ``L`` 32-bit limbs, little-endian. Between base cases a working matrix
 is a limb array (:func:`limb_working`): its products are :func:`limb_product`'s, from limbs to
 limbs through a residue number system, so Python ints are made only where the user's arrays
-enter and leave. Up to :data:`PLANES_MAX_LIMBS` limbs a base case's block is limb planes
-(``(L, rows, cols)`` uint32, plain residues) and the kernels compute a row at a time from
-the rows above it with delayed reduction: the products of the multipliers' forms
-``l R' mod p`` and the rows are summed unreduced (:func:`_mac`), and each entry is reduced
-once, by Montgomery's method (:func:`_redc_into`). Beyond, an entry is a limb vector (uint64
-slots) in Montgomery form ``x R mod p``, ``R = 2**(32 L)``, and a product is one CIOS
-Montgomery multiplication (Koç, Acar and Kaliski, "Analyzing and comparing Montgomery
-multiplication algorithms", IEEE Micro 16(3), 1996): ``2 L**2`` 32 x 32-bit multiply-adds,
-each sum below ``2**64``; the CIOS products also serve the planes' scalar work (multipliers,
-pivots). Inverses are Fermat's ``x**(p-2)``, so a kernel never leaves compiled code. The
-object-array base cases did one NumPy operation on Python ints per pivot, 95 % of a 127-bit
-``det`` at ``n = 200`` (issue 46).
+enter and leave. A base case's block is limb planes (``(L, rows, cols)`` uint32, plain
+residues), and the kernels compute a row at a time from the rows above it with delayed
+reduction: the products of the multipliers' forms ``l R' mod p`` and the rows are summed
+unreduced (:func:`_mac`), and each entry is reduced once, by Montgomery's method
+(:func:`_redc_into`). Scalars (pivots, multipliers) are CIOS Montgomery products (Koç, Acar
+and Kaliski, "Analyzing and comparing Montgomery multiplication algorithms", IEEE Micro
+16(3), 1996) of limb vectors in Montgomery form ``x R mod p``, ``R = 2**(32 L)``; inverses are
+Fermat's ``x**(p-2)``, so a kernel never leaves compiled code.
+
+ns per update, elimination of a 64 x 64 block on the 2-core machine, delayed reduction against
+the CIOS products one entry at a time that served beyond 8 limbs before (2026-12-07, one
+run, interleaved): 127-bit 28 / 93, 255-bit 100 / 220, 301-bit 131 / 256, 384-bit 213 / 524,
+512-bit 474 / 947. The object-array base cases (one NumPy operation on Python ints per pivot)
+were 95 % of a 127-bit ``det`` at ``n = 200`` (issue 46).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from modlin._arith.pyints import from_limbs, to_halves
 from modlin._arith.residues import limb_residues, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import blas_gemms, run, slabs, workers
-from modlin._runtime.calibration import PLANES_MAX_LIMBS
 
 __all__ = ["MAX_LIMBS", "fits", "limbs", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
            "lower_inverse_big", "lower_solve_big", "limb_dtype", "is_limbs", "to_limb_array", "from_limb_array",
@@ -144,23 +145,6 @@ def _reduce_once(t, p, out):  # pragma: no cover - compiled
 
 
 @njit(inline="always")
-def _sub_mod(a, b, p, out):  # pragma: no cover - compiled
-    """``out = a - b mod p`` for limb vectors in ``[0, p)``."""
-    L = p.shape[0]
-    borrow = np.uint64(0)
-    for j in range(L):
-        s = a[j] - b[j] - borrow
-        out[j] = s & _M32
-        borrow = s >> np.uint64(63)
-    if borrow:
-        c = np.uint64(0)
-        for j in range(L):
-            s = out[j] + p[j] + c
-            out[j] = s & _M32
-            c = s >> np.uint64(32)
-
-
-@njit(inline="always")
 def _is_zero(a):  # pragma: no cover - compiled
     for j in range(a.shape[0]):
         if a[j] != 0:
@@ -184,24 +168,6 @@ def _mont_inverse(a, p, pp, one, e, out, t, w):  # pragma: no cover - compiled
     return out
 
 
-@njit
-def _to_montgomery(a, p, pp, r2, t):  # pragma: no cover - compiled
-    m, n, _ = a.shape
-    for y in range(m):
-        for c in range(n):
-            _mont_mul(a[y, c], r2, p, pp, a[y, c], t)
-
-
-@njit
-def _from_montgomery(a, p, pp, t):  # pragma: no cover - compiled
-    m, n, L = a.shape
-    plain_one = np.zeros(L, dtype=np.uint64)
-    plain_one[0] = 1
-    for y in range(m):
-        for c in range(n):
-            _mont_mul(a[y, c], plain_one, p, pp, a[y, c], t)
-
-
 @njit(inline="always")
 def _least_pivot(nz, cols, r):  # pragma: no cover - compiled
     """The position ``c >= r`` of a nonzero entry (``nz[c]``) whose original column ``cols[c]``
@@ -214,84 +180,6 @@ def _least_pivot(nz, cols, r):  # pragma: no cover - compiled
             best = c
             first = cols[c]
     return best
-
-
-@njit
-def _eliminate_big(a, p, pp, r2, one, e, pivot_rows, cols):  # pragma: no cover - compiled
-    """:func:`modlin.linalg._elimination._eliminate` on limb vectors (the same pivots, the same
-    packed result), in Montgomery form inside."""
-    m, n, L = a.shape
-    t = np.zeros(L + 2, dtype=np.uint64)
-    w = np.zeros(L, dtype=np.uint64)
-    inv = np.zeros(L, dtype=np.uint64)
-    lam = np.zeros(L, dtype=np.uint64)
-    prod = np.zeros(L, dtype=np.uint64)
-    tmp = np.zeros(L, dtype=np.uint64)
-    _to_montgomery(a, p, pp, r2, t)
-    for c in range(n):
-        cols[c] = c
-    r = 0
-    nz = np.zeros(n, dtype=np.bool_)
-    for i in range(m):
-        for c in range(r, n):
-            nz[c] = not _is_zero(a[i, c])
-        best = _least_pivot(nz, cols, r)
-        if best < 0:
-            continue
-        if best != r:
-            for y in range(m):
-                for j in range(L):
-                    tmp[j] = a[y, best, j]
-                    a[y, best, j] = a[y, r, j]
-                    a[y, r, j] = tmp[j]
-            cols[best], cols[r] = cols[r], cols[best]
-        pivot_rows[r] = i
-        _mont_inverse(a[i, r], p, pp, one, e, inv, t, w)
-        for y in range(i + 1, m):
-            if _is_zero(a[y, r]):
-                continue
-            _mont_mul(a[y, r], inv, p, pp, lam, t)
-            for j in range(L):
-                a[y, r, j] = lam[j]
-            for c in range(r + 1, n):
-                _mont_mul(lam, a[i, c], p, pp, prod, t)
-                _sub_mod(a[y, c], prod, p, a[y, c])
-        r += 1
-    _from_montgomery(a, p, pp, t)
-    return r
-
-
-@njit
-def _lower_inverse_big(tr, p, pp, r2, one, e, unit, x):  # pragma: no cover - compiled
-    """:func:`modlin.linalg._elimination._lower_inverse` on limb vectors (``tr`` is
-    overwritten: it is taken to Montgomery form)."""
-    k, _, L = tr.shape
-    t = np.zeros(L + 2, dtype=np.uint64)
-    w = np.zeros(L, dtype=np.uint64)
-    d = np.zeros(L, dtype=np.uint64)
-    prod = np.zeros(L, dtype=np.uint64)
-    _to_montgomery(tr, p, pp, r2, t)
-    x[:, :, :] = 0
-    for i in range(k):
-        for j in range(i):
-            lam = tr[i, j]
-            if _is_zero(lam):
-                continue
-            for c in range(j + 1):
-                if _is_zero(x[j, c]):
-                    continue
-                _mont_mul(lam, x[j, c], p, pp, prod, t)
-                _sub_mod(x[i, c], prod, p, x[i, c])
-        if unit:
-            for j in range(L):
-                x[i, i, j] = one[j]
-        else:
-            _mont_inverse(tr[i, i], p, pp, one, e, d, t, w)
-            for c in range(i):
-                _mont_mul(x[i, c], d, p, pp, x[i, c], t)
-            for j in range(L):
-                x[i, i, j] = d[j]
-    _from_montgomery(x, p, pp, t)
 
 
 # ---- row operations on limb planes: the updates of the base cases, vectorised over a row -----
@@ -406,7 +294,7 @@ def _mac(acc, lam, S, ys, lo, hi):  # pragma: no cover - compiled
     L = lam.shape[0]
     w = hi - lo
     for a in range(L):
-        la = lam[a]
+        la = lam[a] & _M32  # known below 2**32: one 32 x 32-bit vector multiply per lane
         if la == 0:
             continue
         for b in range(L):
@@ -641,28 +529,10 @@ def _unplanes(planes: np.ndarray, like: np.ndarray) -> np.ndarray:
     return out
 
 
-def _limbs64(x: np.ndarray, L: int) -> np.ndarray:
-    """``(m, n, L)`` uint64 limbs of an object or a limb array, for the CIOS kernels (a new array)."""
-    return x["l"].astype(np.uint64) if is_limbs(x) else np.ascontiguousarray(to_limbs(x, L))
-
-
-def _unlimbs64(a: np.ndarray, like: np.ndarray) -> np.ndarray:
-    if not is_limbs(like):
-        return from_limbs32(a)
-    out = np.empty(a.shape[:2], dtype=like.dtype)
-    out["l"] = a
-    return out
-
-
 def eliminate_big(a: np.ndarray, p: int, pivot_rows: np.ndarray, cols: np.ndarray) -> int:
     """Row elimination of a block of residues (an object or a limb array) modulo a :func:`fits`
     ``p``, in place (as :func:`modlin.linalg._elimination._eliminate_object`); returns the rank."""
     L, pl, pp, r2, one, e = constants(p)
-    if L > PLANES_MAX_LIMBS:
-        x = _limbs64(a, L)
-        r = int(_eliminate_big(x, pl, pp, r2, one, e, pivot_rows, cols))
-        a[...] = _unlimbs64(x, a)
-        return r
     planes = _planes(a, L)
     r = int(_eliminate_lazy(planes, pl, pp, r2, one, e, lazy_constant(p), pivot_rows, cols))
     a[...] = _unplanes(planes, a)
@@ -674,11 +544,6 @@ def lower_inverse_big(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
     :func:`fits` ``p``, an array of the same kind."""
     L, pl, pp, r2, one, e = constants(p)
     k = T.shape[0]
-    if L > PLANES_MAX_LIMBS:
-        x = _limbs64(T, L)  # the strict upper triangle is never read
-        out = np.zeros((k, k, L), dtype=np.uint64)
-        _lower_inverse_big(x, pl, pp, r2, one, e, unit, out)
-        return _unlimbs64(out, T)
     tr = _planes(T, L)  # the strict upper triangle is never read
     x = np.zeros((L, k, k), dtype=np.uint32)
     _lower_inverse_lazy(tr, pl, pp, r2, one, e, lazy_constant(p), unit, x)

@@ -348,6 +348,7 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
     m, n = W.shape
     g = min(m, n)  # the rank of a generic matrix, for the model
     with tracked("nullspace", p, 1, lambda: pluq_cost(p, m, n) + trsm_cost(p, g, (m if left else n) - g, not left)):
+        W = limb_working(W, p)
         P, Q, r = pluq_inplace(W, p)
         if left:
             X = np.array(W[r:, :r])
@@ -355,12 +356,13 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
         else:
             X = np.array(W[:r, r:])
             solve_triangular_inplace(W[:r, :r], X, p, left=True, lower=False, unit=False)
+        X = plain(X)
     if left:
-        K = np.zeros((m - r, m), dtype=W.dtype)
+        K = np.zeros((m - r, m), dtype=X.dtype)
         K[:, P[:r]] = negate(X, p)
         K[np.arange(m - r), P[r:]] = 1
         return as_field(K, field)
-    N = np.zeros((n, n - r), dtype=W.dtype)
+    N = np.zeros((n, n - r), dtype=X.dtype)
     N[Q[:r]] = negate(X, p)
     N[Q[r:], np.arange(n - r)] = 1
     return as_field(N, field)
@@ -429,13 +431,15 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     m, n = W.shape
     g = min(m, n)  # the rank of a generic matrix, for the model
     with tracked("rref", p, 1, lambda: pluq_cost(p, m, n) + trsm_cost(p, g, n - g)):
+        W = limb_working(W, p)
         _, Q, r = pluq_inplace(W, p)
         X = np.array(W[:r, r:])
         solve_triangular_inplace(W[:r, :r], X, p, left=True, lower=False, unit=False)
-    top = np.zeros((r, n), dtype=W.dtype)
+        X = plain(X)
+    top = np.zeros((r, n), dtype=X.dtype)
     top[np.arange(r), Q[:r]] = 1
     top[:, Q[r:]] = X
     order = np.argsort(Q[:r], kind="stable")
-    R = np.zeros((m, n), dtype=W.dtype)
+    R = np.zeros((m, n), dtype=X.dtype)
     R[:r] = top[order]
     return as_field(R, field), Q[:r][order]
