@@ -26,7 +26,7 @@ from modlin._arith.residues import fmod_inv, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, quiet_blas, run, slabs, workers
 from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N, RESIDUE_CHUNK
-from modlin._runtime.scratch import Arena, scratch as pool
+from modlin._runtime.scratch import Arena
 
 
 def crt(residues, moduli) -> int:
@@ -458,6 +458,33 @@ def _store_limbs(acc, out, p, subtract, tmp, flag):  # pragma: no cover - compil
                     carry[c] = s >> np.uint64(32)
 
 
+@njit
+def _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flag, scratch, y, t, acc, d, work, top):  # pragma: no cover - compiled
+    """The CRT of entries ``e0 <= e < e1`` modulo ``p`` into ``acc`` (16-bit limbs in float64),
+    one call per chunk: :func:`_crt_weights`, the sums ``sum_i y_i c_i - k M`` against the limbs
+    ``cst`` and ``kfac`` (at most ``N <= CRT_BLOCK`` terms, exact), :func:`_carry` and
+    :func:`_reduce`. Buffers of the chunk's entries: ``y`` ``(N, c)``, ``t``, ``acc``, ``d``
+    ``(L16, c)``, ``work`` ``(3, c)``, ``top`` ``(c,)``."""
+    N, L16 = cst.shape
+    c = e1 - e0
+    _crt_weights(x, e0, e1, moduli, w, k, flag, scratch, y)
+    for j in range(L16):
+        aj, tj, f = acc[j], t[j], kfac[j]
+        for e in range(c):
+            aj[e] = f * k[e0 + e]
+            tj[e] = 0.0
+    for i in range(N):
+        yi = y[i]
+        for j in range(L16):
+            cij, tj = cst[i, j], t[j]
+            for e in range(c):
+                tj[e] += cij * yi[e]
+    for e in range(c):
+        top[e] = 0.0
+    _carry(t, acc, top, work[0])
+    _reduce(acc, top, pl, ps, d, work)
+
+
 def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, subtract: bool = False) -> None:
     """A product modulo ``p`` from its residues, as 32-bit limbs: :func:`reconstruct_rows` for
     results that stay limbs (the big-prime linear algebra's blocks).
@@ -483,29 +510,24 @@ def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, s
     k, flags = np.empty(E), np.empty(E, dtype=np.bool_)  # each worker writes its own entries'
 
     def part(sl: slice) -> None:
-        # the pool's buffers: fresh pages, mapped on first touch, cost more than these loops
         scratch = np.empty((2, RESIDUE_CHUNK))
         tmp, flag = np.empty((L + 1, n), dtype=np.uint64), np.empty(n, dtype=np.uint64)
+        bufs = None
         for r0 in chunks[sl]:
             r1 = min(m, r0 + rows)
             e0, e1 = r0 * n, r1 * n
             c = e1 - e0
-            t, d, acc = (pool((L16, c), np.float64) for _ in range(3))
-            work, y, top = pool((3, c), np.float64), pool((N, c), np.float64), pool((c,), np.float64)
-            _crt_weights(x, e0, e1, moduli, w, k, flags, scratch, y)
-            np.multiply.outer(kfac, k[e0:e1], out=acc)
-            top[:] = 0.0
-            for i0 in range(0, N, CRT_BLOCK):
-                i1 = min(N, i0 + CRT_BLOCK)
-                np.matmul(cst[i0:i1].T, y[i0:i1], out=t)
-                _carry(t, acc, top, work[0])
-                _reduce(acc, top, pl, ps, d, work)
-            for e in np.flatnonzero(flags[e0:e1]):
-                acc[:, e] = _limbs16(_exact_entry(x[:, e0 + e], basis, p), L16)
+            if bufs is None or bufs[0].shape[1] != c:  # whole buffers: loops over them vectorise
+                bufs = (np.empty((N, c)), np.empty((L16, c)), np.empty((L16, c)), np.empty((L16, c)),
+                        np.empty((3, c)), np.empty(c))
+            y, t, acc, d, work, top = bufs
+            _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flags, scratch, y, t, acc, d, work, top)
+            if flags[e0:e1].any():
+                for e in np.flatnonzero(flags[e0:e1]):
+                    acc[:, e] = _limbs16(_exact_entry(x[:, e0 + e], basis, p), L16)
             _store_limbs(acc, out[r0:r1], p32, subtract, tmp, flag)
 
-    with quiet_blas():
-        run(part, slabs(len(chunks), workers(E * (N + 4 * L16), len(chunks))))
+    run(part, slabs(len(chunks), workers(E * (N + 4 * L16), len(chunks))))
 
 
 def _exact_entry(x: np.ndarray, basis: Basis, p: int | None) -> int:

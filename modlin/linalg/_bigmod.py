@@ -572,9 +572,18 @@ def is_limbs(x: np.ndarray) -> bool:
 
 def to_limb_array(x: np.ndarray, p: int) -> np.ndarray:
     """Residues in ``[0, p)`` (an object array of Python ints) as a new limb array, for a :func:`fits` ``p``."""
-    out = np.empty(x.shape, dtype=limb_dtype(limbs(p)))
-    if x.size:
-        out["l"] = to_limbs(x, limbs(p))
+    L = limbs(p)
+    out = np.empty(x.shape, dtype=limb_dtype(L))
+    h = to_halves(x, 2 * L + 1) if x.size else None
+    if h is None:  # empty, or entries that are not exactly int (numpy integers in an object array)
+        if x.size:
+            out["l"] = to_limbs(x, L)
+        return out
+    # residues below 2**(32 L): the pieces past 2 L are their zero signs; the 16-bit pieces of an
+    # entry, side by side, are its little-endian 32-bit limbs
+    wide = np.zeros((x.size, 2 * L), dtype=np.uint16)
+    wide[:, :min(h.shape[0], 2 * L)] = h[:2 * L].T
+    out.reshape(-1)["l"] = wide.view(np.uint32)
     return out
 
 
