@@ -364,17 +364,19 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
             c = e1 - e0
             if t is None or c < step:  # whole buffers: numba vectorises loops over C-contiguous arrays
                 t, d, work, y = np.empty((L, c)), np.empty((L, c)), np.empty((3, c)), np.empty((N, c))
-            # the chunk's weights in a buffer that stays in cache: the products are only read
-            # (float64 sums, or int32 residues half their size)
-            _crt_weights(x, e0, e1, moduli, w, k, flag, scratch, y)
-            acc = np.multiply.outer(kfac, k[e0:e1])  # -k M (mod p): at most N * 2**16 per limb
-            top = np.zeros(c)
-            for i0 in range(0, N, CRT_BLOCK):
-                i1 = min(N, i0 + CRT_BLOCK)
-                np.matmul(cst[i0:i1].T, y[i0:i1], out=t)
-                _carry(t, acc, top, work[0])
-                if p is not None:
-                    _reduce(acc, top, pl, ps, d, work)
+            if p is not None:  # the weights, sums, carries and reduction in one kernel
+                acc, top = np.empty((L, c)), np.empty(c)
+                _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flag, scratch, y, t, acc, d, work, top)
+            else:
+                # the chunk's weights in a buffer that stays in cache: the products are only read
+                # (float64 sums, or int32 residues half their size)
+                _crt_weights(x, e0, e1, moduli, w, k, flag, scratch, y)
+                acc = np.multiply.outer(kfac, k[e0:e1])  # -k M: at most N * 2**16 per limb
+                top = np.zeros(c)
+                for i0 in range(0, N, CRT_BLOCK):
+                    i1 = min(N, i0 + CRT_BLOCK)
+                    np.matmul(cst[i0:i1].T, y[i0:i1], out=t)
+                    _carry(t, acc, top, work[0])
             if p is None:
                 neg[e0:e1] = top < 0
                 _negate(acc, top, work[0])
@@ -462,27 +464,31 @@ def _store_limbs(acc, out, p, subtract, tmp, flag):  # pragma: no cover - compil
 def _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flag, scratch, y, t, acc, d, work, top):  # pragma: no cover - compiled
     """The CRT of entries ``e0 <= e < e1`` modulo ``p`` into ``acc`` (16-bit limbs in float64),
     one call per chunk: :func:`_crt_weights`, the sums ``sum_i y_i c_i - k M`` against the limbs
-    ``cst`` and ``kfac`` (at most ``N <= CRT_BLOCK`` terms, exact), :func:`_carry` and
-    :func:`_reduce`. Buffers of the chunk's entries: ``y`` ``(N, c)``, ``t``, ``acc``, ``d``
+    ``cst`` and ``kfac`` (:data:`CRT_BLOCK` moduli at a time, exact), :func:`_carry` and
+    :func:`_reduce` (:func:`reconstruct_rows`' and :func:`reconstruct_limbs`' entries modulo ``p``). Buffers of the chunk's entries: ``y`` ``(N, c)``, ``t``, ``acc``, ``d``
     ``(L16, c)``, ``work`` ``(3, c)``, ``top`` ``(c,)``."""
     N, L16 = cst.shape
     c = e1 - e0
     _crt_weights(x, e0, e1, moduli, w, k, flag, scratch, y)
     for j in range(L16):
-        aj, tj, f = acc[j], t[j], kfac[j]
+        aj, f = acc[j], kfac[j]
         for e in range(c):
             aj[e] = f * k[e0 + e]
-            tj[e] = 0.0
-    for i in range(N):
-        yi = y[i]
-        for j in range(L16):
-            cij, tj = cst[i, j], t[j]
-            for e in range(c):
-                tj[e] += cij * yi[e]
     for e in range(c):
         top[e] = 0.0
-    _carry(t, acc, top, work[0])
-    _reduce(acc, top, pl, ps, d, work)
+    for i0 in range(0, N, CRT_BLOCK):
+        for j in range(L16):
+            tj = t[j]
+            for e in range(c):
+                tj[e] = 0.0
+        for i in range(i0, min(N, i0 + CRT_BLOCK)):
+            yi = y[i]
+            for j in range(L16):
+                cij, tj = cst[i, j], t[j]
+                for e in range(c):
+                    tj[e] += cij * yi[e]
+        _carry(t, acc, top, work[0])
+        _reduce(acc, top, pl, ps, d, work)
 
 
 def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, subtract: bool = False) -> None:
