@@ -480,8 +480,8 @@ def _lower_inverse_lazy(tr, p, pp, r2, one, e, c1, unit, x):  # pragma: no cover
     ``-t_ii**-1 sum_j<i t_ij x_j``, the sum reduced once per entry."""
     L, k, _ = tr.shape
     acc, tmp, flag, mrow, t, racc = _lazy_scratch(L, k)
-    V = np.zeros((3, L), dtype=np.uint64)
-    w, v, d = V[0], V[1], V[2]
+    V = np.zeros((2, L), dtype=np.uint64)
+    v, d = V[0], V[1]
     x[:, :, :] = 0
     inv = _diagonal_inverses(tr, p, pp, r2, one, e, t) if not unit else np.zeros((0, L), dtype=np.uint64)
     for i in range(k):
@@ -514,8 +514,8 @@ def _lower_solve_lazy(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover -
     L, k, _ = tr.shape
     wd = b.shape[2]
     acc, tmp, flag, mrow, t, racc = _lazy_scratch(L, wd)
-    V = np.zeros((3, L), dtype=np.uint64)
-    s, v, d = V[0], V[1], V[2]
+    V = np.zeros((2, L), dtype=np.uint64)
+    v, d = V[0], V[1]
     inv = _diagonal_inverses(tr, p, pp, r2, one, e, t) if not unit else np.zeros((0, L), dtype=np.uint64)
     for i in range(k):
         for j in range(i):
@@ -542,8 +542,7 @@ def _lower_solve_dots(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover -
     wd = b.shape[2]
     acc, tmp, flag, mrow, t, racc = _lazy_scratch(L, k)
     cells = np.zeros((2 * L + 2, 1), dtype=np.uint64)
-    V = np.zeros((4, L), dtype=np.uint64)
-    s, v, d, x = V[0], V[1], V[2], V[3]
+    x = np.zeros(L, dtype=np.uint64)
     col = np.zeros((L, k), dtype=np.uint32)  # the column's finished entries, in the form b R'
     one32 = np.zeros((L, 1, 1), dtype=np.uint32)
     inv = _diagonal_inverses(tr, p, pp, r2, one, e, t) if not unit else np.zeros((0, L), dtype=np.uint64)
