@@ -258,3 +258,40 @@ def test_triangular_solves_substitution_and_inverse(p, side, lower, unit, w):
     X = linalg.trsm(T, B, p, side=side, lower=lower, unit_diagonal=unit)
     got = Tri.dot(X) if side == "left" else X.dot(Tri)
     assert ((got - B) % p == 0).all()
+
+
+@pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19, P300])
+@pytest.mark.parametrize("k, w", [(1, 1), (5, 2), (24, 1), (24, 4), (33, 9)])
+def test_substitution_kernels_agree(p, k, w):
+    """Substitution by dot products (few columns) and by rows, bit for bit, and against Python
+    ints: diagonals of 1 and p - 1, worst entries, both unit flags."""
+    rng = random.Random(hash((p, k, w)) % 2**32)
+    L, pl, pp, r2, one, e = bm.constants(p)
+    c1 = bm.lazy_constant(p)
+    T = _block(rng, p, k, k, worst=w % 2 == 0)
+    for i in range(k):
+        T[i, i] = rng.choice([1, p - 1, rng.randrange(1, p)])
+    B = _block(rng, p, k, w, worst=True)
+    for unit in (True, False):
+        b1, b2 = bm.to_planes(B, L), bm.to_planes(B, L)
+        bm._lower_solve_dots(bm.to_planes(T, L), b1, pl, pp, r2, one, e, c1, unit)
+        bm._lower_solve_lazy(bm.to_planes(T, L), b2, pl, pp, r2, one, e, c1, unit)
+        assert (b1 == b2).all()
+        Tl = np.tril(T)
+        if unit:
+            np.fill_diagonal(Tl, 1)
+        assert ((Tl.dot(bm.from_planes(b1)) - B) % p == 0).all()
+
+
+@pytest.mark.parametrize("p", KERNEL_PRIMES)
+@pytest.mark.parametrize("k", [1, 2, 17])
+def test_diagonal_inverses(p, k):
+    """Montgomery's trick against Python's inverses, ones and p - 1 on the diagonal included."""
+    rng = random.Random(k)
+    L, pl, pp, r2, one, e = bm.constants(p)
+    T = _block(rng, p, k, k)
+    for i in range(k):
+        T[i, i] = [1, p - 1, rng.randrange(1, p)][i % 3]
+    got = bm._diagonal_inverses(bm.to_planes(T, L), pl, pp, r2, one, e, np.zeros(L + 2, np.uint64))
+    R = 2 ** (32 * L)
+    assert bm.from_limbs32(got).tolist() == [pow(int(T[i, i]), -1, p) * R % p for i in range(k)]
