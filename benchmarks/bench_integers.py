@@ -105,3 +105,33 @@ class BigPrimes:
 
     def peakmem_modlin(self, bits, n, function):
         self._call(function)
+
+
+class LimbProducts:
+    """The big-prime recursions' products on limb arrays (``linalg._bigmod.limb_product``):
+    ``c - a @ b mod p`` from limbs to limbs, the shapes of their blocks at ``n = 200`` and
+    ``n = 1000``."""
+
+    params = ([127, 256], [100, 500])
+    param_names = ["bits", "n"]
+
+    def setup(self, bits, n):
+        from modlin._tools.bench.integers import _big_prime
+        from modlin.linalg._bigmod import to_limb_array
+
+        self.p = p = _big_prime(bits)
+        rng = np.random.default_rng(0)
+        hi = np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))], dtype=object)
+        lo = np.array([[int(v) for v in row] for row in rng.integers(0, 2**62, (n, n))], dtype=object)
+        self.a = to_limb_array((hi * (p // 2**62) + lo) % p, p)
+        self.c = self.a.copy()
+
+    def time_limb_product(self, bits, n):
+        from modlin.linalg._bigmod import limb_product
+
+        limb_product(self.a, self.a, self.p, self.c, subtract=True)
+
+    def peakmem_limb_product(self, bits, n):
+        from modlin.linalg._bigmod import limb_product
+
+        limb_product(self.a, self.a, self.p, self.c, subtract=True)

@@ -2,7 +2,9 @@
 and the scalar modular operations of the numba kernels.
 
 Working matrices hold residues in ``[0, p)``: int64 for ``p < 2**63``, object
-arrays of Python ints above (where :func:`modlin.matmul` returns those too).
+arrays of Python ints above (where :func:`modlin.matmul` returns those too), and in
+the recursions modulo the primes of :mod:`modlin.linalg._bigmod` (``2**63 < p < 2**512``)
+limb arrays, whose products are :func:`modlin.linalg._bigmod.limb_product`'s.
 """
 
 from __future__ import annotations
