@@ -194,18 +194,58 @@ _S63 = np.uint64(63)
 
 
 @njit
+def _montgomery_cells(acc, lo, hi, p, pp, steps, tmp, flag, mrow):  # pragma: no cover - compiled
+    """``tmp[:, :w] = V 2**(-32 steps) mod p`` (``w = hi - lo``) for the sums ``V`` of :func:`_mac`
+    in ``acc[:, lo:hi]``: ``steps`` steps of Montgomery's reduction (separated operand scanning,
+    one limb at a time, in vector loops over the entries), the carries of the high cells
+    normalised, and the result, below ``2 p`` when ``V < 2**(32 steps) p``, brought below ``p``.
+    ``acc`` needs ``steps + L + 1`` cells and is left holding garbage; ``tmp`` ``(L, >= w)``,
+    ``flag`` ``(>= w,)`` uint64 and ``mrow`` ``(>= w,)`` uint32 scratch."""
+    L = p.shape[0]
+    w = hi - lo
+    for j in range(steps):  # clear the low limbs, one at a time
+        aj = acc[j, lo:hi]
+        for c in range(w):
+            mrow[c] = np.uint32(aj[c] & _M32) * np.uint32(pp)
+        for k in range(L):
+            pk = p[k]
+            r0, r1 = acc[j + k, lo:hi], acc[j + k + 1, lo:hi]
+            for c in range(w):
+                prod = np.uint64(mrow[c]) * pk
+                r0[c] += prod & _M32
+                r1[c] += prod >> _S32
+        nx = acc[j + 1, lo:hi]
+        for c in range(w):
+            nx[c] += aj[c] >> _S32
+    for k in range(steps, steps + L):  # the high cells: the result, normalised
+        ak, nx = acc[k, lo:hi], acc[k + 1, lo:hi]
+        for c in range(w):
+            nx[c] += ak[c] >> _S32
+            ak[c] &= _M32
+    for c in range(w):
+        flag[c] = 0  # the borrow of result - p
+    for k in range(L):
+        ak, tk, pk = acc[steps + k, lo:hi], tmp[k], p[k]
+        for c in range(w):
+            d = ak[c] - pk - flag[c]
+            tk[c] = d & _M32
+            flag[c] = d >> _S63
+    top = acc[steps + L, lo:hi]
+    for c in range(w):
+        flag[c] = 1 if top[c] != 0 or flag[c] == 0 else 0  # result >= p: take result - p
+    for k in range(L):
+        ak, tk = acc[steps + k, lo:hi], tmp[k]
+        for c in range(w):
+            tk[c] = tk[c] if flag[c] else ak[c]
+
+
+@njit
 def _scale_row(D, yd, S, ys, lo, hi, lam, p, pp, acc, tmp, flag, mrow):  # pragma: no cover - compiled
     """``D[:, yd, lo:hi] = lam u R**-1 mod p``, ``u = S[:, ys, lo:hi]``: for ``lam = l R mod p``
-    (Montgomery form) the plain ``l u``.
-
-    ``D`` and ``S`` are limb planes (``(L, rows, cols)`` uint32, residues in ``[0, p)``),
-    ``D`` may be ``S``. Every loop below runs over the row's entries with the limb fixed: one
-    pass per limb pair, each a vector loop (uint32 operands widened to uint64 multiply as one
-    32 x 32-bit product per lane). The product ``lam u`` is accumulated with its carries
-    delayed (:func:`_mac`), then reduced by Montgomery's method one limb at a time (separated
-    operand scanning) and the result (below ``2p``) brought below ``p``. ``acc``: ``(2 L + 1,
-    w)`` uint64, ``tmp``: ``(L, w)`` uint64, ``flag``: ``(w,)`` uint64, ``mrow``: ``(w,)``
-    uint32 scratch."""
+    (Montgomery form) the plain ``l u``. ``D`` and ``S`` are limb planes (``(L, rows, cols)``
+    uint32, residues in ``[0, p)``), ``D`` may be ``S``: :func:`_mac`, then ``L`` steps of
+    :func:`_montgomery_cells`. ``acc``: ``(2 L + 1, w)`` uint64, ``tmp``: ``(L, w)`` uint64,
+    ``flag``: ``(w,)`` uint64, ``mrow``: ``(w,)`` uint32 scratch."""
     L = p.shape[0]
     w = hi - lo
     if w <= 0:
@@ -215,40 +255,11 @@ def _scale_row(D, yd, S, ys, lo, hi, lam, p, pp, acc, tmp, flag, mrow):  # pragm
         for c in range(w):
             aj[c] = 0
     _mac(acc, lam, S[:, :, lo:hi], ys, 0, w)
-    for j in range(L):  # Montgomery: clear the low limbs, one at a time
-        aj = acc[j]
-        for c in range(w):
-            mrow[c] = np.uint32(aj[c] & _M32) * np.uint32(pp)
-        for k in range(L):
-            pk = p[k]
-            r0, r1 = acc[j + k], acc[j + k + 1]
-            for c in range(w):
-                prod = np.uint64(mrow[c]) * pk
-                r0[c] += prod & _M32
-                r1[c] += prod >> _S32
-        nx = acc[j + 1]
-        for c in range(w):
-            nx[c] += aj[c] >> _S32
-    for k in range(L):  # normalise the carries of the high half: the result, below 2p
-        ak, nx = acc[L + k], acc[L + k + 1]
-        for c in range(w):
-            nx[c] += ak[c] >> _S32
-            ak[c] &= _M32
-    for c in range(w):
-        flag[c] = 0  # the borrow of result - p
+    _montgomery_cells(acc, 0, w, p, pp, L, tmp, flag, mrow)
     for k in range(L):
-        ak, tk, pk = acc[L + k], tmp[k], p[k]
+        tk, dk = tmp[k], D[k, yd, lo:hi]
         for c in range(w):
-            d = ak[c] - pk - flag[c]
-            tk[c] = d & _M32
-            flag[c] = d >> _S63
-    top = acc[2 * L]
-    for c in range(w):
-        flag[c] = 1 if top[c] != 0 or flag[c] == 0 else 0  # result >= p: take result - p
-    for k in range(L):
-        ak, tk, dk = acc[L + k], tmp[k], D[k, yd, lo:hi]
-        for c in range(w):
-            dk[c] = np.uint32(tk[c] if flag[c] else ak[c])
+            dk[c] = np.uint32(tk[c])
 
 
 @njit
@@ -315,53 +326,20 @@ def _mac(acc, lam, S, ys, lo, hi):  # pragma: no cover - compiled
 def _redc_into(acc, D, yd, lo, hi, p, pp, tmp, flag, mrow):  # pragma: no cover - compiled
     """``D[:, yd, lo:hi] <- (D - V R'**-1) mod p`` for the sums ``V`` of :func:`_mac` in
     ``acc[:, lo:hi]`` (``2 L + 2`` cells, left zero), ``R' = 2**(32 (L + 1))``: ``L + 1`` steps of
-    Montgomery's reduction take ``V < 2**32 R p`` below ``2 p`` (the sums of up to ``2**32``
-    products of a residue and a form ``l R'`` below ``R p``), one subtraction below ``p``.
+    :func:`_montgomery_cells` take ``V < 2**32 R p`` below ``p`` (the sums of up to ``2**32``
+    products of a residue and a form ``l R'`` below ``R p``), then a subtraction.
     Scratch as for :func:`_scale_row`."""
     L = p.shape[0]
     w = hi - lo
     if w <= 0:
         return
-    for j in range(L + 1):  # clear the low limbs, one at a time
-        aj = acc[j, lo:hi]
-        for c in range(w):
-            mrow[c] = np.uint32(aj[c] & _M32) * np.uint32(pp)
-        for k in range(L):
-            pk = p[k]
-            r0, r1 = acc[j + k, lo:hi], acc[j + k + 1, lo:hi]
-            for c in range(w):
-                prod = np.uint64(mrow[c]) * pk
-                r0[c] += prod & _M32
-                r1[c] += prod >> _S32
-        nx = acc[j + 1, lo:hi]
-        for c in range(w):
-            nx[c] += aj[c] >> _S32
-    for k in range(L + 1, 2 * L + 1):  # the high cells: the result, below 2p, normalised
-        ak, nx = acc[k, lo:hi], acc[k + 1, lo:hi]
-        for c in range(w):
-            nx[c] += ak[c] >> _S32
-            ak[c] &= _M32
-    for c in range(w):
-        flag[c] = 0  # the borrow of result - p
-    for k in range(L):
-        ak, tk, pk = acc[L + 1 + k, lo:hi], tmp[k], p[k]
-        for c in range(w):
-            d = ak[c] - pk - flag[c]
-            tk[c] = d & _M32
-            flag[c] = d >> _S63
-    top = acc[2 * L + 1, lo:hi]
-    for c in range(w):
-        flag[c] = 1 if top[c] != 0 or flag[c] == 0 else 0  # result >= p: take result - p
-    for k in range(L):
-        ak, tk = acc[L + 1 + k, lo:hi], tmp[k]
-        for c in range(w):
-            ak[c] = tk[c] if flag[c] else ak[c]
+    _montgomery_cells(acc, lo, hi, p, pp, L + 1, tmp, flag, mrow)
     for c in range(w):
         flag[c] = 0
     for k in range(L):  # D - result, then + p where that borrowed
-        ak, dk, tk = acc[L + 1 + k, lo:hi], D[k, yd, lo:hi], tmp[k]
+        dk, tk = D[k, yd, lo:hi], tmp[k]
         for c in range(w):
-            d = np.uint64(dk[c]) - ak[c] - flag[c]
+            d = np.uint64(dk[c]) - tk[c] - flag[c]
             tk[c] = d & _M32
             flag[c] = d >> _S63
     carry = mrow  # free now: a carry is 0 or 1
