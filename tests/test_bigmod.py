@@ -23,7 +23,7 @@ def test_which_moduli_the_kernels_take():
     assert KERNEL_PRIMES == [2**64 + 13, 2**89 - 1, 2**127 - 1, 2**255 - 19, P300]
     assert not bm.fits(2**521 - 1)  # beyond 512 bits
     assert not bm.fits(2**61 - 1)  # a word: the int64 kernels
-    assert not bm.fits(3 * (2**127 - 1))  # composite: Fermat's inverse would be wrong
+    assert not bm.fits(3 * (2**127 - 1))  # composite: a nonzero pivot need not be a unit
     assert not bm.fits(2**128)
 
 
@@ -266,7 +266,7 @@ def test_substitution_kernels_agree(p, k, w):
     """Substitution by dot products (few columns) and by rows, bit for bit, and against Python
     ints: diagonals of 1 and p - 1, worst entries, both unit flags."""
     rng = random.Random(hash((p, k, w)) % 2**32)
-    L, pl, pp, r2, one, e = bm.constants(p)
+    L, pl, pp, r2 = bm.constants(p)
     c1 = bm.lazy_constant(p)
     T = _block(rng, p, k, k, worst=w % 2 == 0)
     for i in range(k):
@@ -274,8 +274,8 @@ def test_substitution_kernels_agree(p, k, w):
     B = _block(rng, p, k, w, worst=True)
     for unit in (True, False):
         b1, b2 = bm.to_planes(B, L), bm.to_planes(B, L)
-        bm._lower_solve_dots(bm.to_planes(T, L), b1, pl, pp, r2, one, e, c1, unit)
-        bm._lower_solve_lazy(bm.to_planes(T, L), b2, pl, pp, r2, one, e, c1, unit)
+        bm._lower_solve_dots(bm.to_planes(T, L), b1, pl, pp, r2, c1, unit)
+        bm._lower_solve_lazy(bm.to_planes(T, L), b2, pl, pp, r2, c1, unit)
         assert (b1 == b2).all()
         Tl = np.tril(T)
         if unit:
@@ -288,10 +288,24 @@ def test_substitution_kernels_agree(p, k, w):
 def test_diagonal_inverses(p, k):
     """Montgomery's trick against Python's inverses, ones and p - 1 on the diagonal included."""
     rng = random.Random(k)
-    L, pl, pp, r2, one, e = bm.constants(p)
+    L, pl, pp, r2 = bm.constants(p)
     T = _block(rng, p, k, k)
     for i in range(k):
         T[i, i] = [1, p - 1, rng.randrange(1, p)][i % 3]
-    got = bm._diagonal_inverses(bm.to_planes(T, L), pl, pp, r2, one, e, np.zeros(L + 2, np.uint64))
+    got = bm._diagonal_inverses(bm.to_planes(T, L), pl, pp, r2, np.zeros(L + 2, np.uint64))
     R = 2 ** (32 * L)
     assert bm.from_limbs32(got).tolist() == [pow(int(T[i, i]), -1, p) * R % p for i in range(k)]
+
+
+@given(st.integers(0, 2**32), st.sampled_from(KERNEL_PRIMES))
+@settings(max_examples=60, deadline=None)
+def test_inverse_against_python(seed, p):
+    """The binary extended Euclidean inverse of Montgomery forms, 1 and p - 1 included."""
+    rng = random.Random(seed)
+    L, pl, pp, r2 = bm.constants(p)
+    R = 2 ** (32 * L)
+    for a in (1, 2, p - 1, p - 2, rng.randrange(1, p), rng.randrange(1, 2**40)):
+        form = bm.to_limbs(np.array([a * R % p], dtype=object), L)[0]
+        out = np.zeros(L, np.uint64)
+        bm._mont_inverse(form, pl, pp, r2, out, np.zeros(L + 2, np.uint64), np.zeros((4, L), np.uint64))
+        assert int(bm.from_limbs32(out[None])[0]) == pow(a, -1, p) * R % p

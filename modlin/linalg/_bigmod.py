@@ -11,7 +11,8 @@ unreduced (:func:`_mac`), and each entry is reduced once, by Montgomery's method
 (:func:`_redc_into`). Scalars (pivots, multipliers) are CIOS Montgomery products (Koç, Acar
 and Kaliski, "Analyzing and comparing Montgomery multiplication algorithms", IEEE Micro
 16(3), 1996) of limb vectors in Montgomery form ``x R mod p``, ``R = 2**(32 L)``; inverses are
-Fermat's ``x**(p-2)``, so a kernel never leaves compiled code.
+the binary extended Euclidean algorithm's (:func:`_mont_inverse`), so a kernel never leaves
+compiled code.
 
 ns per update, elimination of a 64 x 64 block on the 2-core machine, delayed reduction against
 the CIOS products one entry at a time that served beyond 8 limbs before (2026-12-07, one
@@ -48,12 +49,14 @@ DOTS_MAX_COLUMNS = 4
 MAX_LIMBS = 16
 
 _M32 = np.uint64(0xFFFFFFFF)
+_S1 = np.uint64(1)
+_S31 = np.uint64(31)
 
 
 @lru_cache(maxsize=64)
 def fits(p: int) -> bool:
-    """Whether the kernels take the modulus ``p``: a prime (Fermat's inverses need one; so
-    does Montgomery's form an odd modulus), beyond 63 bits and below ``2**512``."""
+    """Whether the kernels take the modulus ``p``: a prime (every nonzero pivot must be a unit;
+    Montgomery's form needs an odd modulus), beyond 63 bits and below ``2**512``."""
     return 2**63 <= p < 2 ** (32 * MAX_LIMBS) and is_prime(p)
 
 
@@ -63,16 +66,15 @@ def limbs(p: int) -> int:
 
 
 @lru_cache(maxsize=32)
-def constants(p: int) -> tuple[int, np.ndarray, np.uint64, np.ndarray, np.ndarray, np.ndarray]:
-    """``(L, p, -p**-1 mod 2**32, R**2 mod p, R mod p, p - 2)`` as limbs, for a :func:`fits` ``p``."""
+def constants(p: int) -> tuple[int, np.ndarray, np.uint64, np.ndarray]:
+    """``(L, p, -p**-1 mod 2**32, R**2 mod p)`` as limbs, for a :func:`fits` ``p``."""
     L = limbs(p)
     R = 1 << (32 * L)
 
     def as_limbs(v: int) -> np.ndarray:
         return np.array([(v >> (32 * j)) & 0xFFFFFFFF for j in range(L)], dtype=np.uint64)
 
-    return (L, as_limbs(p), np.uint64(-pow(p, -1, 2**32) % 2**32), as_limbs(R * R % p), as_limbs(R % p),
-            as_limbs(p - 2))
+    return L, as_limbs(p), np.uint64(-pow(p, -1, 2**32) % 2**32), as_limbs(R * R % p)
 
 
 def to_limbs(x: np.ndarray, L: int) -> np.ndarray:
@@ -157,20 +159,100 @@ def _is_zero(a):  # pragma: no cover - compiled
     return True
 
 
+@njit(inline="always")
+def _shr1(u, top):  # pragma: no cover - compiled
+    """``u <- (u + top 2**(32 L)) / 2`` for an even ``u + top 2**(32 L)`` (``top``: 0 or 1)."""
+    L = u.shape[0]
+    for j in range(L - 1):
+        u[j] = (u[j] >> _S1) | ((u[j + 1] & _S1) << _S31)
+    u[L - 1] = (u[L - 1] >> _S1) | (top << _S31)
+
+
+@njit(inline="always")
+def _halve_mod(x, p):  # pragma: no cover - compiled
+    """``x <- x / 2 mod p`` for ``x`` in ``[0, p)``, ``p`` odd: ``x / 2``, or ``(x + p) / 2``."""
+    c = np.uint64(0)
+    if x[0] & _S1:
+        for j in range(p.shape[0]):
+            s = x[j] + p[j] + c
+            x[j] = s & _M32
+            c = s >> _S32
+    _shr1(x, c)
+
+
+@njit(inline="always")
+def _geq(u, v):  # pragma: no cover - compiled
+    for j in range(u.shape[0] - 1, -1, -1):
+        if u[j] != v[j]:
+            return u[j] > v[j]
+    return True
+
+
+@njit(inline="always")
+def _sub_limbs(u, v):  # pragma: no cover - compiled
+    """``u <- u - v`` for ``u >= v``."""
+    borrow = np.uint64(0)
+    for j in range(u.shape[0]):
+        s = u[j] - v[j] - borrow
+        u[j] = s & _M32
+        borrow = s >> _S63
+
+
+@njit(inline="always")
+def _sub_mod(x, y, p):  # pragma: no cover - compiled
+    """``x <- x - y mod p`` for ``x, y`` in ``[0, p)``."""
+    borrow = np.uint64(0)
+    for j in range(x.shape[0]):
+        s = x[j] - y[j] - borrow
+        x[j] = s & _M32
+        borrow = s >> _S63
+    if borrow:
+        c = np.uint64(0)
+        for j in range(x.shape[0]):
+            s = x[j] + p[j] + c
+            x[j] = s & _M32
+            c = s >> _S32
+
+
+@njit(inline="always")
+def _is_one(u):  # pragma: no cover - compiled
+    if u[0] != 1:
+        return False
+    for j in range(1, u.shape[0]):
+        if u[j] != 0:
+            return False
+    return True
+
+
 @njit
-def _mont_inverse(a, p, pp, one, e, out, t, w):  # pragma: no cover - compiled
-    """``out = a**(p-2)`` in Montgomery form (the inverse of a unit ``a``): left-to-right
-    square and multiply over the bits of ``e = p - 2``; ``w``: an ``L``-limb scratch."""
+def _mont_inverse(a, p, pp, r2, out, t, w):  # pragma: no cover - compiled
+    """``out = a**-1 R`` for the Montgomery form ``a R`` of a unit ``a`` (``out`` may not be ``a``):
+    the binary extended Euclidean algorithm on the plain ``a`` (Hankerson, Menezes and Vanstone,
+    "Guide to elliptic curve cryptography", algorithm 2.22), about ``2 bits`` steps of shifts
+    and subtractions: 3.5 times faster than Fermat's ``a**(p-2)`` at 127 bits, whose ~190
+    Montgomery products were half of a 64 x 64 block's elimination. ``w``: ``(4, L)`` scratch."""
     L = p.shape[0]
+    u, v, x1, x2 = w[0], w[1], w[2], w[3]
     for j in range(L):
-        out[j] = one[j]
-    for jj in range(L - 1, -1, -1):
-        word = e[jj]
-        for bit in range(31, -1, -1):
-            _mont_mul(out, out, p, pp, out, t)
-            if (word >> np.uint64(bit)) & np.uint64(1):
-                _mont_mul(out, a, p, pp, out, t)
-    return out
+        x2[j] = 0
+        x1[j] = 0
+        v[j] = p[j]
+    x1[0] = 1
+    _mont_mul(a, x1, p, pp, u, t)  # the plain a
+    while not _is_one(u) and not _is_one(v):
+        while not u[0] & _S1:
+            _shr1(u, np.uint64(0))
+            _halve_mod(x1, p)
+        while not v[0] & _S1:
+            _shr1(v, np.uint64(0))
+            _halve_mod(x2, p)
+        if _geq(u, v):
+            _sub_limbs(u, v)
+            _sub_mod(x1, x2, p)
+        else:
+            _sub_limbs(v, u)
+            _sub_mod(x2, x1, p)
+    _mont_mul(x1 if _is_one(u) else x2, r2, p, pp, out, t)  # a**-1 R
 
 
 @njit(inline="always")
@@ -365,15 +447,15 @@ def _lazy_scratch(L, w):  # pragma: no cover - compiled
 
 
 @njit
-def _diagonal_inverses(tr, p, pp, r2, one, e, t):  # pragma: no cover - compiled
+def _diagonal_inverses(tr, p, pp, r2, t):  # pragma: no cover - compiled
     """``out[i] = t_ii**-1 R mod p`` (Montgomery forms) for the diagonal of the planes ``tr``, by
-    Montgomery's trick: one Fermat inverse of the product and three products an entry, where an
-    inverse each was about 190 products (127 bits)."""
+    Montgomery's trick: one inverse of the product and three products an entry."""
     L, k, _ = tr.shape
     out = np.zeros((k, L), dtype=np.uint64)
     pre = np.zeros((k, L), dtype=np.uint64)
-    V = np.zeros((3, L), dtype=np.uint64)
-    x, acc, w = V[0], V[1], V[2]
+    V = np.zeros((2, L), dtype=np.uint64)
+    x, acc = V[0], V[1]
+    w = np.zeros((4, L), dtype=np.uint64)
     for i in range(k):
         _load(tr, i, i, x)
         _mont_mul(x, r2, p, pp, x, t)  # x R
@@ -384,7 +466,7 @@ def _diagonal_inverses(tr, p, pp, r2, one, e, t):  # pragma: no cover - compiled
                 pre[0, j] = x[j]
     if k == 0:
         return out
-    _mont_inverse(pre[k - 1], p, pp, one, e, acc, t, w)  # (x_0 ... x_{k-1})**-1 R
+    _mont_inverse(pre[k - 1], p, pp, r2, acc, t, w)  # (x_0 ... x_{k-1})**-1 R
     for i in range(k - 1, 0, -1):
         _mont_mul(acc, pre[i - 1], p, pp, out[i], t)
         _load(tr, i, i, x)
@@ -396,7 +478,7 @@ def _diagonal_inverses(tr, p, pp, r2, one, e, t):  # pragma: no cover - compiled
 
 
 @njit
-def _eliminate_lazy(A, p, pp, r2, one, e, c1, pivot_rows, cols):  # pragma: no cover - compiled
+def _eliminate_lazy(A, p, pp, r2, c1, pivot_rows, cols):  # pragma: no cover - compiled
     """:func:`modlin.linalg._elimination._eliminate` on limb planes ``A`` (``(L, m, n)`` uint32,
     plain residues): the same pivots, the same packed result. Left-looking, with delayed
     reduction: row ``i`` takes every pivot row's update at once (:func:`_mac`), each of its
@@ -405,8 +487,9 @@ def _eliminate_lazy(A, p, pp, r2, one, e, c1, pivot_rows, cols):  # pragma: no c
     ``c1``: :func:`lazy_constant`."""
     L, m, n = A.shape
     acc, tmp, flag, mrow, t, racc = _lazy_scratch(L, n)
-    V = np.zeros((4, L), dtype=np.uint64)
-    w, x, lam, inv = V[0], V[1], V[2], V[3]
+    V = np.zeros((3, L), dtype=np.uint64)
+    x, lam, inv = V[0], V[1], V[2]
+    w = np.zeros((4, L), dtype=np.uint64)
     invs = np.zeros((min(m, n), 2, L), dtype=np.uint64)  # each pivot's u**-1 R and u**-1 R R'
     for c in range(n):
         cols[c] = c
@@ -443,7 +526,7 @@ def _eliminate_lazy(A, p, pp, r2, one, e, c1, pivot_rows, cols):  # pragma: no c
         pivot_rows[r] = i
         _load(A, i, r, x)
         _mont_mul(x, r2, p, pp, x, t)  # the pivot in Montgomery form
-        _mont_inverse(x, p, pp, one, e, inv, t, w)  # u**-1 R
+        _mont_inverse(x, p, pp, r2, inv, t, w)  # u**-1 R
         for j in range(L):
             invs[r, 0, j] = inv[j]
         _mont_mul(inv, c1, p, pp, invs[r, 1], t)  # u**-1 R R'
@@ -452,7 +535,7 @@ def _eliminate_lazy(A, p, pp, r2, one, e, c1, pivot_rows, cols):  # pragma: no c
 
 
 @njit
-def _lower_inverse_lazy(tr, p, pp, r2, one, e, c1, unit, x):  # pragma: no cover - compiled
+def _lower_inverse_lazy(tr, p, pp, r2, c1, unit, x):  # pragma: no cover - compiled
     """:func:`modlin.linalg._elimination._lower_inverse` on limb planes (``(L, k, k)`` uint32,
     plain residues; ``x`` is written), with delayed reduction: row ``i`` of ``x`` is
     ``-t_ii**-1 sum_j<i t_ij x_j``, the sum reduced once per entry."""
@@ -461,7 +544,7 @@ def _lower_inverse_lazy(tr, p, pp, r2, one, e, c1, unit, x):  # pragma: no cover
     V = np.zeros((2, L), dtype=np.uint64)
     v, d = V[0], V[1]
     x[:, :, :] = 0
-    inv = _diagonal_inverses(tr, p, pp, r2, one, e, t) if not unit else np.zeros((0, L), dtype=np.uint64)
+    inv = _diagonal_inverses(tr, p, pp, r2, t) if not unit else np.zeros((0, L), dtype=np.uint64)
     for i in range(k):
         for j in range(i):
             _load(tr, i, j, v)
@@ -484,7 +567,7 @@ def _lower_inverse_lazy(tr, p, pp, r2, one, e, c1, unit, x):  # pragma: no cover
 
 
 @njit
-def _lower_solve_lazy(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover - compiled
+def _lower_solve_lazy(tr, b, p, pp, r2, c1, unit):  # pragma: no cover - compiled
     """``b <- t**-1 b`` in place by substitution, for the lower triangle of ``tr`` (its diagonal
     taken as ones when ``unit``): limb planes, ``tr`` ``(L, k, k)`` and ``b`` ``(L, k, w)``. Row
     ``i`` of ``b`` is ``t_ii**-1 (b_i - sum_j<i t_ij b_j)``, the sum of all rows above it
@@ -494,7 +577,7 @@ def _lower_solve_lazy(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover -
     acc, tmp, flag, mrow, t, racc = _lazy_scratch(L, wd)
     V = np.zeros((2, L), dtype=np.uint64)
     v, d = V[0], V[1]
-    inv = _diagonal_inverses(tr, p, pp, r2, one, e, t) if not unit else np.zeros((0, L), dtype=np.uint64)
+    inv = _diagonal_inverses(tr, p, pp, r2, t) if not unit else np.zeros((0, L), dtype=np.uint64)
     for i in range(k):
         for j in range(i):
             _load(tr, i, j, v)
@@ -511,7 +594,7 @@ def _lower_solve_lazy(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover -
 
 
 @njit
-def _lower_solve_dots(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover - compiled
+def _lower_solve_dots(tr, b, p, pp, r2, c1, unit):  # pragma: no cover - compiled
     """:func:`_lower_solve_lazy` for a few columns: entry ``(i, c)`` of ``b`` takes the dot product
     ``sum_j<i t_ij b_jc`` in vector loops over ``j`` (the row kernels' loops over ``b``'s columns
     would be one entry long), from the finished ``b_jc`` in the form ``b_jc R'``, summed unreduced
@@ -523,7 +606,7 @@ def _lower_solve_dots(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover -
     x = np.zeros(L, dtype=np.uint64)
     col = np.zeros((L, k), dtype=np.uint32)  # the column's finished entries, in the form b R'
     one32 = np.zeros((L, 1, 1), dtype=np.uint32)
-    inv = _diagonal_inverses(tr, p, pp, r2, one, e, t) if not unit else np.zeros((0, L), dtype=np.uint64)
+    inv = _diagonal_inverses(tr, p, pp, r2, t) if not unit else np.zeros((0, L), dtype=np.uint64)
     for c in range(wd):
         for i in range(k):
             if i:
@@ -559,10 +642,10 @@ def _lower_solve_dots(tr, b, p, pp, r2, one, e, c1, unit):  # pragma: no cover -
 def lower_solve_big(T: np.ndarray, B: np.ndarray, p: int, unit: bool) -> np.ndarray:
     """``T**-1 B`` for the lower triangle of ``T`` and a block ``B`` (object or limb arrays)
     modulo a :func:`fits` ``p``, by substitution (a new array like ``B``)."""
-    L, pl, pp, r2, one, e = constants(p)
+    L, pl, pp, r2 = constants(p)
     b = _planes(B, L)
     solve = _lower_solve_dots if b.shape[2] <= DOTS_MAX_COLUMNS else _lower_solve_lazy
-    solve(_planes(T, L), b, pl, pp, r2, one, e, lazy_constant(p), unit)
+    solve(_planes(T, L), b, pl, pp, r2, lazy_constant(p), unit)
     return _unplanes(b, B)
 
 
@@ -593,9 +676,9 @@ def _unplanes(planes: np.ndarray, like: np.ndarray) -> np.ndarray:
 def eliminate_big(a: np.ndarray, p: int, pivot_rows: np.ndarray, cols: np.ndarray) -> int:
     """Row elimination of a block of residues (an object or a limb array) modulo a :func:`fits`
     ``p``, in place (as :func:`modlin.linalg._elimination._eliminate_object`); returns the rank."""
-    L, pl, pp, r2, one, e = constants(p)
+    L, pl, pp, r2 = constants(p)
     planes = _planes(a, L)
-    r = int(_eliminate_lazy(planes, pl, pp, r2, one, e, lazy_constant(p), pivot_rows, cols))
+    r = int(_eliminate_lazy(planes, pl, pp, r2, lazy_constant(p), pivot_rows, cols))
     a[...] = _unplanes(planes, a)
     return r
 
@@ -603,11 +686,11 @@ def eliminate_big(a: np.ndarray, p: int, pivot_rows: np.ndarray, cols: np.ndarra
 def lower_inverse_big(T: np.ndarray, p: int, unit: bool) -> np.ndarray:
     """The inverse of the lower triangle of ``T`` (an object or a limb array) modulo a
     :func:`fits` ``p``, an array of the same kind."""
-    L, pl, pp, r2, one, e = constants(p)
+    L, pl, pp, r2 = constants(p)
     k = T.shape[0]
     tr = _planes(T, L)  # the strict upper triangle is never read
     x = np.zeros((L, k, k), dtype=np.uint32)
-    _lower_inverse_lazy(tr, pl, pp, r2, one, e, lazy_constant(p), unit, x)
+    _lower_inverse_lazy(tr, pl, pp, r2, lazy_constant(p), unit, x)
     return _unplanes(x, T)
 
 
