@@ -309,3 +309,33 @@ def test_inverse_against_python(seed, p):
         out = np.zeros(L, np.uint64)
         bm._mont_inverse(form, pl, pp, r2, out, np.zeros(L + 2, np.uint64), np.zeros((4, L), np.uint64))
         assert int(bm.from_limbs32(out[None])[0]) == pow(a, -1, p) * R % p
+
+
+@pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19])
+def test_limb_working_copies(p):
+    """limb_residues_of: Python ints already reduced go straight to limbs; negative, unreduced,
+    wide, NumPy-integer and int64 inputs through the residues; bad entries get the same errors
+    as the object path; inputs are never modified."""
+    cases = [
+        np.array([[0, 1, p - 1], [p // 2, 2**32, 5]], dtype=object),  # residues already
+        np.array([[-1, p, 2 * p + 3], [-p, 10**200, -(10**90)]], dtype=object),  # unreduced
+        np.array([[np.int64(-7), 3], [np.uint8(200), 2**70]], dtype=object),  # NumPy ints inside
+        np.array([[-(2**63), 2**63 - 1], [0, -5]], dtype=np.int64),
+        np.array([[250, 3]], dtype=np.uint8),
+        np.zeros((0, 4), dtype=object),
+    ]
+    for x in cases:
+        keep = x.copy()
+        got = bm.limb_residues_of(x, p, "A")
+        assert bm.is_limbs(got) and got.shape == x.shape
+        want = np.array([int(v) % p for v in x.reshape(-1).tolist()], dtype=object).reshape(x.shape)
+        assert (bm.from_limb_array(got) == want).all()
+        assert x.dtype == keep.dtype and (x == keep).all()
+    for bad in (np.array([[1.5, 2]], dtype=object), np.array([["a", 1]], dtype=object)):
+        with pytest.raises((TypeError, ValueError)) as err:
+            bm.limb_residues_of(bad, p, "A")
+        with pytest.raises(type(err.value)) as ref:
+            from modlin._arith.integers import residues_object
+
+            residues_object(bad, p, "A")
+        assert str(err.value) == str(ref.value)

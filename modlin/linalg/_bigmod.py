@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from modlin._arith.crt import reconstruct_limbs
+from modlin._arith.integers import residues_object
 from modlin._arith.moduli import MAX_RNS_MODULUS, Basis, cover_count, primes_below
 from modlin._arith.primes import is_prime
 from modlin._arith.pyints import from_limbs, to_halves
@@ -38,7 +39,7 @@ from modlin._engines.threads import blas_gemms, run, slabs, workers
 
 __all__ = ["MAX_LIMBS", "fits", "limbs", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
            "lower_inverse_big", "lower_solve_big", "limb_dtype", "is_limbs", "to_limb_array", "from_limb_array",
-           "limb_product", "limb_negate", "limb_nonzero", "limb_working", "plain"]
+           "limb_product", "limb_negate", "limb_nonzero", "limb_working", "limb_residues_of", "plain", "values_dtype"]
 
 #: Substitutions against at most this many columns take dot products (:func:`_lower_solve_dots`):
 #: us for a 50 x 50 triangle, dots / rows, 127-bit: 76 / 209 at 1 column, 182 / 262 at 4, 321 / 306
@@ -717,18 +718,59 @@ def is_limbs(x: np.ndarray) -> bool:
 def to_limb_array(x: np.ndarray, p: int) -> np.ndarray:
     """Residues in ``[0, p)`` (an object array of Python ints) as a new limb array, for a :func:`fits` ``p``."""
     L = limbs(p)
-    out = np.empty(x.shape, dtype=limb_dtype(L))
     h = to_halves(x, 2 * L + 1) if x.size else None
     if h is None:  # empty, or entries that are not exactly int (numpy integers in an object array)
+        out = np.empty(x.shape, dtype=limb_dtype(L))
         if x.size:
             out["l"] = to_limbs(x, L)
         return out
-    # residues below 2**(32 L): the pieces past 2 L are their zero signs; the 16-bit pieces of an
-    # entry, side by side, are its little-endian 32-bit limbs
-    wide = np.zeros((x.size, 2 * L), dtype=np.uint16)
+    return _from_pieces(h, x.shape, L)
+
+
+def _from_pieces(h: np.ndarray, shape: tuple[int, ...], L: int) -> np.ndarray:
+    """A limb array of ``shape`` from the two's-complement pieces ``h`` (``(H, size)``, ``H <= 2 L + 1``)
+    of values in ``[0, 2**(32 L))``: the pieces past ``2 L`` are their zero signs, and the 16-bit
+    pieces of an entry, side by side, are its little-endian 32-bit limbs."""
+    out = np.empty(shape, dtype=limb_dtype(L))
+    wide = np.zeros((h.shape[1], 2 * L), dtype=np.uint16)
     wide[:, :min(h.shape[0], 2 * L)] = h[:2 * L].T
     out.reshape(-1)["l"] = wide.view(np.uint32)
     return out
+
+
+@njit
+def _residues_already(h, ph):  # pragma: no cover - compiled
+    """Whether every entry of the two's-complement pieces ``h`` (``(H, size)``) lies in ``[0, p)``,
+    ``ph`` the ``H`` pieces of ``p``: a comparison from the top piece down."""
+    H, E = h.shape
+    for e in range(E):
+        if h[H - 1, e] >= 32768:
+            return False
+        below = False
+        for j in range(H - 1, -1, -1):
+            if h[j, e] != ph[j]:
+                below = h[j, e] < ph[j]
+                break
+        if not below:
+            return False
+    return True
+
+
+def limb_residues_of(x, p: int, name: str) -> np.ndarray:
+    """The residues of the integers ``x`` modulo a :func:`fits` ``p`` as a new limb array: the
+    working copy of the big-prime functions that keep their blocks in limbs. Python ints already
+    in ``[0, p)`` (what users of modular matrices pass) become limbs straight from their pieces, with
+    no Python arithmetic; anything else through :func:`modlin._arith.integers.residues_object`,
+    whose errors it raises. ``x`` is never modified."""
+    L = limbs(p)
+    a = np.asarray(x)
+    if a.dtype == object and a.size:
+        h = to_halves(a, 2 * L + 1)
+        if h is not None:
+            ph = np.array([(p >> (16 * j)) & 0xFFFF for j in range(h.shape[0])], dtype=np.uint16)
+            if _residues_already(h, ph):
+                return _from_pieces(h, a.shape, L)
+    return to_limb_array(residues_object(x, p, name), p)
 
 
 def from_limb_array(x: np.ndarray) -> np.ndarray:
@@ -743,6 +785,11 @@ def limb_working(W: np.ndarray, p: int) -> np.ndarray:
     modulo a :func:`fits` ``p``), else ``W`` itself: the recursions then keep their blocks in
     limbs (see :func:`limb_product`)."""
     return to_limb_array(W, p) if W.dtype == object and fits(p) else W
+
+
+def values_dtype(W: np.ndarray) -> np.dtype:
+    """The dtype of the residues a working matrix ``W`` gives back: object for a limb array."""
+    return np.dtype(object) if is_limbs(W) else W.dtype
 
 
 def plain(x: np.ndarray) -> np.ndarray:

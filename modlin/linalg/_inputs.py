@@ -13,6 +13,7 @@ from modlin._arith.primes import is_prime
 from modlin._engines.backend import cpu_only
 from modlin._front.inputs import unwrap_fields
 from modlin.linalg._arith import INT64_LIMIT, reduce
+from modlin.linalg._bigmod import fits, limb_residues_of
 
 __all__ = ["LinAlgError", "prepare", "require_prime", "working", "matrix", "square", "as_field",
            "check_unit_diagonal", "map_matrices", "stack_count"]
@@ -43,23 +44,28 @@ def require_prime(p: int, fn: str) -> None:
         )
 
 
-def working(x, p: int, name: str) -> np.ndarray:
+def working(x, p: int, name: str, limbs: bool = False) -> np.ndarray:
     """A new C-contiguous array of the residues of ``x`` in ``[0, p)``: int64 for ``p < 2**63``,
-    Python ints above. ``x`` itself is never modified."""
+    Python ints above, or with ``limbs`` a limb array modulo the primes of
+    :mod:`modlin.linalg._bigmod` (:func:`~modlin.linalg._bigmod.limb_residues_of`). ``x`` itself is
+    never modified."""
     if p < INT64_LIMIT:
         return reduce(residues_int64(x, p, name), p)
+    if limbs and fits(p):
+        return limb_residues_of(x, p, name)
     return residues_object(x, p, name)
 
 
 def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,
-            shapes: tuple[str | None, ...] = (), stack: bool = False):
+            shapes: tuple[str | None, ...] = (), stack: bool = False, limbs: bool = False):
     """``(p, field, working copies)`` of the inputs of the public function ``fn``.
 
     With ``prime`` the modulus must be prime (FieldArrays of GF(p) are prime
     fields already; python-flint's modular matrices may have any modulus).
     ``shapes`` says, operand by operand, whether it must be a ``"matrix"``
     (2-D) or a ``"square"`` one (None: no requirement); with ``stack`` a stack
-    of them (``(..., m, n)``, as ``numpy.linalg`` takes) is accepted too.
+    of them (``(..., m, n)``, as ``numpy.linalg`` takes) is accepted too; ``limbs``: the
+    working copies are limb arrays where :func:`working` makes them (for ``fn`` that take them).
     Shapes are checked before any entry is converted, so a bad shape is
     reported as such whatever the modulus.
     """
@@ -71,7 +77,7 @@ def prepare(p, *arrays, names: tuple[str, ...], fn: str, prime: bool = True,
             (square if form == "square" else matrix)(np.shape(x), fn, name, stack=stack)
     if prime:  # a galois field's order too: GF(n, verify=False) takes a composite n
         require_prime(p, fn)
-    return p, field, [working(x, p, name) for x, name in zip(plain, names)]
+    return p, field, [working(x, p, name, limbs) for x, name in zip(plain, names)]
 
 
 def matrix(shape: tuple[int, ...], fn: str, name: str = "A", *, stack: bool = False) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from modlin._runtime.calibration import PLUQ_THRESHOLD, PLUQ_THRESHOLD_BIG
 from modlin.linalg._arith import INT64_LIMIT, mul_cost, mulsub, parity
-from modlin.linalg._bigmod import limb_working, plain
+from modlin.linalg._bigmod import limb_working, plain, values_dtype
 from modlin.linalg._elimination import pluq_base
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
 from modlin.linalg._steps import elimination_cost, tracked
@@ -316,7 +316,7 @@ def rank(A: ArrayLike, p: int | None = None) -> int:
     >>> linalg.rank(flint.nmod_mat([[1, 2], [2, 4]], 7))  # p from the nmod_mat
     1
     """
-    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",), stack=True)
+    p, _, (W,) = prepare(p, A, names=("A",), fn="rank", shapes=("matrix",), stack=True, limbs=True)
     with tracked("rank", p, stack_count(W), lambda: pluq_cost(p, *W.shape[-2:])):
         r = map_matrices(lambda w: pluq_inplace(limb_working(w, p), p)[2], [W], (2,), (), np.int64)
     return int(r) if r.ndim == 0 else r
@@ -383,9 +383,9 @@ def det(A: ArrayLike, p: int | None = None) -> int | np.ndarray:
     >>> linalg.det([[1, 2], [3, 4]])  # no modulus: over the integers
     -2
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True)
+    p, field, (W,) = prepare(p, A, names=("A",), fn="det", shapes=("square",), stack=True, limbs=True)
     with tracked("det", p, stack_count(W), lambda: pluq_cost(p, *W.shape[-2:])):
-        d = map_matrices(lambda w: _det(w, p), [W], (2,), (), W.dtype)
+        d = map_matrices(lambda w: _det(w, p), [W], (2,), (), values_dtype(W))
     d = d.item() if d.ndim == 0 else d
     return d if field is None else field(d)
 

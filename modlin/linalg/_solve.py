@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from modlin.linalg._arith import mul_cost, mulsub, negate, nonzero, parity
-from modlin.linalg._bigmod import limb_working, plain
+from modlin.linalg._bigmod import limb_working, plain, values_dtype
 from modlin.linalg._inputs import LinAlgError, as_field, map_matrices, prepare, stack_count
 from modlin.linalg._pluq import is_identity, pluq_cost, pluq_inplace
 from modlin.linalg._steps import tracked
@@ -86,10 +86,10 @@ def inv(A: ArrayLike, p: int | None = None) -> np.ndarray:
     RationalArray(numerator=array([[ 1, -1],
            [-1,  2]]), denominator=1)
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",), stack=True)
+    p, field, (W,) = prepare(p, A, names=("A",), fn="inv", shapes=("square",), stack=True, limbs=True)
     n = W.shape[-1]
     with tracked("inv", p, stack_count(W), lambda: inverse_cost(p, n)):
-        return as_field(map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), W.dtype), field)
+        return as_field(map_matrices(lambda w: inverse(w, p), [W], (2,), (n, n), values_dtype(W)), field)
 
 
 def inverse_cost(p: int, n: int) -> float:
@@ -207,7 +207,7 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     >>> linalg.solve([[2, 1], [1, 3]], [1, 0])  # over the rationals: X = [3, -1] / 5
     RationalArray(numerator=array([ 3, -1]), denominator=5)
     """
-    p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",), stack=True)
+    p, field, (W, Bw) = prepare(p, A, B, names=("A", "B"), fn="solve", shapes=("matrix",), stack=True, limbs=True)
     m, n = W.shape[-2:]
     vector = Bw.ndim == 1  # numpy >= 2: only a 1-D B is a vector; (..., m, k) is a stack of matrices
     rows = Bw.shape[0] if vector else (Bw.shape[-2] if Bw.ndim >= 2 else None)
@@ -218,9 +218,9 @@ def solve(A: ArrayLike, B: ArrayLike, p: int | None = None) -> np.ndarray:
     k = 1 if vector else Bw.shape[-1]
     with tracked("solve", p, stack_count(W, Bw, cores=cores), lambda: solve_cost(p, m, n, k)):
         if vector:
-            X = map_matrices(lambda w, b: _solve(w, b[:, np.newaxis], p)[:, 0], [W, Bw], cores, (n,), W.dtype)
+            X = map_matrices(lambda w, b: _solve(w, b[:, np.newaxis], p)[:, 0], [W, Bw], cores, (n,), values_dtype(W))
         else:
-            X = map_matrices(lambda w, b: _solve(w, b, p), [W, Bw], cores, (n, Bw.shape[-1]), W.dtype)
+            X = map_matrices(lambda w, b: _solve(w, b, p), [W, Bw], cores, (n, Bw.shape[-1]), values_dtype(W))
     return as_field(X, field)
 
 
@@ -344,7 +344,7 @@ def nullspace(A: ArrayLike, p: int | None = None, *, left: bool = False) -> np.n
            [ 1],
            [ 0]])
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="nullspace", shapes=("matrix",))
+    p, field, (W,) = prepare(p, A, names=("A",), fn="nullspace", shapes=("matrix",), limbs=True)
     m, n = W.shape
     g = min(m, n)  # the rank of a generic matrix, for the model
     with tracked("nullspace", p, 1, lambda: pluq_cost(p, m, n) + trsm_cost(p, g, (m if left else n) - g, not left)):
@@ -427,7 +427,7 @@ def rref(A: ArrayLike, p: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     >>> linalg.rref(F)[0] == F.rref()[0]
     True
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="rref", shapes=("matrix",))
+    p, field, (W,) = prepare(p, A, names=("A",), fn="rref", shapes=("matrix",), limbs=True)
     m, n = W.shape
     g = min(m, n)  # the rank of a generic matrix, for the model
     with tracked("rref", p, 1, lambda: pluq_cost(p, m, n) + trsm_cost(p, g, n - g)):
