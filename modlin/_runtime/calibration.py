@@ -299,10 +299,11 @@ POINT_UPDATE = 140.0
 #: (dot products), 0.4 of it for the determinants at the points. One thread: scaled.
 OBJECT_UPDATE = 13500.0
 #: One update of the compiled big-prime kernels (modlin.linalg._bigmod, moduli from 2**63 to
-#: 2**512: rows with delayed reduction), per squared count of 32-bit limbs: about 1.8 L**2 ns
-#: (28 ns at 4 limbs, 100 at 8, 131 at 10, 213 at 12, 474 at 16; elimination of 64 x 64 blocks,
-#: 2026-12-07, the figures in modlin.linalg._bigmod's docstring), and for a triangular inverse
-#: 1.35 times that (its rows are shorter). One thread: scaled.
+#: 2**512: rows with delayed reduction), per squared count of 32-bit limbs: about 1.3 to 1.8 L**2
+#: ns with the pivots' inverses (21 ns at 4 limbs, 59 at 8; before the binary inverses 28 at 4,
+#: 100 at 8, 131 at 10, 213 at 12, 474 at 16; elimination of 64 x 64 blocks, 2026-12-07, the
+#: figures in modlin.linalg._bigmod's docstring), and for a triangular inverse 1.35 times that
+#: (its rows are shorter). One thread: scaled.
 BIG_UPDATE = 100.0
 BIG_INVERSE = 1.35
 OBJECT_UPDATE_BITS = 4.2

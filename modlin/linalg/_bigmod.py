@@ -16,8 +16,9 @@ compiled code.
 
 ns per update, elimination of a 64 x 64 block on the 2-core machine, delayed reduction against
 the CIOS products one entry at a time that served beyond 8 limbs before (2026-12-07, one
-run, interleaved): 127-bit 28 / 93, 255-bit 100 / 220, 301-bit 131 / 256, 384-bit 213 / 524,
-512-bit 474 / 947. The object-array base cases (one NumPy operation on Python ints per pivot)
+run, interleaved, both with Fermat's inverses): 127-bit 28 / 93, 255-bit 100 / 220, 301-bit
+131 / 256, 384-bit 213 / 524, 512-bit 474 / 947; with the binary inverses, 21 at 127 bits and
+59 at 255. The object-array base cases (one NumPy operation on Python ints per pivot)
 were 95 % of a 127-bit ``det`` at ``n = 200`` (issue 46).
 """
 
