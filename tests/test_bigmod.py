@@ -339,3 +339,53 @@ def test_limb_working_copies(p):
 
             residues_object(bad, p, "A")
         assert str(err.value) == str(ref.value)
+
+
+@given(st.integers(1, 3000), st.integers(1, 3000), st.integers(1, 3000), st.integers(1, 40),
+       st.integers(2**10, 2**32))
+@settings(max_examples=200, deadline=None)
+def test_limb_tiles_keep_within_the_budget(m, k, n, N, memory):
+    mt, kt, nt = bm.limb_tiles(m, k, n, N, memory)
+    assert 1 <= mt <= m and 1 <= kt <= k and 1 <= nt <= n
+    assert 8 * N * (mt * kt + kt * nt + mt * nt) <= memory or (mt, kt, nt) == (1, 1, 1)
+    if 8 * N * (m * k + k * n + m * n) <= memory:
+        assert (mt, kt, nt) == (m, k, n)  # whole when it fits
+
+
+@pytest.mark.parametrize("p", [2**127 - 1, 2**255 - 19])
+@pytest.mark.parametrize("memory", ["64KiB", "1MiB"])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_limb_product_in_tiles(p, memory, subtract):
+    """Under a small budget the limb product runs in tiles of rows, columns and the inner
+    dimension (subtracted in turn): the same result, against Python ints."""
+    import modlin
+
+    rng = random.Random(hash((p, memory, subtract)) % 2**32)
+    m, k, n = 37, 150, 29
+    A, B, C = _block(rng, p, m, k, worst=True), _block(rng, p, k, n), _block(rng, p, m, n)
+    N = len(bm.product_basis(p, (k - 1).bit_length())[0].moduli)
+    with modlin.limits(memory=memory):
+        tiles = bm.limb_tiles(m, k, n, N, modlin.limits.current().memory)
+        assert tiles != (m, k, n)
+        c = bm.to_limb_array(C, p)
+        bm.limb_product(bm.to_limb_array(A, p), bm.to_limb_array(B, p), p, c, subtract=subtract)
+    want = (C - A.dot(B)) % p if subtract else A.dot(B) % p
+    assert (bm.from_limb_array(c) == want).all()
+
+
+def test_linalg_in_limbs_under_a_small_budget():
+    """det, solve and inv modulo a 127-bit prime under a 256 KiB budget (their products in
+    tiles) agree with the unconstrained ones, and inv is the inverse."""
+    import modlin
+
+    p = 2**127 - 1
+    rng = random.Random(5)
+    A = _block(rng, p, 90, 90, density=1.0)
+    b = _block(rng, p, 90, 2)
+    d, x, X = linalg.det(A, p), linalg.solve(A, b, p), linalg.inv(A, p)
+    with modlin.limits(memory="256KiB"):
+        assert linalg.det(A, p) == d
+        assert (linalg.solve(A, b, p) == x).all()
+        assert (linalg.inv(A, p) == X).all()
+    assert (A.dot(X) % p == np.eye(90, dtype=object)).all()
+    assert ((A.dot(x) - b) % p == 0).all()

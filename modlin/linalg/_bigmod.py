@@ -37,10 +37,11 @@ from modlin._arith.pyints import from_limbs, to_halves
 from modlin._arith.residues import limb_residues, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import blas_gemms, run, slabs, workers
+from modlin._runtime.limits import current as current_limits
 
 __all__ = ["MAX_LIMBS", "fits", "limbs", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
            "lower_inverse_big", "lower_solve_big", "limb_dtype", "is_limbs", "to_limb_array", "from_limb_array",
-           "limb_product", "limb_negate", "limb_nonzero", "limb_working", "limb_residues_of", "plain", "values_dtype"]
+           "limb_product", "limb_tiles", "limb_negate", "limb_nonzero", "limb_working", "limb_residues_of", "plain", "values_dtype"]
 
 #: Substitutions against at most this many columns take dot products (:func:`_lower_solve_dots`):
 #: us for a 50 x 50 triangle, dots / rows, 127-bit: 76 / 209 at 1 column, 182 / 262 at 4, 321 / 306
@@ -846,6 +847,17 @@ def product_basis(p: int, depth: int) -> tuple[Basis, np.ndarray]:
     return basis, w
 
 
+def limb_tiles(m: int, k: int, n: int, N: int, memory: int) -> tuple[int, int, int]:
+    """``(mt, kt, nt)``: the tiles of :func:`limb_product` whose float64 residues and products,
+    ``8 N (mt kt + kt nt + mt nt)`` bytes, keep within ``memory`` (the largest dimension halved
+    until they do; at least one entry each)."""
+    t = [m, k, n]
+    while 8 * N * (t[0] * t[1] + t[1] * t[2] + t[0] * t[2]) > memory and max(t) > 1:
+        i = t.index(max(t))
+        t[i] = -(-t[i] // 2)
+    return t[0], t[1], t[2]
+
+
 def limb_product(a: np.ndarray, b: np.ndarray, p: int, out: np.ndarray, *, subtract: bool = False) -> None:
     """``out = a @ b mod p`` (or ``out <- out - a @ b mod p`` with ``subtract``) for limb arrays
     (blocks of larger ones: any strides), in a residue number system of moduli below ``2**26``
@@ -853,7 +865,11 @@ def limb_product(a: np.ndarray, b: np.ndarray, p: int, out: np.ndarray, *, subtr
     float64 GEMM per modulus, and the CRT straight back to limbs modulo ``p``, subtracted where
     it is stored (:func:`modlin._arith.crt.reconstruct_limbs`). No Python int is made, and no
     plan: the big-prime recursions' products are many and small (the object route's conversions
-    and planning were three quarters of a 127-bit ``det`` at ``n = 200``)."""
+    and planning were three quarters of a 127-bit ``det`` at ``n = 200``).
+
+    Within the memory budget of :func:`modlin.limits`: beyond it the product runs in tiles
+    (:func:`limb_tiles`), each tile of the inner dimension subtracted in turn (a product into
+    ``out`` is then ``-(0 - a @ b)``)."""
     (m, k), n = a.shape, b.shape[1]
     if m * n == 0:
         return
@@ -862,6 +878,24 @@ def limb_product(a: np.ndarray, b: np.ndarray, p: int, out: np.ndarray, *, subtr
             out["l"][...] = 0
         return
     basis, w = product_basis(p, max(k - 1, 0).bit_length())
+    N = len(basis.moduli)
+    mt, kt, nt = limb_tiles(m, k, n, N, current_limits().memory)
+    if kt < k and not subtract:
+        out["l"][...] = 0
+    for r0 in range(0, m, mt):
+        for c0 in range(0, n, nt):
+            o = out[r0:r0 + mt, c0:c0 + nt]
+            for k0 in range(0, k, kt):
+                _limb_tile(a[r0:r0 + mt, k0:k0 + kt], b[k0:k0 + kt, c0:c0 + nt], p, basis, w, o,
+                           subtract or kt < k)
+    if kt < k and not subtract:
+        _negate_limbs(out["l"], constants(p)[1], out["l"])
+
+
+def _limb_tile(a: np.ndarray, b: np.ndarray, p: int, basis: Basis, w: np.ndarray, out: np.ndarray,
+               subtract: bool) -> None:
+    """One tile of :func:`limb_product` (``basis`` chosen for the whole inner dimension)."""
+    (m, k), n = a.shape, b.shape[1]
     N = len(basis.moduli)
     q = np.array(basis.moduli, dtype=np.int64)
     ra, rb, rc = padded_rows(N, m * k, np.float64), padded_rows(N, k * n, np.float64), padded_rows(N, m * n, np.float64)

@@ -260,10 +260,10 @@ def pluq(A: ArrayLike, p: int | None = None) -> PLUQ:
     >>> f.L * f.U == flint.nmod_mat([[int(F[i, j]) for j in f.Q] for i in f.P], 7)
     True
     """
-    p, field, (W,) = prepare(p, A, names=("A",), fn="pluq", shapes=("matrix",))
+    p, field, (W,) = prepare(p, A, names=("A",), fn="pluq", shapes=("matrix",), limbs=True)
     with tracked("pluq", p, 1, lambda: pluq_cost(p, *W.shape)):
         P, Q, r = pluq_inplace(W, p)
-    L, U = _factors(W, r)
+    L, U = _factors(plain(W), r)
     return PLUQ(P, as_field(L, field), as_field(U, field), Q, r)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from modlin._front.inputs import trans_code
 from modlin._runtime.calibration import TRIANGULAR_THRESHOLD, TRIANGULAR_THRESHOLD_BIG
 from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
+from modlin.linalg._bigmod import limb_working, plain
 from modlin.linalg._elimination import substitute, substitutes, triangular_inverse
 from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
 from modlin.linalg._steps import inversion_cost, substitution_cost, tracked
@@ -249,5 +250,7 @@ def trsm(T: ArrayLike, B: ArrayLike, p: int | None = None, *, side: Literal["lef
         check_unit_diagonal(t, p)
     left = side == "left"
     with tracked("trsm", p, 1, lambda: trsm_cost(p, k, b.shape[1 if left else 0], left)):
+        t, b = limb_working(t, p), limb_working(b, p)  # modulo a big prime: blocks in limbs
         solve_triangular_inplace(t, b, p, left=left, lower=bool(lower), unit=bool(unit_diagonal))
+        b = plain(b)
     return as_field(b[:, 0] if vector else b, field)
