@@ -190,12 +190,15 @@ def test_product_basis_is_exact(p, depth):
     of entries in [0, p) with the CRT's margin."""
     from modlin._arith.moduli import planned_range
 
-    basis, w = bm.product_basis(p, depth)
+    basis, w, wa = bm.product_basis(p, depth)
     k = 2**depth
     assert all(k * ((q - 1) // 2) ** 2 <= 2**53 for q in basis.moduli)
     assert basis.M >= planned_range(k * (p - 1) ** 2)
     assert w.shape == (len(basis.moduli), 2 * bm.limbs(p))
     assert all(w[i, j] == pow(2, 16 * j, q) for i, q in enumerate(basis.moduli) for j in range(w.shape[1]))
+    M = basis.M
+    assert all(wa[i, j] == pow(2, 16 * j, q) * pow(M // q, -1, q) % q
+               for i, q in enumerate(basis.moduli) for j in range(w.shape[1]))
 
 
 @settings(max_examples=30, deadline=None)
@@ -217,20 +220,23 @@ def test_limb_product_against_python(seed, p, m, k, n, subtract):
     assert (bm.from_limb_array(c) == want).all()
 
 
-def test_limb_crt_settles_ambiguous_entries_exactly():
-    """Entries within the float sum's doubt of M / 2 are rebuilt with Python ints."""
-    from modlin._arith.crt import reconstruct_limbs
+@pytest.mark.parametrize("weighted", [False, True])
+def test_limb_crt_settles_ambiguous_entries_exactly(weighted):
+    """Entries within the float sum's doubt of M / 2 are rebuilt with Python ints, sums that
+    carry the CRT's weights (``weighted``) too."""
+    from modlin._arith.crt import crt_weights, reconstruct_limbs
     from modlin._arith.residues import padded_rows
 
     p = 2**127 - 1
-    basis, _ = bm.product_basis(p, 7)
+    basis = bm.product_basis(p, 7)[0]
     M = basis.M
+    cw = crt_weights(basis.moduli) if weighted else np.ones(len(basis.moduli))
     values = [(M - 1) // 2, (M - 1) // 2 - 3, -(M // 2) + 1, 0, 12345]
     x = padded_rows(len(basis.moduli), len(values), np.float64)
     for i, q in enumerate(basis.moduli):
-        x[i, :len(values)] = [v % q for v in values]
+        x[i, :len(values)] = [v * int(cw[i]) % q for v in values]
     out = np.zeros((1, len(values), bm.limbs(p)), dtype=np.uint32)
-    reconstruct_limbs(x, basis, p, out)
+    reconstruct_limbs(x, basis, p, out, weighted=weighted)
     got = bm.from_limbs32(out[0].astype(np.uint64))
     assert got.tolist() == [v % p for v in values]
 

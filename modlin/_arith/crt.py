@@ -77,6 +77,15 @@ def _weigh(x, y, f, k, m, minv, w):  # pragma: no cover - compiled
     kept as whole part ``k`` and fraction ``f`` (so the float error does not grow with ``k``),
     over 1-D slices. Two loops: with both reductions in one, LLVM vectorises neither
     (1.25 -> 0.69 ns per entry and modulus)."""
+    if w == 1.0:  # the weight is in the products already (reconstruct_limbs' weighted): one remainder
+        for e in range(y.shape[0]):
+            v = fmod_inv(x[e], m, minv)
+            y[e] = v
+            s = f[e] + v * minv
+            whole = np.floor(s)
+            k[e] += whole
+            f[e] = s - whole
+        return
     for e in range(y.shape[0]):
         y[e] = fmod_inv(x[e], m, minv) * w
     for e in range(y.shape[0]):
@@ -491,7 +500,14 @@ def _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flag, scratch, y, t, 
         _reduce(acc, top, pl, ps, d, work)
 
 
-def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, subtract: bool = False) -> None:
+def crt_weights(moduli: tuple[int, ...]) -> np.ndarray:
+    """The CRT's weights ``w_i = (M / m_i)**-1 mod m_i`` (float64): the factor
+    :func:`reconstruct_limbs`' ``weighted`` products carry already."""
+    return _crt_constants(tuple(moduli), None)[0].astype(np.float64)
+
+
+def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, subtract: bool = False,
+                      weighted: bool = False) -> None:
     """A product modulo ``p`` from its residues, as 32-bit limbs: :func:`reconstruct_rows` for
     results that stay limbs (the big-prime linear algebra's blocks).
 
@@ -500,7 +516,10 @@ def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, s
     (any strides), ``L`` limbs of ``p``, written with ``C mod p``, or with ``subtract``
     ``out <- (out - C) mod p``. The same sums, carries and reduction as :func:`reconstruct_rows`,
     a chunk of rows at a time, the workers' chunks side by side; an entry whose ``k`` the float
-    sum cannot settle is rebuilt with Python integers before it is stored.
+    sum cannot settle is rebuilt with Python integers before it is stored. ``weighted``: ``x_i``
+    is congruent to ``w_i C`` (:func:`crt_weights`), one operand's residues having been made with
+    the weight in (at no cost: it is in their own weights), which saves a remainder and a
+    product per entry and modulus here.
     """
     m, n, L = out.shape
     E = m * n
@@ -508,6 +527,8 @@ def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, s
         return
     N = len(basis.moduli)
     w, cst, kfac, pl, ps = _crt_constants(basis.moduli, p)
+    if weighted:
+        w = np.ones_like(w)
     L16 = cst.shape[1]
     p32 = np.array([(p >> (32 * j)) & 0xFFFFFFFF for j in range(L)], dtype=np.uint64)
     moduli = np.array(basis.moduli, dtype=np.int64)
@@ -530,16 +551,17 @@ def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, s
             _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flags, scratch, y, t, acc, d, work, top)
             if flags[e0:e1].any():
                 for e in np.flatnonzero(flags[e0:e1]):
-                    acc[:, e] = _limbs16(_exact_entry(x[:, e0 + e], basis, p), L16)
+                    acc[:, e] = _limbs16(_exact_entry(x[:, e0 + e], basis, p, weighted), L16)
             _store_limbs(acc, out[r0:r1], p32, subtract, tmp, flag)
 
     run(part, slabs(len(chunks), workers(E * (N + 4 * L16), len(chunks))))
 
 
-def _exact_entry(x: np.ndarray, basis: Basis, p: int | None) -> int:
-    """One entry of :func:`reconstruct` from its residues ``x_i``, with Python integers."""
+def _exact_entry(x: np.ndarray, basis: Basis, p: int | None, weighted: bool = False) -> int:
+    """One entry of :func:`reconstruct` from its residues ``x_i`` (which carry the CRT's weights
+    when ``weighted``), with Python integers."""
     M = basis.M
-    w = _crt_constants(basis.moduli, p)[0]
+    w = np.ones(len(basis.moduli), dtype=np.int64) if weighted else _crt_constants(basis.moduli, p)[0]
     y = [int(v) * int(wi) % m for v, wi, m in zip(x, w, basis.moduli)]
     c = sum(yi * (M // m) for yi, m in zip(y, basis.moduli)) % M
     c = c - M if c > (M - 1) // 2 else c

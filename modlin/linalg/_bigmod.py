@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from modlin._arith.crt import reconstruct_limbs
+from modlin._arith.crt import crt_weights, reconstruct_limbs
 from modlin._arith.integers import residues_object
 from modlin._arith.moduli import MAX_RNS_MODULUS, Basis, cover_count, primes_below
 from modlin._arith.primes import is_prime
@@ -829,9 +829,11 @@ def _negate_limbs(x, p, out):  # pragma: no cover - compiled
 
 
 @lru_cache(maxsize=64)
-def product_basis(p: int, depth: int) -> tuple[Basis, np.ndarray]:
+def product_basis(p: int, depth: int) -> tuple[Basis, np.ndarray, np.ndarray]:
     """The moduli of :func:`limb_product` for products of up to ``2**depth`` terms modulo ``p``,
-    and the weights ``2**(16 j) mod m_i`` of the halves of ``L`` limbs.
+    the weights ``2**(16 j) mod m_i`` of the halves of ``L`` limbs, and those weights times the
+    CRT's ``w_i`` (:func:`modlin._arith.crt.crt_weights`), with which the left operand's residues
+    carry the CRT's weight at no cost.
 
     One GEMM per modulus: a sum of ``k`` products of balanced residues is below
     ``k ((m - 1) / 2)**2 <= 2**53`` for the moduli below ``2 sqrt(2**53 / k) + 1`` (24 bits at
@@ -843,8 +845,11 @@ def product_basis(p: int, depth: int) -> tuple[Basis, np.ndarray]:
     pool = primes_below(top, 4 * bound.bit_length() // max(top.bit_length() - 2, 1) + 8)
     basis = Basis(pool[:cover_count(pool, bound)])
     L = limbs(p)
+    cw = crt_weights(basis.moduli)
     w = np.array([[pow(2, 16 * j, q) for j in range(2 * L)] for q in basis.moduli], dtype=np.float64)
-    return basis, w
+    wa = np.array([[pow(2, 16 * j, q) * int(c) % q for j in range(2 * L)] for q, c in zip(basis.moduli, cw)],
+                  dtype=np.float64)
+    return basis, w, wa
 
 
 def limb_tiles(m: int, k: int, n: int, N: int, memory: int) -> tuple[int, int, int]:
@@ -877,7 +882,7 @@ def limb_product(a: np.ndarray, b: np.ndarray, p: int, out: np.ndarray, *, subtr
         if not subtract:
             out["l"][...] = 0
         return
-    basis, w = product_basis(p, max(k - 1, 0).bit_length())
+    basis, w, wa = product_basis(p, max(k - 1, 0).bit_length())
     N = len(basis.moduli)
     mt, kt, nt = limb_tiles(m, k, n, N, current_limits().memory)
     if kt < k and not subtract:
@@ -886,15 +891,16 @@ def limb_product(a: np.ndarray, b: np.ndarray, p: int, out: np.ndarray, *, subtr
         for c0 in range(0, n, nt):
             o = out[r0:r0 + mt, c0:c0 + nt]
             for k0 in range(0, k, kt):
-                _limb_tile(a[r0:r0 + mt, k0:k0 + kt], b[k0:k0 + kt, c0:c0 + nt], p, basis, w, o,
+                _limb_tile(a[r0:r0 + mt, k0:k0 + kt], b[k0:k0 + kt, c0:c0 + nt], p, basis, w, wa, o,
                            subtract or kt < k)
     if kt < k and not subtract:
         _negate_limbs(out["l"], constants(p)[1], out["l"])
 
 
-def _limb_tile(a: np.ndarray, b: np.ndarray, p: int, basis: Basis, w: np.ndarray, out: np.ndarray,
-               subtract: bool) -> None:
-    """One tile of :func:`limb_product` (``basis`` chosen for the whole inner dimension)."""
+def _limb_tile(a: np.ndarray, b: np.ndarray, p: int, basis: Basis, w: np.ndarray, wa: np.ndarray,
+               out: np.ndarray, subtract: bool) -> None:
+    """One tile of :func:`limb_product` (``basis`` chosen for the whole inner dimension; ``a``'s
+    residues with the CRT's weights in, ``wa``)."""
     (m, k), n = a.shape, b.shape[1]
     N = len(basis.moduli)
     q = np.array(basis.moduli, dtype=np.int64)
@@ -903,15 +909,15 @@ def _limb_tile(a: np.ndarray, b: np.ndarray, p: int, basis: Basis, w: np.ndarray
     la, lb = a["l"], b["l"]
     L = la.shape[2]
 
-    def residues(x: np.ndarray, v: np.ndarray) -> None:  # of the rows of x, split between workers
+    def residues(x: np.ndarray, v: np.ndarray, weights: np.ndarray) -> None:  # rows split between workers
         def part(rows: slice) -> None:
-            limb_residues(x[rows], w, q, v[:, rows], np.empty((2 * L, x.shape[1])), np.empty(x.shape[1]))
+            limb_residues(x[rows], weights, q, v[:, rows], np.empty((2 * L, x.shape[1])), np.empty(x.shape[1]))
 
         run(part, slabs(x.shape[0], workers(x.shape[0] * x.shape[1] * N * 2 * L, x.shape[0])))
 
-    residues(la, va)
-    residues(lb, vb)
+    residues(la, va, wa)
+    residues(lb, vb, w)
     with blas_gemms():
         for i in range(N):
             np.matmul(va[i], vb[i], out=vc[i])
-    reconstruct_limbs(rc, basis, p, out["l"], subtract=subtract)
+    reconstruct_limbs(rc, basis, p, out["l"], subtract=subtract, weighted=True)
