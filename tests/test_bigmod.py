@@ -1,6 +1,7 @@
 """The multi-limb Montgomery base cases modulo primes beyond 64 bits (modlin.linalg._bigmod)
 against the object-array ones they replace and against Python's integers."""
 
+import math
 import random
 
 import numpy as np
@@ -183,8 +184,24 @@ def test_limb_arrays(p):
     assert (bm.from_limb_array(a[::-1, 1:]) == x[::-1, 1:]).all()
 
 
-@pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19, P300])
+@settings(max_examples=200, deadline=None)
+@given(moduli=st.lists(st.integers(2, 2**26 - 1), min_size=1, max_size=12),
+       p=st.one_of(st.integers(2, 2**64), st.sampled_from([2**127 - 1, 2**255 - 19, 2**40000 + 1])))
+def test_cofactors_modulo_p(moduli, p):
+    """``(M / m_i) mod p`` by one division by ``m_i`` (moduli sharing a factor with ``p``, or with
+    each other, included), and the 16-bit limbs of the constants, against Python ints."""
+    from modlin._arith.crt import _cofactors_mod, _limbs16
+
+    M = math.prod(moduli)
+    assert _cofactors_mod(M, tuple(moduli), p) == [M // m % p for m in moduli]
+    L = max(-(-p.bit_length() // 16), 3)
+    v = M % p
+    assert _limbs16(v, L).tolist() == [(v >> (16 * j)) & 0xFFFF for j in range(L)]
+    assert _limbs16(M, 2).tolist() == [M & 0xFFFF, (M >> 16) & 0xFFFF]  # the low limbs only
+
+
 @pytest.mark.parametrize("depth", [0, 1, 7, 9, 12])
+@pytest.mark.parametrize("p", [2**64 + 13, 2**127 - 1, 2**255 - 19, P300])
 def test_product_basis_is_exact(p, depth):
     """One GEMM per modulus is exact for up to 2**depth terms, and the moduli cover the product
     of entries in [0, p) with the CRT's margin."""

@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS, _nvcc
+from conftest import HARNESS_SIGNATURES, KERNELS, NVCC, NVCC_FLAGS
 from modlin._algorithms import quantize as _quantize
 from modlin._algorithms.gpu import GAPS
 from modlin._arith import crt as _crt, crt as _crtfloat, modular as _modular
@@ -42,21 +42,35 @@ I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
 # ------------------------------------------------------------------ compilation
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_kernels_compile(arch, tmp_path):
-    out = tmp_path / f"modlin_kernels_{arch}.cubin"
-    _nvcc(*NVCC_FLAGS, f"-arch={arch}", "-cubin", "-o", str(out), str(SOURCE))
-    assert out.stat().st_size > 0
+@pytest.fixture(scope="module", params=ARCHS)
+def compiled(request, tmp_path_factory):
+    """One nvcc run per architecture serves the three checks below (each was a compilation of
+    its own, some 35 s apiece): the cubin, the PTX kept on the way (``--keep``), and ptxas'
+    ``-v`` report. Returns ``(arch, cubin, ptx text, ptxas report)``."""
+    arch = request.param
+    d = tmp_path_factory.mktemp(arch)
+    out = d / f"modlin_kernels_{arch}.cubin"
+    proc = subprocess.run([NVCC, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "--keep",
+                           "--keep-dir", str(d), "-o", str(out), str(SOURCE)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (ptx,) = d.glob("*.ptx")
+    return arch, out, ptx.read_text(), proc.stderr
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_kernels_have_no_fused_multiply_add_nor_division(arch, tmp_path):
+def test_kernels_compile(compiled):
+    _, cubin, ptx, _ = compiled
+    assert cubin.stat().st_size > 0
+    assert f".target {compiled[0]}" in ptx  # the PTX that was kept is this architecture's
+    # CI compiles the kernels only here: a second source would need these checks too
+    assert sorted(KERNELS.glob("*.cu")) == [SOURCE]
+
+
+def test_kernels_have_no_fused_multiply_add_nor_division(compiled):
     """The PTX holds no fused multiply-add (contraction is off, no math function brings one
     in, and the kernels' arithmetic is integer where it used to need fma: float64 fmod) and
     no integer division or remainder, for sm_80 and sm_90."""
-    out = tmp_path / "modlin_kernels.ptx"
-    _nvcc(*NVCC_FLAGS, f"-arch={arch}", "-ptx", "-o", str(out), str(SOURCE))
-    _check_ptx(out.read_text())
+    _check_ptx(compiled[2])
 
 
 def _check_ptx(ptx: str) -> None:
@@ -69,27 +83,23 @@ def _check_ptx(ptx: str) -> None:
     assert not found, f"integer division in the PTX: {sorted(set(found))}"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_kernels_keep_everything_in_registers(arch, tmp_path):
+def test_kernels_keep_everything_in_registers(compiled):
     """ptxas -v: every kernel has a 0-byte stack frame and no spills (the CRT's limbs are
     indexed by constants only, so they live in registers), for sm_80 and sm_90."""
-    out = tmp_path / f"modlin_kernels_{arch}.cubin"
-    proc = subprocess.run([NVCC, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(out), str(SOURCE)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    report = compiled[3]
     frames = {}
-    for chunk in proc.stderr.split("Compiling entry function '")[1:]:
+    for chunk in report.split("Compiling entry function '")[1:]:
         name = chunk.split("'")[0]
         frames[name] = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
                                  chunk).groups()
-    assert set(frames) == set(HARNESS_SIGNATURES), proc.stderr
-    assert all(f == ("0", "0", "0") for f in frames.values()), proc.stderr
+    assert set(frames) == set(HARNESS_SIGNATURES), report
+    assert all(f == ("0", "0", "0") for f in frames.values()), report
     # a block must find its registers on one multiprocessor (65536 32-bit registers on sm_80
     # and sm_90), or the launch fails with "too many resources requested": the two one-block
     # kernels run 1024 threads, so at most 64 registers (__launch_bounds__(1024) made ptxas
     # spill to 32: left out, this check holds them instead), the others 256
     regs = {chunk.split("'")[0]: int(re.search(r"Used (\d+) registers", chunk).group(1))
-            for chunk in proc.stderr.split("Compiling entry function '")[1:]}
+            for chunk in report.split("Compiling entry function '")[1:]}
     for name, used in regs.items():
         threads = 1024 if name in ("fast_scales", "bits_scales") else 256
         assert used * threads <= 65536, (name, used, threads)

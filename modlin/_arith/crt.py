@@ -280,7 +280,28 @@ def _limbs_to_int64(acc, neg, out):  # pragma: no cover - compiled
 
 
 def _limbs16(v: int, L: int) -> np.ndarray:
-    return np.array([(v >> (16 * j)) & 0xFFFF for j in range(L)], dtype=np.float64)
+    """The low ``L`` 16-bit limbs of ``v >= 0`` (float64), in time linear in ``L`` (a shift per
+    limb was quadratic: 7 s for the 3,140 cofactors of a 40,000-bit modulus' basis)."""
+    return np.frombuffer((v & ((1 << (16 * L)) - 1)).to_bytes(2 * L, "little"), dtype="<u2").astype(np.float64)
+
+
+def _cofactors_mod(M: int, moduli: tuple[int, ...], p: int) -> list[int]:
+    """``(M / m_i) mod p`` for every modulus, in time linear in ``p``'s size per modulus.
+
+    ``M / m_i`` is ``M mod p`` divided by ``m_i`` modulo ``p``: ``(M mod p) + t p`` with
+    ``t = -(M mod p) p**-1 mod m_i`` is a multiple of ``m_i`` below ``m_i p``, so its quotient
+    by ``m_i`` (congruent to ``M / m_i``, ``m_i`` being invertible) is the residue. One division by a word
+    instead of a remainder of a ``2 log p``-bit cofactor (10 s for the same basis). A modulus
+    sharing a factor with ``p`` takes the remainder.
+    """
+    Mp = M % p
+    out = []
+    for m in moduli:
+        if math.gcd(m, p) != 1:
+            out.append(M // m % p)
+            continue
+        out.append((Mp + (-Mp * pow(p, -1, m)) % m * p) // m)
+    return out
 
 
 @lru_cache(maxsize=64)
@@ -295,7 +316,7 @@ def _crt_constants(moduli: tuple[int, ...], p: int | None):
         L = (N * M).bit_length() // 16 + 1
         return w, np.stack([_limbs16(c, L) for c in cof]), -_limbs16(M, L), None, None
     L = max(-(-p.bit_length() // 16), 3)
-    cst = np.stack([_limbs16(c % p, L) for c in cof])
+    cst = np.stack([_limbs16(c, L) for c in _cofactors_mod(M, moduli, p)])
     return w, cst, _limbs16(-M % p, L), _limbs16(p, L), p / 2 ** (16 * (L - 3))
 
 
