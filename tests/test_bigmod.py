@@ -263,14 +263,15 @@ def test_limb_crt_settles_ambiguous_entries_exactly(weighted):
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("unit", [True, False])
 @pytest.mark.parametrize("w", [1, 3, 30])  # 1 and 3: by substitution; 30: by the inverse
-def test_triangular_solves_substitution_and_inverse(p, side, lower, unit, w):
+@pytest.mark.parametrize("k", [24, 100])  # below and past the recursion's threshold
+def test_triangular_solves_substitution_and_inverse(p, side, lower, unit, w, k):
     """trsm modulo a big prime, narrow right-hand sides by substitution (the compiled row
-    updates), wide ones by the triangle's inverse and a product: both against Python ints."""
-    from modlin.linalg._elimination import substitutes
+    updates; at every size for at most DOTS_MAX_COLUMNS), wide ones by the triangle's inverse
+    and a product (past the threshold, in the recursion): all against Python ints."""
+    from modlin.linalg._triangular import by_substitution
 
-    k = 24
-    assert substitutes(p, k, w) == (w <= 8)
-    rng = random.Random(hash((p, side, lower, unit, w)) % 2**32)
+    assert by_substitution(p, k, w) == (w <= 4 if k > 64 else w <= 8)
+    rng = random.Random(hash((p, side, lower, unit, w, k)) % 2**32)
     T = _block(rng, p, k, k, worst=w == 3)
     for i in range(k):
         T[i, i] = rng.randrange(1, p)

@@ -670,6 +670,7 @@ def progress_calls(p, rng) -> dict:
     A = native(rand(rng, (20, 20), p), p)
     S = native(rand(rng, (3, 12, 12), p), p)
     B = native(rand(rng, (20, 3), p), p)
+    W = native(rand(rng, (20, 8), p), p)  # past DOTS_MAX_COLUMNS: big-prime TRSMs then recurse
     return {
         "det": lambda: linalg.det(A, p),
         "rank": lambda: linalg.rank(S, p),
@@ -680,8 +681,8 @@ def progress_calls(p, rng) -> dict:
         "nullspace-left": lambda: linalg.nullspace(A[:, :9], p, left=True),
         "rref": lambda: linalg.rref(A[:9], p),
         "pluq": lambda: linalg.pluq(A, p),
-        "trsm": lambda: linalg.trsm(A, B, p, unit_diagonal=True),
-        "trsm-right": lambda: linalg.trsm(A, B.T, p, side="right", lower=False, unit_diagonal=True),
+        "trsm": lambda: linalg.trsm(A, W, p, unit_diagonal=True),
+        "trsm-right": lambda: linalg.trsm(A, W.T, p, side="right", lower=False, unit_diagonal=True),
         "matrix_power": lambda: linalg.matrix_power(A, 13, p),
         "matrix_power-inverse": lambda: linalg.matrix_power(S, -5, p),
     }

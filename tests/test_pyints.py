@@ -603,3 +603,35 @@ def test_one_bit_length_the_branch_free_one():
     for dtype in (np.uint16, np.uint32, np.int64):
         x = np.array([v for v in values if v <= np.iinfo(dtype).max], dtype=dtype)
         assert lengths(x).tolist() == [int(v).bit_length() for v in x]
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize("bad", [True, np.int64(3), _Int(3), 3.0, None, Fraction(3), "3"])
+def test_all_exact_ints(bad):
+    """The type check read from the objects: Python ints of every size and sign pass; anything
+    else, bool and int subclasses and NumPy integers included, does not, wherever it sits
+    (strided views too); non-object arrays are refused; without the layout, None."""
+    x = np.array([0, -1, 2**30, -(2**100), 2**127 - 1] * 40, dtype=object).reshape(20, 10)
+    assert PC.all_exact_ints(x) is True and PC.all_exact_ints(x[::3, ::-2]) is True
+    assert PC.all_exact_ints(np.empty((0, 4), dtype=object)) is True
+    for i, j in ((0, 0), (19, 9), (7, 4)):
+        y = x.copy()
+        y[i, j] = bad
+        assert PC.all_exact_ints(y) is False
+        assert PC.all_exact_ints(y[i:i + 1, ::-1]) is False and PC.all_exact_ints(y.T) is False
+        assert PC.all_exact_ints(np.delete(y, i, axis=0)) is True
+        assert y[i, j] is bad or y[i, j] == bad  # the input as it was
+    with pytest.raises(TypeError, match="object arrays only"):
+        PC.all_exact_ints(np.arange(3))
+
+
+def test_all_exact_ints_without_the_layout(monkeypatch):
+    monkeypatch.setattr(PC, "objects_read_ok", lambda: False)
+    assert PC.all_exact_ints(np.array([1, 2], dtype=object)) is None
+    # python_ints then walks the types itself, with the same answers
+    assert P.python_ints(np.array([1, 2], dtype=object)).tolist() == [1, 2]
+    with pytest.raises(TypeError, match="found bool"):
+        P.python_ints(np.array([1, True], dtype=object))

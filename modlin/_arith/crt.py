@@ -25,7 +25,7 @@ from modlin._arith.pyints_marshal import bit_length
 from modlin._arith.residues import fmod_inv, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, quiet_blas, run, slabs, workers
-from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N, RESIDUE_CHUNK
+from modlin._runtime.calibration import CRT_BLOCK, FUSED_MAX_N, LIMB_CRT, RESIDUE_CHUNK
 from modlin._runtime.scratch import Arena
 
 
@@ -451,43 +451,43 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
 
 
 @njit
-def _store_limbs(acc, out, p, subtract, tmp, flag):  # pragma: no cover - compiled
+def _store_limbs(acc, out, p, subtract, tmp):  # pragma: no cover - compiled
     """Entry ``r n + c`` of ``acc`` (residues modulo ``p`` as 16-bit limbs in float64, ``(L16,
     m n)``) into ``out[r, c]`` (``(m, n, L)`` uint32, any strides) as 32-bit limbs, or with
     ``subtract`` ``out[r, c] <- (out[r, c] - it) mod p``; ``p``: its 32-bit limbs (uint64).
-    Limb-outer loops over a row's entries; ``tmp`` ``(L + 1, n)`` and ``flag`` ``(n,)`` uint64 scratch."""
+    A row's 32-bit limbs are joined limb by limb (loops over entries), then each entry's
+    borrow runs along its own limbs, which lie side by side in ``out`` (limb-outer loops
+    there read and wrote them ``L`` apart: 32 against 19 ns an entry at 256 bits).
+    ``tmp``: ``(L, n)`` uint64 scratch."""
     m, n, L = out.shape
     L16 = acc.shape[0]
     m32 = np.uint64(0xFFFFFFFF)
     for r in range(m):
         base = r * n
-        for c in range(n):
-            flag[c] = 0
         for j in range(L):
-            a0 = acc[2 * j, base:base + n]
-            a1 = acc[min(2 * j + 1, L16 - 1), base:base + n]
-            has1 = 2 * j + 1 < L16
-            t = tmp[j]
-            for c in range(n):
-                v = np.uint64(a0[c]) | ((np.uint64(a1[c]) << np.uint64(16)) if has1 else np.uint64(0))
-                if subtract:
-                    s = np.uint64(out[r, c, j]) - v - flag[c]  # wraps below zero: the top bit says so
-                    t[c] = s & m32
-                    flag[c] = s >> np.uint64(63)
-                else:
-                    out[r, c, j] = np.uint32(v)
-        if subtract:
-            for c in range(n):
-                flag[c] = p[0] * flag[c]  # 0, or the borrow's correction: p's limbs, with carries
-            carry = tmp[L]
-            for c in range(n):
-                carry[c] = 0
-            for j in range(L):
-                t = tmp[j]
+            a0, t = acc[2 * j, base:base + n], tmp[j]
+            if 2 * j + 1 < L16:
+                a1 = acc[2 * j + 1, base:base + n]
                 for c in range(n):
-                    s = t[c] + (p[j] if flag[c] != 0 else np.uint64(0)) + carry[c]
-                    out[r, c, j] = np.uint32(s & m32)
-                    carry[c] = s >> np.uint64(32)
+                    t[c] = np.uint64(a0[c] + 65536.0 * a1[c])  # below 2**32: exact
+            else:
+                for c in range(n):
+                    t[c] = np.uint64(a0[c])
+        for c in range(n):
+            if subtract:
+                b = np.uint64(0)
+                for j in range(L):
+                    s = np.uint64(out[r, c, j]) - tmp[j, c] - b  # wraps below zero: the top bit says so
+                    tmp[j, c] = s & m32
+                    b = s >> np.uint64(63)
+                if b != 0:  # out - it < 0: p added back, with carries
+                    carry = np.uint64(0)
+                    for j in range(L):
+                        s = tmp[j, c] + p[j] + carry
+                        tmp[j, c] = s & m32
+                        carry = s >> np.uint64(32)
+            for j in range(L):
+                out[r, c, j] = np.uint32(tmp[j, c])
 
 
 @njit
@@ -559,7 +559,7 @@ def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, s
 
     def part(sl: slice) -> None:
         scratch = np.empty((2, RESIDUE_CHUNK))
-        tmp, flag = np.empty((L + 1, n), dtype=np.uint64), np.empty(n, dtype=np.uint64)
+        tmp = np.empty((L, n), dtype=np.uint64)
         bufs = None
         for r0 in chunks[sl]:
             r1 = min(m, r0 + rows)
@@ -573,9 +573,9 @@ def reconstruct_limbs(x: np.ndarray, basis: Basis, p: int, out: np.ndarray, *, s
             if flags[e0:e1].any():
                 for e in np.flatnonzero(flags[e0:e1]):
                     acc[:, e] = _limbs16(_exact_entry(x[:, e0 + e], basis, p, weighted), L16)
-            _store_limbs(acc, out[r0:r1], p32, subtract, tmp, flag)
+            _store_limbs(acc, out[r0:r1], p32, subtract, tmp)
 
-    run(part, slabs(len(chunks), workers(E * (N + 4 * L16), len(chunks))))
+    run(part, slabs(len(chunks), workers(E * N * LIMB_CRT, len(chunks))))
 
 
 def _exact_entry(x: np.ndarray, basis: Basis, p: int | None, weighted: bool = False) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from modlin._arith.pyints_cpython import (
+    all_exact_ints,
     c_api,
     halves_from_objects,
     int_layout,
@@ -39,6 +40,8 @@ def python_ints(x: np.ndarray) -> np.ndarray:
     The check looks at the set of entry types (one fast pass); entries are
     converted only when some are NumPy integer scalars.
     """
+    if x.size and all_exact_ints(x):  # the common case, without a walk in Python
+        return x
     types = set(map(type, x.flat))
     for t in types:
         if issubclass(t, (bool, np.bool_)) or not issubclass(t, (int, np.integer)):

@@ -143,6 +143,29 @@ def _objects_halves(ptrs, int_type, tagged, out, tile):  # pragma: no cover - co
     return H
 
 
+@njit(nogil=False)
+def _objects_all_of(ptrs, int_type):  # pragma: no cover - compiled
+    """Whether every object at ``ptrs`` is exactly of the type at ``int_type`` (holds the GIL,
+    see :func:`_objects_need`)."""
+    for e in range(ptrs.shape[0]):
+        if peek_int64(ptrs[e] + _TYPE) != int_type:
+            return False
+    return True
+
+
+def all_exact_ints(x: np.ndarray) -> bool | None:
+    """Whether every entry of the object array ``x`` is exactly a Python ``int`` (no bool, no
+    subclass), read from the objects' type pointers: 1 ms where a walk over ``map(type, ...)``
+    takes 24 (10**6 entries); None where this interpreter's objects are not read this way
+    (:func:`objects_read_ok`)."""
+    if x.dtype != object:
+        raise TypeError(f"all_exact_ints reads object arrays only, not {x.dtype}")
+    if not objects_read_ok():
+        return None
+    flat = np.ascontiguousarray(x).reshape(-1)  # holds every entry alive while they are read
+    return bool(_objects_all_of(slots_of(flat), id(int)))
+
+
 def halves_from_objects(x: np.ndarray, most: int | None) -> np.ndarray | None:
     """:func:`to_halves` of an object array, read straight from its ints' memory: three to
     four times as fast as through ``marshal`` (25 against 99 ns an entry at 127 bits, medians of 7 on

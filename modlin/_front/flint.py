@@ -23,6 +23,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from modlin._arith.pyints import all_exact_ints
+
 #: The python-flint matrix types modlin reads, in the order they are tested.
 KINDS = ("nmod_mat", "fmpz_mod_mat", "fmpz_mat")
 
@@ -169,7 +171,7 @@ def scalar_entries(x: np.ndarray) -> tuple[np.ndarray, set[int]] | None:
     the entry types, as :func:`modlin._arith.pyints.python_ints` makes.
     """
     flint = _flint()
-    if flint is None or x.dtype != object or x.size == 0:
+    if flint is None or x.dtype != object or x.size == 0 or all_exact_ints(x):
         return None
     types = set(map(type, x.flat))
     scalar = tuple(t for t in (getattr(flint, n, None) for n in ("fmpz", "nmod", "fmpz_mod")) if isinstance(t, type))

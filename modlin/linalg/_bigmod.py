@@ -37,6 +37,7 @@ from modlin._arith.pyints import from_limbs, to_halves
 from modlin._arith.residues import limb_residues, padded_rows
 from modlin._engines.jit import njit
 from modlin._engines.threads import blas_gemms, run, slabs, workers
+from modlin._runtime.calibration import LIMB_RESIDUE
 from modlin._runtime.limits import current as current_limits
 
 __all__ = ["MAX_LIMBS", "fits", "limbs", "to_limbs", "from_limbs32", "to_planes", "from_planes", "eliminate_big",
@@ -913,7 +914,7 @@ def _limb_tile(a: np.ndarray, b: np.ndarray, p: int, basis: Basis, w: np.ndarray
         def part(rows: slice) -> None:
             limb_residues(x[rows], weights, q, v[:, rows], np.empty((2 * L, x.shape[1])), np.empty(x.shape[1]))
 
-        run(part, slabs(x.shape[0], workers(x.shape[0] * x.shape[1] * N * 2 * L, x.shape[0])))
+        run(part, slabs(x.shape[0], workers(x.shape[0] * x.shape[1] * N * LIMB_RESIDUE, x.shape[0])))
 
     residues(la, va, wa)
     residues(lb, vb, w)
