@@ -118,7 +118,7 @@ def test_bench_ozaki_tables():
     assert "numpy.matmul float64" in r.stdout and "zgemm" in r.stdout
 
 
-def test_bench_integers_and_bigprime_tables():
+def test_bench_integers_and_bigprime_tables(capsys):
     # every row of both tables at sizes that take seconds, python-flint beside, the answers compared
     from modlin._tools.bench.integers import run_bigprime_table, run_integers_table
 
@@ -131,6 +131,14 @@ def test_bench_integers_and_bigprime_tables():
     run_bigprime_table(sizes=(10,), bits=(127, 200), repeats=1, out=out, progress=progress)
     rows = [ln for ln in out.getvalue().splitlines() if ln.startswith("| 127-bit") or ln.startswith("| 200-bit")]
     assert len(rows) == 10 and all(ln.endswith("| yes |") for ln in rows), rows
+    assert cli.main(["bench", "--table", "bigprime", "--sizes", "8", "--bits", "70", "--functions", "rank", "matmul",
+                     "--repeats", "1", "--no-flint"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| 70-bit")]
+    assert [ln.split(" | ")[2] for ln in rows] == ["rank", "matmul"], rows
+    assert cli.main(["bench", "--table", "bigprime", "--functions", "charpoly"]) == 2  # before any row runs
+    assert "the bigprime table has no ['charpoly'] rows" in capsys.readouterr().err
+    assert cli.main(["bench", "--table", "linalg", "--functions", "matmul"]) == 2
+    assert "the linalg table has no ['matmul'] rows" in capsys.readouterr().err
     r = subprocess.run([sys.executable, "-m", "modlin", "bench", "--table", "integers", "--sizes", "8", "--repeats",
                         "1", "--no-flint"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

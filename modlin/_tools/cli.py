@@ -100,6 +100,7 @@ def _positive_int(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     """The ``modlin`` command's argument parser (docs/reference.rst describes every option)."""
     from modlin import __version__
+    from modlin._tools.bench.integers import BIGPRIME_FUNCTIONS
     from modlin._tools.bench.products import LINALG_FUNCTIONS
     from modlin._tools.bench.scale import SCALE_CASES
 
@@ -157,8 +158,9 @@ def parser() -> argparse.ArgumentParser:
                               + " ".join(label for label, _, _ in SCALE_CASES) + "), of --table busy, or of --table integers "
                               "(by function: det solve rank charpoly)")
     p_bench.add_argument("--bits", type=int, nargs="+", default=None,
-                         help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50) "
-                              "and of the linalg table (default 20 31 50)")
+                         help="bit sizes of the moduli of the multiword table (default 8 20 26 31 40 50), "
+                              "of the linalg table (default 20 31 50) and of the bigprime table (default "
+                              "127 200 256; 127 is 2**127 - 1, the others the largest primes below 2**bits)")
     p_bench.add_argument("--chunks", type=int, nargs="+", default=[2048],
                          help="chunk sizes of the dask table: square chunks, capped at n (default 2048)")
     p_bench.add_argument("--repeats", type=int, default=3, help="timed runs per figure; medians are shown (default 3)")
@@ -172,8 +174,9 @@ def parser() -> argparse.ArgumentParser:
                          help="seconds after which a galois run is abandoned (default 60)")
     p_bench.add_argument("--no-flint", action="store_true", help="skip python-flint")
     p_bench.add_argument("--no-galois", action="store_true", help="skip galois")
-    p_bench.add_argument("--functions", nargs="+", default=None, choices=LINALG_FUNCTIONS, metavar="F",
-                         help=f"functions of the linalg table (default all: {' '.join(LINALG_FUNCTIONS)})")
+    p_bench.add_argument("--functions", nargs="+", default=None, choices=LINALG_FUNCTIONS + ("matmul",), metavar="F",
+                         help=f"functions of the linalg table (default all: {' '.join(LINALG_FUNCTIONS)}) "
+                              f"and of the bigprime table (default all: {' '.join(BIGPRIME_FUNCTIONS)})")
     return ap
 
 
@@ -213,9 +216,11 @@ def main(argv: list[str] | None = None) -> int:
                                flint=not args.no_flint)
             return 0
         if args.table == "bigprime":
-            from modlin._tools.bench.integers import run_bigprime_table
+            from modlin._tools.bench.integers import BIGPRIME_BITS, BIGPRIME_FUNCTIONS, run_bigprime_table
 
-            run_bigprime_table(sizes=args.sizes or (200, 400), repeats=args.repeats, flint=not args.no_flint)
+            run_bigprime_table(sizes=args.sizes or (200, 400), bits=args.bits or BIGPRIME_BITS,
+                               functions=args.functions or BIGPRIME_FUNCTIONS, repeats=args.repeats,
+                               flint=not args.no_flint)
             return 0
         if args.table == "busy":
             from modlin._tools.bench.busy import run_busy_table
@@ -223,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
             run_busy_table(cases=args.cases, rounds=args.rounds or 3, repeats=args.repeats, busy=not args.no_busy)
             return 0
         args.sizes = args.sizes or [1024, 2048]
+        if args.functions and set(args.functions) - set(LINALG_FUNCTIONS):  # before any table runs
+            raise ValueError(f"the linalg table has no {sorted(set(args.functions) - set(LINALG_FUNCTIONS))} rows "
+                             f"(its functions: {' '.join(LINALG_FUNCTIONS)})")
 
         if args.table in ("multiword", "all"):
             run_table(sizes=args.sizes, bits=args.bits or (8, 20, 26, 31, 40, 50), repeats=args.repeats,

@@ -175,8 +175,11 @@ def run_bigprime_table(sizes=(200, 400), bits=BIGPRIME_BITS, functions=BIGPRIME_
     one right-hand side), the two run alternately; medians of ``repeats``."""
     import modlin
 
+    unknown = sorted(set(functions) - set(BIGPRIME_FUNCTIONS))
+    if unknown:
+        raise ValueError(f"the bigprime table has no {unknown} rows (its functions: {' '.join(BIGPRIME_FUNCTIONS)})")
     flint_mod, pr = _open_table(out, flint, f"run_bigprime_table(sizes={list(sizes)}, bits={list(bits)}, "
-                                f"repeats={repeats})", repeats,
+                                f"functions={list(functions)}, repeats={repeats})", repeats,
                                 ["p", ">n", "function", ">modlin", ">python-flint", ">flint / modlin", "same"])
     rng = np.random.default_rng(seed)
     for b in bits:
