@@ -910,14 +910,14 @@ def _limb_tile(a: np.ndarray, b: np.ndarray, p: int, basis: Basis, w: np.ndarray
     la, lb = a["l"], b["l"]
     L = la.shape[2]
 
-    def residues(x: np.ndarray, v: np.ndarray, weights: np.ndarray) -> None:  # rows split between workers
-        def part(rows: slice) -> None:
-            limb_residues(x[rows], weights, q, v[:, rows], np.empty((2 * L, x.shape[1])), np.empty(x.shape[1]))
+    def residues(x: np.ndarray, rows: np.ndarray, weights: np.ndarray) -> None:  # rows split between workers
+        def part(sl: slice) -> None:
+            limb_residues(x[sl], weights, q, rows, sl.start * x.shape[1], np.empty((2 * L, x.shape[1])))
 
         run(part, slabs(x.shape[0], workers(x.shape[0] * x.shape[1] * N * LIMB_RESIDUE, x.shape[0])))
 
-    residues(la, va, wa)
-    residues(lb, vb, w)
+    residues(la, ra, wa)
+    residues(lb, rb, w)
     with blas_gemms():
         for i in range(N):
             np.matmul(va[i], vb[i], out=vc[i])
