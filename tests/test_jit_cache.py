@@ -300,3 +300,28 @@ def test_an_index_entry_naming_another_signatures_code_is_not_used(tmp_path):
         f.write(dumps((stamp, {k32: n64, k64: n32})))
     assert _run_code(REDUCE, env) == right + "\n2"  # neither foreign entry loaded: both compiled
     assert _run_code(REDUCE, env) == right + "\n0"  # and cached again, correctly
+
+
+WEIGH = """
+import numpy as np
+from modlin._arith.crt import _weigh
+x, y, f, k = np.array([10.0, -3.0]), np.empty(2), np.zeros(2), np.zeros(2)
+_weigh(x, y, f, k, 7.0, 1 / 7, 1.0)  # y = x mod 7, through residues.fmod_inv (another file)
+print(*y.tolist(), sum(sum(d.stats.cache_misses.values()) for d in (_weigh,)))
+"""
+
+
+def test_an_edit_in_a_callees_file_recompiles_its_callers(tmp_path):
+    # crt._weigh's machine code holds residues.fmod_inv; numba keys crt.py's cache on crt.py
+    # alone, so the edit below (crt.py untouched) would leave _weigh running the old fmod_inv
+    site = tmp_path / "site"
+    package = _copy_package(site)
+    env = {"MODLIN_CACHE_DIR": str(tmp_path / "user")}
+    assert _run_in(site, WEIGH, env) == "3.0 4.0 1"  # compiled
+    assert _run_in(site, WEIGH, env) == "3.0 4.0 0"  # loaded from the cache
+    source = package / "_arith" / "residues.py"
+    text = source.read_text()
+    anchor = "    r -= m if r >= m else 0.0\n    return r\n"
+    assert text.count(anchor) == 1
+    source.write_text(text.replace(anchor, "    r -= m if r >= m else 0.0\n    return r + 100.0\n"))
+    assert _run_in(site, WEIGH, env) == "103.0 104.0 1"  # compiled afresh, with the edited callee

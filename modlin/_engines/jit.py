@@ -17,7 +17,11 @@ The directory is, in order of precedence:
 with one subdirectory per numba version and kernel options (its code is not
 portable across versions, and numba's cache is keyed on a kernel's source and
 signature, not on options such as ``nogil``) and, below it, one per installed copy of modlin (numba's hash of the
-source directory). When none of these can be written, a fresh temporary
+source directory). Every entry there is valid only for the sources it was compiled
+from, all of them (:func:`sources_digest`, with numba's own stamp of the kernel's
+file): a kernel's machine code holds the kernels of other files that it calls, so an
+edit to any file recompiles every kernel (numba alone would have kept running the old
+code of a callee edited in another file). When none of these can be written, a fresh temporary
 directory is used for this process, so a read-only home still never leads to
 writes inside the package.
 
@@ -265,8 +269,12 @@ class _Cache(caching.FunctionCache):
         source_dir = os.path.dirname(os.path.abspath(inspect.getfile(py_func)))
         self._shipped_path = os.path.normpath(os.path.join(SHIPPED, os.path.relpath(source_dir, _PACKAGE)))
         self._shipped_file = None
+        # numba keys a file's cached kernels on that file's stamp alone; a kernel's machine code
+        # also holds the kernels of other files it calls, so an edit there (an editable install
+        # after a pull) would leave it running their old code. The package's digest in the
+        # stamp makes any edited source recompile every kernel instead.
         self._cache_file = _SharedFile(cache_path=self._cache_path, filename_base=self._impl.filename_base,
-                                       source_stamp=self._impl.locator.get_source_stamp())
+                                       source_stamp=(self._impl.locator.get_source_stamp(), sources_digest()))
         if BUILDING:  # compiled for the wheel: the shipped directory is the cache
             os.makedirs(self._shipped_path, exist_ok=True)
             self._cache_file = self._shipped_tier()
