@@ -127,6 +127,8 @@ def parser() -> argparse.ArgumentParser:
                                         "them on their first call. A wheel built by 'pip install .' already "
                                         "carries them; this is for editable installs and other machine types.")
     p_warm.add_argument("--quiet", action="store_true", help="no progress display and no summary line")
+    p_warm.add_argument("--jobs", type=int, default=None,
+                        help="processes compiling side by side (default: the cores this process may use)")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "warmup":
             from modlin._tools.warmup import main as warmup
 
-            return warmup(quiet=args.quiet)
+            return warmup(quiet=args.quiet, jobs=args.jobs)
         if args.command == "plan":
             m, k, n = args.shape
             print(plan(args.p, m, k, n, engine=args.engine, algorithm=args.algorithm).explain())
