@@ -193,7 +193,7 @@ def test_cofactors_modulo_p(moduli, p):
     from modlin._arith.crt import _cofactors_mod, _limbs16
 
     M = math.prod(moduli)
-    assert _cofactors_mod(M, tuple(moduli), p) == [M // m % p for m in moduli]
+    assert _cofactors_mod(M, tuple(moduli), [M // m for m in moduli], p) == [M // m % p for m in moduli]
     L = max(-(-p.bit_length() // 16), 3)
     v = M % p
     assert _limbs16(v, L).tolist() == [(v >> (16 * j)) & 0xFFFF for j in range(L)]

@@ -325,6 +325,9 @@ def test_warmup_compiles_every_path_ahead(tmp_path):
     # itself), and warming up again compiles nothing (the private cache's files are unchanged)
     # and, quiet, prints nothing.
     assert run("-c", FIRST_CALLS).stdout.split() == ["0"]
+    run_fails = subprocess.run([sys.executable, "-m", "modlin", "warmup", "--jobs", "0"], capture_output=True,
+                               text=True, env=env, cwd=root)
+    assert run_fails.returncode == 2 and "--jobs: must be at least 1, got 0" in run_fails.stderr
     r = run("-m", "modlin", "warmup", "--quiet", "--jobs", "1")  # the first one ran side by side
     assert r.stdout == "" and r.stderr == ""
     assert _cache_files(cache) == files

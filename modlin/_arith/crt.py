@@ -285,8 +285,8 @@ def _limbs16(v: int, L: int) -> np.ndarray:
     return np.frombuffer((v & ((1 << (16 * L)) - 1)).to_bytes(2 * L, "little"), dtype="<u2").astype(np.float64)
 
 
-def _cofactors_mod(M: int, moduli: tuple[int, ...], p: int) -> list[int]:
-    """``(M / m_i) mod p`` for every modulus, in time linear in ``p``'s size per modulus.
+def _cofactors_mod(M: int, moduli: tuple[int, ...], cof: list[int], p: int) -> list[int]:
+    """``cof_i mod p`` for the cofactors ``cof_i = M / m_i``, in time linear in ``p``'s size per modulus.
 
     ``M / m_i`` is ``M mod p`` divided by ``m_i`` modulo ``p``: ``(M mod p) + t p`` with
     ``t = -(M mod p) p**-1 mod m_i`` is a multiple of ``m_i`` below ``m_i p``, so its quotient
@@ -298,7 +298,7 @@ def _cofactors_mod(M: int, moduli: tuple[int, ...], p: int) -> list[int]:
     out = []
     for m in moduli:
         if math.gcd(m, p) != 1:
-            out.append(M // m % p)
+            out.append(cof[len(out)] % p)
             continue
         out.append((Mp + (-Mp * pow(p, -1, m)) % m * p) // m)
     return out
@@ -316,7 +316,7 @@ def _crt_constants(moduli: tuple[int, ...], p: int | None):
         L = (N * M).bit_length() // 16 + 1
         return w, np.stack([_limbs16(c, L) for c in cof]), -_limbs16(M, L), None, None
     L = max(-(-p.bit_length() // 16), 3)
-    cst = np.stack([_limbs16(c, L) for c in _cofactors_mod(M, moduli, p)])
+    cst = np.stack([_limbs16(c, L) for c in _cofactors_mod(M, moduli, cof, p)])
     return w, cst, _limbs16(-M % p, L), _limbs16(p, L), p / 2 ** (16 * (L - 3))
 
 

@@ -87,13 +87,14 @@ def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
 
 
 def _positive_int(text: str) -> int:
-    """An argparse type: an int of at least 1 (``demo -n 0`` would check nothing and call it exact)."""
+    """An argparse type: an int of at least 1 (``demo -n 0`` would check nothing and call it
+    exact; ``warmup --jobs 0`` would compile nothing)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}: an empty product checks nothing")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -127,8 +128,8 @@ def parser() -> argparse.ArgumentParser:
                                         "them on their first call. A wheel built by 'pip install .' already "
                                         "carries them; this is for editable installs and other machine types.")
     p_warm.add_argument("--quiet", action="store_true", help="no progress display and no summary line")
-    p_warm.add_argument("--jobs", type=int, default=None,
-                        help="processes compiling side by side (default: the cores this process may use)")
+    p_warm.add_argument("--jobs", type=_positive_int, default=None,
+                        help="processes compiling side by side, at least 1 (default: the cores this process may use)")
 
     p_bench = sub.add_parser("bench", help="side-by-side timings against dgemm, python-flint and galois")
     p_bench.add_argument("--table", choices=["multiword", "rns", "gaussian", "linalg", "ozaki", "ozaki-accuracy",
