@@ -149,6 +149,20 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
 #: not by their bytes, and ``benchmarks/gpu_report.py`` times them apart.
 GEMM_STAGE = "(b) int8 GEMMs (cuBLAS)"
 
+#: The stages that run between a path's GEMMs, one launch after each GEMM (or pair, for 2M) of
+#: a modulus: what running each beside the next modulus' GEMM (a second int32 buffer, a
+#: second stream) could hide (:func:`overlap_bound`).
+OVERLAP_STAGES = ("(b) reductions of the int32 sums", "(b) 2M combine")
+
+#: The share of a path's modelled time that overlapping must be able to hide before it pays
+#: for a second int32 buffer (268 MB at n = 8192; 537 MB for 2M's pair) and two streams: the
+#: model's own spread, the H200's totals fitted by one bandwidth share to within a factor
+#: 1.23 (rms log error 0.21 for the pipeline before the fused kernels, BEFORE_8192), is
+#: twice this; a smaller gain is not one the model can promise. And the bound is an upper
+#: one: a GEMM that fills every SM leaves a reduction beside it only the tail of its last
+#: wave; ``benchmarks/gpu_report.py``'s *overlap* section measures what is really hidden.
+OVERLAP_PAYS = 0.10
+
 _STAGE_COUNTS = ("launches", "gemms", "gemm_work", "syncs", "uploads")
 _STAGE_BYTES = ("bytes_per_entry", "kernel_bytes_per_entry", "cupy_bytes_per_entry")
 
@@ -469,6 +483,33 @@ def stage_model(stage: dict, n: int, device: str, f: float,
             "bytes": moved}
 
 
+def overlap_bound(row: dict, device: str, f: float, N: int) -> dict[str, float]:
+    """What overlapping each modulus' reduction with the next modulus' GEMM could save at
+    most, in the model, for one path (a row of :func:`run`) at size ``N`` on ``device``.
+
+    Each stage of :data:`OVERLAP_STAGES` runs after a GEMM and before the next; at best it
+    runs entirely beside the next GEMM, and only the last one stays exposed: the bound is
+    the stages' modelled traffic and launches times ``(G - 1) / G`` for their ``G`` launches.
+    It assumes the GEMM and the reduction share the device for free, which a compute-bound
+    GEMM filling every SM does not grant: an upper bound.
+
+    Returns
+    -------
+    dict
+        ``hidden`` (seconds), ``share`` (of the path's modelled total) and ``pays`` (the
+        share at least :data:`OVERLAP_PAYS`).
+    """
+    hidden = 0.0
+    for label in OVERLAP_STAGES:
+        stage = row["stage_fit"].get(label)
+        if stage and stage["launches"]:
+            t = stage_model(stage, N, device, f)
+            hidden += (t["traffic"] + t["overhead"]) * (stage["launches"] - 1) / stage["launches"]
+    total = modelled(row, device, f, N)["total"]
+    share = hidden / total
+    return {"hidden": hidden, "share": share, "pays": share >= OVERLAP_PAYS}
+
+
 def _golden(loss: Callable[[float], float], lo: float = 0.01, hi: float = 1.0) -> float:
     """The minimum of a unimodal ``loss`` on ``[lo, hi]`` (golden-section search)."""
     g = (math.sqrt(5) - 1) / 2
@@ -544,6 +585,7 @@ def run(N: int, measure_n: int, harness=None, names: list[str] | None = None) ->
     results["gemm_stage"] = GEMM_STAGE
     for name, row in results["paths"].items():
         row["model"] = {d: modelled(row, d, f, N) for d in ("h100", "h200")}
+        row["overlap"] = {d: overlap_bound(row, d, f, N) for d in ("h100", "h200")}
         row["native_s"] = native_time(row["native"], N)
         row["measured_h200_s"] = MEASURED_H200_8192.get(name) if N == 8192 else None
     results["constants"] = CONSTANTS
@@ -579,14 +621,20 @@ def table(results: dict[str, Any], stages: bool = False) -> list[str]:
               "them, which its own ledger fits at 0.26). Model / measured before, the predicted speed-up's "
               "inverse: " + ", ".join(f"{k} {v:.2f}" for k, v in fit["model_over_measured"].items()) + ".", "",
               "| path | GEMM ms | bytes ms H100 | bytes ms H200 | overhead ms | tiles at n (H100 / H200) "
-              "| tiles measured | launch counts equal at both sizes |",
-              "|:---|---:|---:|---:|---:|:---|---:|:---|"]
+              "| tiles measured | launch counts equal at both sizes | overlap could hide, ms (share) H100 / H200 |",
+              "|:---|---:|---:|---:|---:|:---|---:|:---|:---|"]
     for name, r in results["paths"].items():
         m1, m2 = r["model"]["h100"], r["model"]["h200"]
+        o1, o2 = r["overlap"]["h100"], r["overlap"]["h200"]
         lines.append(f"| {name} | {1e3 * m2['gemm']:.1f} | {1e3 * m1['traffic']:.1f} | {1e3 * m2['traffic']:.1f} "
                      f"| {1e3 * m2['overhead']:.2f} | {r['tiles_at_N']['h100']} / {r['tiles_at_N']['h200']}"
                      f"{' (k split)' if r['k_split'] else ''} | {r['tiles_measured']} "
-                     f"| {'yes' if r['counts_independent_of_n'] else 'NO'} |")
+                     f"| {'yes' if r['counts_independent_of_n'] else 'NO'} "
+                     f"| {1e3 * o1['hidden']:.2f} ({o1['share']:.1%}) / {1e3 * o2['hidden']:.2f} ({o2['share']:.1%}) |")
+    lines += ["", "Overlap: the most that running each modulus' reduction beside the next GEMM could hide "
+              f"(``overlap_bound``); it pays from {OVERLAP_PAYS:.0%} of the path's time (``OVERLAP_PAYS``): "
+              + ", ".join(f"{k} {'pays' if r['overlap']['h200']['pays'] else 'does not pay'}"
+                          for k, r in results["paths"].items()) + " (H200)."]
     lines += ["", "Constants:", ""] + [f"* ``{k}`` = {_shown(k, v['value'])}: {v['source']}"
                                        for k, v in CONSTANTS.items()]
     if stages:

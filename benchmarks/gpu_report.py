@@ -17,7 +17,7 @@ Each section's wall time on an H100, estimated from the H200's runs in
 so an H100 takes about as long; its memory is 30 % slower): check 40 s (plus up to a
 minute compiling the kernels and numba's CPU code on a fresh machine), passes 10 s, memory
 60 s, table 30 s, stages 20 s, model 30 s (inputs made on the host for five paths at two
-sizes): 4 to 5 minutes, 6 to 8 with the machine's start. ``--out`` is written after every
+sizes), overlap 10 s: 4 to 5 minutes, 6 to 8 with the machine's start. ``--out`` is written after every
 section, so a run cut short keeps what it measured, and the 420 s limit leaves the time to
 rerun what is missing (``--sections model``, say) on the warm machine.
 
@@ -51,7 +51,10 @@ synchronised around every call (:func:`_spied`). *Model*: the same timing for ev
 stage of the traffic ledger (``benchmarks/gpu_ledger.py``) on each of its five paths,
 beside the ledger's model of that stage (``--ledger``, its JSON) and the share of the
 peak bandwidth each stage's measured time implies: what recalibrates the ledger's
-constants after a GPU run.
+constants after a GPU run. *Overlap*: a residue number system's GEMMs and reductions
+in turn, as modlin runs them, against the same on two streams (each modulus' reduction
+beside the next GEMM), with the residues of both compared: whether overlapping pays
+(the ledger's bound, ``gpu_ledger.overlap_bound``, is 6-9 % of a path's time).
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ import numpy as np
 PRIMES = {20: 1048573, 31: 2147483647, 50: 2**50 - 27, 61: 2**61 - 1}
 
 #: The sections, in the order they run by default (``--sections``).
-SECTIONS = ("check", "passes", "memory", "table", "stages", "model")
+SECTIONS = ("check", "passes", "memory", "table", "stages", "model", "overlap")
 
 
 def _timeit(fn, repeats: int) -> float:
@@ -479,6 +482,83 @@ def passes(lines: list[str], sizes, repeats: int) -> None:
                              "| | | | | | | | |")
         X = Y = None
         _free_pool()
+
+
+def _beside(ra, rb, table, res, buffers, streams) -> None:
+    """:func:`modlin._engines.cuda.products_tn` (one k chunk) with each modulus' reduction run
+    beside the next modulus' GEMM: the GEMMs on ``streams[0]`` into the two int32
+    ``buffers`` in turn, the reductions on ``streams[1]``; a GEMM waits for the reduction
+    that last read its buffer, a reduction for its GEMM, the caller's stream for the last
+    reduction (and both streams for the caller's work before them)."""
+    import cupy as cp
+
+    from modlin._engines import cuda as _cuda
+
+    N, m, n = res.shape
+    gemms, reductions = streams
+    caller = cp.cuda.get_current_stream()
+    ready = caller.record()
+    gemms.wait_event(ready)
+    reductions.wait_event(ready)
+    free = [None, None]
+    for i in range(N):
+        X = buffers[i % 2]
+        with gemms:
+            if free[i % 2] is not None:
+                gemms.wait_event(free[i % 2])
+            _cuda.gemm_i8_tn(ra[i], rb[i], X)
+            done = gemms.record()
+        with reductions:
+            reductions.wait_event(done)
+            _cuda.launch("reduce_i32_u8", m * n, X, np.int64(X.shape[1]), np.int64(m), np.int64(n), table,
+                         np.int32(i), np.int32(0), res[i], shape=(m, n))
+            free[i % 2] = reductions.record()
+    caller.wait_event(reductions.record())
+
+
+def overlap(lines: list[str], sizes, repeats: int) -> bool:
+    """Whether each modulus' reduction pays to run beside the next modulus' GEMM: the
+    GEMMs and reductions of ``matmul`` mod 2**31 - 1 and 2**61 - 1 (their plans' moduli)
+    timed in turn (:func:`modlin._engines.cuda.products_tn`, as modlin runs them), the GEMMs
+    alone, the reductions alone, and both on two streams with two int32 buffers
+    (:func:`_beside`), whose residues must equal those run in turn (a race would show)."""
+    import cupy as cp
+
+    import modlin
+    from modlin._algorithms import gpu as _gpu
+    from modlin._engines import cuda as _cuda
+
+    rng = np.random.default_rng(5)
+    ok = True
+    lines += ["| n | p | moduli | in turn ms | GEMMs alone ms | reductions alone ms | beside ms | hidden "
+              "| of the reductions | same residues |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|"]
+    for n in sizes:
+        for bits in (31, 61):
+            p = PRIMES[bits]
+            pl = modlin.plan(p, n, n, n, device="cuda", algorithm="rns", engine="int8")
+            N = len(pl.moduli)
+            table = _cuda.small_table(pl.moduli)
+            X, Y = cp.asarray(rng.integers(0, p, (n, n))), cp.asarray(rng.integers(0, p, (n, n)))
+            ra, rb = _gpu.int_residues(X, p, table, N, False), _gpu.int_residues(Y, p, table, N, True)
+            X = Y = None
+            buffers = [cp.empty((n, rb.shape[1]), dtype=cp.int32) for _ in range(2)]
+            serial, both = cp.empty((N, n, n), dtype=cp.uint8), cp.empty((N, n, n), dtype=cp.uint8)
+            streams = (cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True))
+            t_turn = _timeit(lambda: _cuda.products_tn(ra, rb, table, n, serial, buffers[0]), repeats)
+            t_gemm = _timeit(lambda: [_cuda.gemm_i8_tn(ra[i], rb[i], buffers[0]) for i in range(N)], repeats)
+            t_red = _timeit(lambda: [_cuda.launch("reduce_i32_u8", n * n, buffers[0], np.int64(rb.shape[1]),
+                                                  np.int64(n), np.int64(n), table, np.int32(i), np.int32(0),
+                                                  both[i], shape=(n, n)) for i in range(N)], repeats)
+            t_two = _timeit(lambda: _beside(ra, rb, table, both, buffers, streams), repeats)
+            same = bool((serial == both).all())
+            ok &= same
+            lines.append(f"| {n} | {bits}-bit | {N} | {1e3 * t_turn:.2f} | {1e3 * t_gemm:.2f} | {1e3 * t_red:.2f} "
+                         f"| {1e3 * t_two:.2f} | {(t_turn - t_two) / t_turn:.1%} "
+                         f"| {(t_turn - t_two) / max(t_turn - t_gemm, 1e-12):.0%} | {'yes' if same else 'NO'} |")
+            ra = rb = buffers = serial = both = None
+            _free_pool()
+    return ok
 
 
 class _Spent:
@@ -923,6 +1003,14 @@ def main(argv=None) -> int:
                           "totals at n = 8192 below); a stage whose implied f stays far below the others is not "
                           "bound by its bytes, and bytes are the wrong measure of it.", ""]
                 model(lines, args.sizes, args.repeats, args.ledger, dev)
+            elif section == "overlap":
+                lines += ["## Overlap: each modulus' reduction beside the next GEMM", "",
+                          "The GEMMs and reductions of a residue number system's product, in turn as modlin runs "
+                          "them, and on two streams with a second int32 buffer (medians). *Hidden*: the time "
+                          "saved, as a share of the whole and of the reductions' own time. The ledger bounds the "
+                          "saving by 6-9 % of a path's time (``gpu_ledger.overlap_bound``); modlin overlaps when "
+                          "this measures at least ``gpu_ledger.OVERLAP_PAYS`` (10 %).", ""]
+                ok &= overlap(lines, args.sizes, args.repeats)
             elif section == "memory":
                 lines += ["## Memory: CuPy's pool against the tile scheduler's model", ""]
                 for n in args.sizes:

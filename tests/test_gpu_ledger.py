@@ -286,6 +286,11 @@ def test_the_ledger_report_runs(harness):
             parts = [bench.stage_model(s, 8192, device, results["fit"]["f"]) for s in row["stage_fit"].values()]
             for key in ("gemm", "traffic", "overhead", "total"):
                 assert sum(p[key] for p in parts) == pytest.approx(row["model"][device][key]), (name, key)
+            # what overlapping the reductions with the GEMMs could hide: some of the non-GEMM time
+            o, m = row["overlap"][device], row["model"][device]
+            assert any(label in row["stage_fit"] for label in bench.OVERLAP_STAGES), name
+            assert 0 < o["hidden"] < m["traffic"] + m["overhead"], (name, o, m)
+            assert o["share"] == pytest.approx(o["hidden"] / m["total"]) and o["pays"] == (o["share"] >= bench.OVERLAP_PAYS)
     lines = bench.table(results, stages=True)
     assert len(lines) > 40 and not any("nan" in line for line in lines), "\n".join(lines)
     json.dumps(results, default=str)

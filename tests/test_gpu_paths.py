@@ -323,7 +323,26 @@ def test_gpu_report_runs_on_the_stand_in(harness, tmp_path, gpu, monkeypatch):
     bench = report._ledger_module()
     ledger = tmp_path / "ledger.json"
     ledger.write_text(json.dumps(bench.run(8192, 128, harness=harness), default=str))
-    stream = types.SimpleNamespace(synchronize=lambda: None)
+    class Stream:  # the stand-in runs everything at once, in order: streams only pass the calls on
+        def __init__(self, non_blocking=False):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+        def record(self):
+            return object()
+
+        def wait_event(self, event):
+            assert event is not None
+
+    stream = Stream()
 
     class MemoryHook:  # CuPy's hooks see the device pool; here they see nothing
         def __enter__(self):
@@ -342,7 +361,8 @@ def test_gpu_report_runs_on_the_stand_in(harness, tmp_path, gpu, monkeypatch):
     cp = sys.modules["cupy"]
     runtime = types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"NVIDIA H100 80GB HBM3"},
                                     runtimeGetVersion=lambda: 13020)
-    cp.cuda = types.SimpleNamespace(get_current_stream=lambda: stream, MemoryHook=MemoryHook, runtime=runtime,
+    cp.cuda = types.SimpleNamespace(get_current_stream=lambda: stream, Stream=Stream, MemoryHook=MemoryHook,
+                                    runtime=runtime,
                                     Device=lambda: types.SimpleNamespace(id=0, mem_info=(2**27, 2**30)))
     cp.get_default_memory_pool = Pool
     monkeypatch.setattr(cp, "__version__", "stand-in", raising=False)
@@ -358,6 +378,9 @@ def test_gpu_report_runs_on_the_stand_in(harness, tmp_path, gpu, monkeypatch):
     rows = []
     assert report.memory(rows, 40, 1), "\n".join(rows)
     assert sum("| yes | yes |" in r for r in rows) == 12, "\n".join(rows)
+    rows = []  # the reductions beside the GEMMs: the same residues (on a GPU, a race would differ)
+    assert report.overlap(rows, [40], 1), "\n".join(rows)
+    assert len(rows) == 2 + 2 and all(r.endswith("| yes |") for r in rows[2:]), "\n".join(rows)
     rows = []
     report.stages(rows, [40], 1)
     assert len(rows) == 2 + 3 + 1 and all("%" in r for r in rows[2:-1]), "\n".join(rows)
