@@ -104,12 +104,19 @@ def from_flint(fc) -> np.ndarray:
 
 
 def rand_ints(rng, shape, lo: int, hi: int) -> np.ndarray:
-    """Object array of uniform Python ints in ``[lo, hi]`` (any size)."""
+    """Object array of uniform Python ints in ``[lo, hi]`` (any size).
+
+    Within int64, NumPy draws them; beyond, each is the remainder of 8 more bytes than the
+    span needs (bias below 2**-64), all the bytes drawn at once: a ``rng.bytes`` call per
+    entry cost 17-20 us, a third of the time of some tiling tests."""
+    count = math.prod(shape)
+    if -(2**63) <= lo and hi < 2**63:
+        return np.asarray(rng.integers(lo, hi, size=shape, dtype=np.int64, endpoint=True)).astype(object)
     span = hi - lo + 1
     nbytes = (span.bit_length() + 7) // 8 + 8
-    vals = [lo + int.from_bytes(rng.bytes(nbytes), "little") % span for _ in range(math.prod(shape))]
-    out = np.empty(len(vals), dtype=object)
-    out[:] = vals
+    buf, frombytes = rng.bytes(nbytes * count), int.from_bytes
+    out = np.empty(count, dtype=object)
+    out[:] = [lo + frombytes(buf[i:i + nbytes], "little") % span for i in range(0, nbytes * count, nbytes)]
     return out.reshape(shape)
 
 

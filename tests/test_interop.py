@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
 import modlin
+from conftest import rand_ints
 from modlin import gaussian, linalg, ozaki
 
 P63 = 2**63 - 25  # the largest prime below 2**63
@@ -32,13 +33,13 @@ NMOD_PRIMES = [2, 7, 2**31 - 1, P63, P64]
 
 def nmod(rng, m, n, p, worst=False):
     """A random ``nmod_mat``; ``worst`` fills it with ``p - 1`` (the largest products)."""
-    vals = [p - 1] * (m * n) if worst else [int.from_bytes(rng.bytes(9), "little") % p for _ in range(m * n)]
+    vals = [p - 1] * (m * n) if worst else rand_ints(rng, (m * n,), 0, p - 1).tolist()
     return flint.nmod_mat(m, n, vals, p)
 
 
 def fmpz_mod(rng, m, n, p, worst=False):
     ctx = flint.fmpz_mod_ctx(p)
-    vals = [p - 1] * (m * n) if worst else [int.from_bytes(rng.bytes(20), "little") % p for _ in range(m * n)]
+    vals = [p - 1] * (m * n) if worst else rand_ints(rng, (m * n,), 0, p - 1).tolist()
     return flint.fmpz_mod_mat(m, n, vals, ctx)
 
 
@@ -179,9 +180,11 @@ def test_flint_scalars_in_object_arrays():
 # ===================================================================== python-flint: linalg
 
 def _nonsingular(rng, n, p, kind):
+    """A random nonsingular matrix whose diagonal entries are units too (the triangles that
+    trsm reads of it are then invertible)."""
     while True:
         A = nmod(rng, n, n, p) if kind == "nmod" else fmpz_mod(rng, n, n, p)
-        if A.rank() == n:
+        if A.rank() == n and all(int(A[i, i]) for i in range(n)):
             return A
 
 
