@@ -118,6 +118,20 @@ def test_bench_ozaki_tables():
     assert "numpy.matmul float64" in r.stdout and "zgemm" in r.stdout
 
 
+def test_tables_write_to_the_streams_of_the_call(capsys):
+    # the defaults are sys.stdout and sys.stderr as they are when the table writes (capsys
+    # replaced them after the import), not as they were at the import
+    from modlin._tools import cli
+    from modlin._tools.bench.integers import run_bigprime_table
+
+    run_bigprime_table(sizes=(6,), bits=(127,), functions=("det",), repeats=1, flint=False)
+    out, err = capsys.readouterr()
+    assert "| 127-bit | 6 | det |" in out and "bigprime: det 127 bits n=6" in err
+    assert "bigprime: det" not in out
+    assert cli.demo(n=24, check=8) == 0
+    assert "modlin" in capsys.readouterr().out
+
+
 def test_bench_integers_and_bigprime_tables(capsys):
     # every row of both tables at sizes that take seconds, python-flint beside, the answers compared
     from modlin._tools.bench.integers import run_bigprime_table, run_integers_table

@@ -11,6 +11,7 @@ import numpy as np
 
 from modlin._front.products import matmul
 from modlin._planning.planner import plan
+from modlin._tools.bench import STDOUT
 
 __all__ = ["main"]
 
@@ -45,7 +46,7 @@ def _median_time(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def demo(n: int = 512, check: int = 96, seed: int = 0, out=sys.stdout) -> int:
+def demo(n: int = 512, check: int = 96, seed: int = 0, out=STDOUT) -> int:
     """Multiply random matrices modulo primes of several sizes and check each result.
 
     The full ``n x n`` product is timed beside a float64 ``numpy.matmul`` of the

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from modlin._tools.bench import STDERR, STDOUT
+
 __all__ = ["BUSY_CASES", "run_busy_table"]
 
 #: label -> (function, bits of the prime, n): the cases of issue 43 (a 61-bit charpoly at
@@ -84,8 +86,8 @@ def _child(what: str, bits: int, n: int, repeats: int, one: bool) -> float:
     return statistics.median(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run_busy_table(cases=None, rounds: int = 3, repeats: int = 3, busy: bool = True, out=sys.stdout,
-                   progress=sys.stderr, limit_s: float = 3600.0) -> list[dict]:
+def run_busy_table(cases=None, rounds: int = 3, repeats: int = 3, busy: bool = True, out=STDOUT,
+                   progress=STDERR, limit_s: float = 3600.0) -> list[dict]:
     """Print the table (markdown) and return its rows: per case the default threads' time, one
     thread's, and their ratio (above 1: the threads cost more than they bring).
 

@@ -21,7 +21,6 @@ This module is not imported by ``import modlin``; it needs dask and distributed.
 from __future__ import annotations
 
 import datetime
-import sys
 import threading
 import time
 from statistics import median
@@ -29,6 +28,7 @@ from statistics import median
 import numpy as np
 
 from modlin._front.products import matmul
+from modlin._tools.bench import STDERR, STDOUT
 from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _print_header, _timed
 from modlin.ozaki import zgemm
 
@@ -87,8 +87,8 @@ def _same_bits(x, y) -> bool:
     return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
-def run_dask_table(sizes=(8192,), chunks=(2048,), moduli=DASK_MODULI, repeats=3, out=sys.stdout,
-                   progress=sys.stderr, seed=0, zgemm_rows=True):
+def run_dask_table(sizes=(8192,), chunks=(2048,), moduli=DASK_MODULI, repeats=3, out=STDOUT,
+                   progress=STDERR, seed=0, zgemm_rows=True):
     """Time :func:`modlin.matmul` and :func:`modlin.ozaki.zgemm` of dask arrays on a 2-worker
     LocalCluster; print a table.
 

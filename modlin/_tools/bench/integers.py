@@ -12,7 +12,6 @@ Entries are uniform in ``[-2**10, 2**10)`` (the issue's matrices).
 from __future__ import annotations
 
 import datetime
-import sys
 import time
 import tracemalloc
 from fractions import Fraction
@@ -21,6 +20,7 @@ from statistics import median
 import numpy as np
 
 from modlin import linalg
+from modlin._tools.bench import STDERR, STDOUT
 from modlin._tools.bench.products import _flint_module, _fmt_ratio, _fmt_s, _print_header, _timed
 
 __all__ = ["INTEGER_CASES", "run_integers_table", "BIGPRIME_BITS", "run_bigprime_table"]
@@ -118,8 +118,8 @@ def _open_table(out, flint: bool, call: str, repeats: int, columns: list[str]):
     return flint_mod, pr
 
 
-def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=sys.stdout,
-                       progress=sys.stderr, seed=0, flint_limit=1000):
+def run_integers_table(sizes=(400, 1000), cases=None, repeats=1, flint=True, out=STDOUT,
+                       progress=STDERR, seed=0, flint_limit=1000):
     """Print the Markdown table; python-flint runs up to ``n = flint_limit``; the charpoly rows
     stop at ``n = 400`` (beyond, minutes for python-flint). ``cases``: row labels or
     function names (default all)."""
@@ -169,7 +169,7 @@ def _big_prime(bits: int) -> int:
 
 
 def run_bigprime_table(sizes=(200, 400), bits=BIGPRIME_BITS, functions=BIGPRIME_FUNCTIONS, repeats=3,
-                       flint=True, out=sys.stdout, progress=sys.stderr, seed=0):
+                       flint=True, out=STDOUT, progress=STDERR, seed=0):
     """``modlin bench --table bigprime``: linear algebra and products modulo primes of 127 to 256
     bits against python-flint's ``fmpz_mod_mat`` (random entries in ``[0, p)``; ``solve`` with
     one right-hand side), the two run alternately; medians of ``repeats``."""

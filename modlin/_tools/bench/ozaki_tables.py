@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import sys
 import warnings
 from fractions import Fraction
 from statistics import median
@@ -27,6 +26,7 @@ from statistics import median
 import numpy as np
 
 from modlin import ozaki
+from modlin._tools.bench import STDERR, STDOUT
 from modlin._tools.bench.products import _fmt_ratio, _fmt_s, _paired, _print_header, _timed
 
 __all__ = ["run_ozaki_table", "run_ozaki_accuracy_table"]
@@ -125,7 +125,7 @@ def _cases(n, counts, thin_above, thin_counts):
 
 
 def run_ozaki_table(sizes=(1024, 2048), counts=(8, 12, 16, 20), repeats=3, thin_above=1024,
-                    thin_counts=(8, 16), out=sys.stdout, progress=sys.stderr, seed=0):
+                    thin_counts=(8, 16), out=STDOUT, progress=STDERR, seed=0):
     """Time :func:`modlin.ozaki.dgemm` and :func:`~modlin.ozaki.zgemm` against NumPy; print a table.
 
     Rows, for each size ``n`` (``n x n`` times ``n x n``): ``dgemm`` on the
@@ -270,7 +270,7 @@ def _accuracy_cases(counts):
 
 
 def run_ozaki_accuracy_table(m=16, n=16, k=1024, phis=(0.0, 0.5, 1.0, 2.0), counts=tuple(range(8, 23, 2)),
-                             trials=4, out=sys.stdout, progress=sys.stderr, seed=0):
+                             trials=4, out=STDOUT, progress=STDERR, seed=0):
     """Error of :mod:`modlin.ozaki` against an exact oracle, per ``phi`` and moduli count; print a table.
 
     For each ``phi``, ``A`` (``m x k``) and ``B`` (``k x n``) are GEMMul8's
@@ -401,7 +401,7 @@ SPREAD_SHAPES = (((12, 300), (300, 10)), ((40, 1000), (1000, 30)), ((8, 3000), (
 
 
 def run_spread_calibration(phis=(1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0), shapes=SPREAD_SHAPES, seeds=3,
-                           out=sys.stdout, progress=sys.stderr) -> list[dict]:
+                           out=STDOUT, progress=STDERR) -> list[dict]:
     """The measurement behind :data:`modlin.ozaki.SPREAD_FREE`: for GEMMul8's inputs per
     ``phi``, shape, seed, kind and engine, the operands' spread ``L = L_A + L_B``
     (:func:`modlin.ozaki.spread_bits` before its offset) and the fewest moduli (from the

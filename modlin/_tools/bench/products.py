@@ -41,6 +41,7 @@ import numpy as np
 
 from modlin._front.products import matmul
 from modlin._planning.planner import plan
+from modlin._tools.bench import STDERR, STDOUT
 
 __all__ = ["run_table", "run_rns_table", "run_linalg_table"]
 
@@ -317,7 +318,7 @@ def _fmt_s(x: float) -> str:
 
 
 def run_table(sizes=(1024, 2048), bits=(8, 20, 26, 31, 40, 50), repeats=3, galois_timeout=60.0,
-              flint=True, galois=True, out=sys.stdout, progress=sys.stderr, seed=0):
+              flint=True, galois=True, out=STDOUT, progress=STDERR, seed=0):
     """Time modlin against dgemm, python-flint and galois; print a Markdown table.
 
     Parameters
@@ -577,7 +578,7 @@ def _flint_operands(flint, a, b, p):
     return flint.fmpz_mod_mat(a.tolist(), ctx), flint.fmpz_mod_mat(b.tolist(), ctx), "fmpz_mod_mat"
 
 
-def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=sys.stdout, progress=sys.stderr, seed=0):
+def run_rns_table(sizes=(1024, 2048), repeats=3, flint=True, out=STDOUT, progress=STDERR, seed=0):
     """Time modlin's residue-number-system products against dgemm and python-flint; print a Markdown table.
 
     Rows, for each size: :func:`modlin.matmul` modulo ``2**61 - 1``,
@@ -723,7 +724,7 @@ def _print_rns_table(rows, out, started, flint_mod, repeats, notes, args):
 GAUSSIAN_MODULI = {20: 1048573, 40: 1099511627689}
 
 
-def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=sys.stdout, progress=sys.stderr, seed=0):
+def run_gaussian_table(sizes=(1024, 2048), repeats=3, out=STDOUT, progress=STDERR, seed=0):
     """Time :mod:`modlin.gaussian` against dgemm and NumPy's complex128 matmul; print a table.
 
     Rows, for each ``n``: ``gaussian.matmul`` with 2M, 3M and 4M modulo primes
@@ -837,7 +838,7 @@ def _same_result(function: str, mine, theirs) -> bool:
 
 
 def run_linalg_table(sizes=(1024, 2048), bits=LINALG_BITS, functions=LINALG_FUNCTIONS, repeats=3,
-                     galois_timeout=60.0, flint=True, galois=True, out=sys.stdout, progress=sys.stderr, seed=0):
+                     galois_timeout=60.0, flint=True, galois=True, out=STDOUT, progress=STDERR, seed=0):
     """Time :mod:`modlin.linalg` against one :func:`modlin.matmul`, python-flint and galois; print a table.
 
     For each ``n`` of ``sizes`` and each bit size, a random ``n x n`` matrix of

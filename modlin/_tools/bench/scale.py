@@ -33,6 +33,8 @@ import subprocess
 import sys
 from statistics import median
 
+from modlin._tools.bench import STDERR, STDOUT
+
 __all__ = ["run_scale_table", "scale_cases", "SCALE_CASES"]
 
 #: The rows: (label, kind, argument). ``matmul``: modulo the prime; ``zgemm``: ozaki.zgemm.
@@ -146,7 +148,7 @@ def _versus(r: dict, base: dict) -> str:
 
 
 def run_scale_table(sizes=(4096, 8192), memory: str = "1GiB", repeats: int = 3, cases=SCALE_CASES,
-                    out=sys.stdout, progress=sys.stderr, rounds: int = 1) -> list[dict]:
+                    out=STDOUT, progress=STDERR, rounds: int = 1) -> list[dict]:
     """Time and peak memory of big products under the default budget and under ``memory``.
 
     The header is printed first and each row as soon as its children have
