@@ -295,13 +295,8 @@ def _cofactors_mod(M: int, moduli: tuple[int, ...], cof: list[int], p: int) -> l
     sharing a factor with ``p`` takes the remainder.
     """
     Mp = M % p
-    out = []
-    for m in moduli:
-        if math.gcd(m, p) != 1:
-            out.append(cof[len(out)] % p)
-            continue
-        out.append((Mp + (-Mp * pow(p, -1, m)) % m * p) // m)
-    return out
+    return [c % p if math.gcd(m, p) != 1 else (Mp + (-Mp * pow(p, -1, m)) % m * p) // m
+            for m, c in zip(moduli, cof, strict=True)]
 
 
 @lru_cache(maxsize=64)

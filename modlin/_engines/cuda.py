@@ -258,5 +258,13 @@ def products_tn(ra, rbt, table, k: int, res, buffer=None) -> None:
         for k0 in range(0, max(k, 1), KCHUNK):
             k1 = min(pad4(k), k0 + KCHUNK)
             gemm_i8_tn(ra[i][:, k0:k1], rbt[i][:, k0:k1], X)
-            launch("reduce_i32_u8", m * n, X, np.int64(np_), np.int64(m), np.int64(n), table, np.int32(i),
-                   np.int32(k0 > 0), res[i], shape=(m, n))
+            reduce_products(X, table, i, k0 > 0, res[i])
+
+
+def reduce_products(X, table, i: int, add: bool, out) -> None:
+    """``out = X mod m_i`` (uint8, ``m x n``) of an int32 GEMM output ``X`` (``m x np_``, its
+    first ``n`` columns read), ``m_i`` the ``i``-th modulus of ``table``; with ``add``,
+    ``out = (out + X) mod m_i`` (a later k chunk). One ``reduce_i32_u8`` launch."""
+    m, n = out.shape
+    launch("reduce_i32_u8", m * n, X, np.int64(X.shape[1]), np.int64(m), np.int64(n), table, np.int32(i),
+           np.int32(add), out, shape=(m, n))

@@ -8,7 +8,7 @@ import sys
 
 class _Std:
     """``sys.stdout`` or ``sys.stderr`` as it is at each write: the tables' default ``out``
-    and ``progress``. A default bound at import (``out=STDOUT``) kept the stream of the
+    and ``progress``. A default bound at import (``out=sys.stdout``) kept the stream of the
     import, so that a caller who replaced ``sys.stdout`` later (pytest's ``capsys``, a
     notebook's or a script's redirect) did not get the table."""
 
