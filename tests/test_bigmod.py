@@ -237,6 +237,29 @@ def test_limb_product_against_python(seed, p, m, k, n, subtract):
     assert (bm.from_limb_array(c) == want).all()
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([2**127 - 1, 2**255 - 19]), st.integers(1, 40),
+       st.integers(1, 70), st.integers(1, 40), st.booleans(), st.sampled_from([1, 2, 3]))
+def test_limb_product_in_slabs(seed, p, m, k, n, subtract, threads):
+    """The tiles' slabs (forced on small shapes: every product split, slabs of one row up), taller
+    results in slabs of their rows and wider ones as their transposes, on 1 to 3 workers:
+    the same residues as Python's integers, strided blocks and entries p - 1 included."""
+    import modlin
+    from modlin._engines import threads as _threads
+
+    rng = random.Random(seed)
+    A = _block(rng, p, m + 1, k, density=0.9, worst=rng.random() < 0.3)
+    B = _block(rng, p, k, 2 * n, density=0.9)
+    C = _block(rng, p, m, n)
+    a, b, c = bm.to_limb_array(A, p)[1:], bm.to_limb_array(B, p)[:, ::2], bm.to_limb_array(C, p)
+    with pytest.MonkeyPatch.context() as mp, modlin.limits(threads=threads):
+        mp.setattr(_threads, "MIN_WORK", 0)
+        mp.setattr(bm, "LIMB_SLAB_ROWS", 1)
+        bm.limb_product(a, b, p, c, subtract=subtract)
+    prod = A[1:].dot(B[:, ::2])
+    assert (bm.from_limb_array(c) == ((C - prod) % p if subtract else prod % p)).all()
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_limb_crt_settles_ambiguous_entries_exactly(weighted):
     """Entries within the float sum's doubt of M / 2 are rebuilt with Python ints, sums that

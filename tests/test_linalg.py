@@ -762,3 +762,45 @@ def test_progress_of_a_call_that_raises(recursion, monkeypatch, capsys, rng):
     err = capsys.readouterr().err
     assert err.startswith("\rmodlin.linalg.inv mod a 31-bit p [") and err.count("\n") == 1
     assert "done" not in err and "[100/100]" not in err
+
+
+@pytest.mark.parametrize("p", [P127, 2**255 - 19], ids=["127bit", "255bit"])
+def test_big_prime_steps_side_by_side(recursion, rng, monkeypatch, p):
+    """The independent steps of the recursions beyond 64 bits (PLUQ's two triangular solves and
+    its two Schur complements, a triangle's two halves' inverses), forced side by side on
+    small matrices: they ran on two threads, and det, solve, inv, rank and nullspace match
+    python-flint on full-rank and rank-deficient matrices."""
+    import threading
+
+    import modlin
+    from modlin._engines import threads as _threads
+
+    monkeypatch.setattr(_threads, "MIN_WORK", 0)
+    seen = []
+    original = _arith.side_by_side
+
+    def spy(steps, work):
+        idents = set()
+
+        def traced(step):
+            def run():
+                idents.add(threading.get_ident())
+                step()
+            return run
+
+        out = original([traced(s) for s in steps], work)
+        seen.append(len(idents))
+        return out
+
+    monkeypatch.setattr(_arith, "side_by_side", spy)
+    with modlin.limits(threads=2):
+        A, D = rand(rng, (24, 24), p), low_rank(rng, 21, 23, 13, p)
+        B = rand(rng, (24, 5), p)
+        assert linalg.det(A, p) == int(fmat(A, p).det())
+        X = linalg.solve(A, B, p)
+        assert (mulmod(A, X, p) == B).all()
+        assert (from_flint(fmat(A, p).inv()) == ints(linalg.inv(A, p))).all()
+        assert linalg.rank(D, p) == flint_rank(D, p) == 13
+        N = linalg.nullspace(D, p)
+        assert N.shape == (23, 10) and not mulmod(D, N, p).any()
+    assert seen and max(seen) == 2

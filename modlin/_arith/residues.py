@@ -19,7 +19,15 @@ from modlin._arith.moduli import Basis
 from modlin._arith.pyints import python_ints, to_halves
 from modlin._engines.jit import fma, njit
 from modlin._engines.threads import run, slabs, workers
-from modlin._runtime.calibration import MAX_PIECES, OBJECT_STEP, PIECE_STEP, RESIDUE_CHUNK, RESIDUE_INT64, RESIDUE_STEP
+from modlin._runtime.calibration import (
+    MAX_PIECES,
+    OBJECT_STEP,
+    PIECE_RESIDUE,
+    PIECE_STEP,
+    RESIDUE_CHUNK,
+    RESIDUE_INT64,
+    RESIDUE_STEP,
+)
 from modlin._runtime.scratch import Arena, take
 
 
@@ -408,17 +416,20 @@ class Pieces16:
         in_place = out.dtype == np.float64
 
         def chunks(part: range) -> None:
-            s = None if in_place else np.empty((G, RESIDUE_STEP))
+            s = None if in_place else np.empty((G, step))
             for e0 in part:
-                e1 = min(E, e0 + RESIDUE_STEP)
+                e1 = min(E, e0 + step)
                 if in_place:
                     _piece_residues(h, shift, start, stride, cols, e0, e1, w, mods, out, e0)
                 else:
                     _piece_residues(h, shift, start, stride, cols, e0, e1, w, mods, s, 0)
                     out[:, e0:e1] = s[:, :e1 - e0]  # small integers: exact in every word dtype
 
-        starts = range(0, E, RESIDUE_STEP)
-        t = workers(E * (G + 1) * (h.shape[0] + 2), len(starts))  # the pieces' floats, then each modulus
+        # as many workers as the work pays for, sharing the chunks evenly (chunks of RESIDUE_STEP
+        # alone left one worker 32768 entries of 40000 at n = 200)
+        t = workers(E * G * h.shape[0] * PIECE_RESIDUE, -(-E // PIECE_STEP))
+        step = min(RESIDUE_STEP, max(1, -(-E // t)))
+        starts = range(0, E, step)
         run(chunks, [starts[part] for part in slabs(len(starts), t)])
         return out[:, :E].reshape((G,) + shape)
 

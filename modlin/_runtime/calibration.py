@@ -318,6 +318,15 @@ OBJECT_POINTS = 0.4
 #: (the CRT of a 500 x 500 127-bit product: 24 ms on one, 14 on two, back to back).
 LIMB_RESIDUE = 200.0
 LIMB_CRT = 400.0
+#: The same per 16-bit piece of an entry and modulus, for the residues of Python ints
+#: (:class:`~modlin._arith.residues.Pieces16`, the same weighted sums as ``limb_residues``' of
+#: eight pieces), and LIMB_CRT for the CRT of ``matmul``'s results (the same kernel): counted as
+#: a few operations per entry, they had run on one thread up to 400 x 400 (127 bits).
+PIECE_RESIDUE = LIMB_RESIDUE / 8
+#: The slabs of a :func:`~modlin.linalg._bigmod.limb_product` tile (each through its residues,
+#: GEMMs and CRT) are never thinner than this many rows of the result: its passes, not its
+#: GEMMs, are most of a small product's time, and they split well down to short slabs.
+LIMB_SLAB_ROWS = 16
 
 
 # Below this size the charpoly over Z (modlin.linalg._charpoly_z) takes the polynomial of each

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
 from modlin._algorithms.products import Prepared, prepare_left, tile_product
 from modlin._arith.modular import mulmod1
 from modlin._engines.jit import njit
-from modlin._engines.threads import blas_gemms
+from modlin._engines.threads import blas_gemms, side_by_side
 from modlin._front.products import matmul
 from modlin._planning.plan import MAX_MODULUS, Plan
 from modlin._planning.planner import plan
@@ -27,7 +28,7 @@ from modlin.linalg._bigmod import fits, is_limbs, limb_negate, limb_nonzero, lim
 from modlin.linalg._steps import advance, limb_product_cost, product_cost
 
 __all__ = ["INT64_LIMIT", "WIDE", "is_wide", "redc", "montgomery", "kernel_montgomery", "reduce", "prepare_left", "mul", "thin_plan",
-           "mulsub", "negate", "nonzero", "parity", "mul_cost"]
+           "mulsub", "negate", "nonzero", "parity", "mul_cost", "independent"]
 
 #: Moduli below this bound work on int64 residues; above, on object arrays of Python ints.
 INT64_LIMIT = 2**63
@@ -314,6 +315,24 @@ def mulsub(c: np.ndarray, a: np.ndarray, b: np.ndarray, p: int) -> None:
         c[...] = (c - t) % p
     else:
         _sub_kernel(c, t, np.int64(p))
+
+
+def independent(W: np.ndarray, work: float, *steps: Callable[[], None]) -> None:
+    """Run the ``steps`` of a recursion that read shared blocks of the working matrix ``W`` and
+    write disjoint ones (the two triangular solves after a PLUQ's first block, the inverses of
+    a triangle's two halves): side by side, one worker each, when ``W`` is a limb array and
+    the ``work`` (modelled multiply-adds, all steps) pays (:func:`modlin._engines.threads.side_by_side`),
+    else in turn. Side by side, what runs on one thread in each (the base cases' inverses, the
+    small products' Python) overlaps too. Measured here (medians of 7 interleaved runs, the
+    solves of :func:`~modlin.linalg._pluq.pluq_inplace`): modulo ``2**127 - 1`` at ``n = 1000``,
+    ``det`` 0.65 s against 0.77 and ``solve`` 0.69 against 0.76; at ``n = 400`` 0.137 against
+    0.160 (``det``). Not below 64 bits, whose products gain more from their own slabs: a 31-bit
+    ``det`` at ``n = 1000`` took 0.119 s against 0.100 side by side."""
+    if is_limbs(W):
+        side_by_side(steps, work)
+    else:
+        for step in steps:
+            step()
 
 
 def nonzero(x: np.ndarray) -> np.ndarray:

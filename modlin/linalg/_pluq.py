@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from modlin._runtime.calibration import PLUQ_THRESHOLD, PLUQ_THRESHOLD_BIG
-from modlin.linalg._arith import INT64_LIMIT, mul_cost, mulsub, parity
+from modlin.linalg._arith import INT64_LIMIT, independent, mul_cost, mulsub, parity
 from modlin.linalg._bigmod import limb_working, plain, values_dtype
 from modlin.linalg._elimination import pluq_base
 from modlin.linalg._inputs import as_field, map_matrices, prepare, stack_count
@@ -100,10 +100,12 @@ def pluq_inplace(A: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray, int]:
     if r1:
         L1U1 = A[:r1, :r1]
         D, E = A[:r1, n1:], A[m1:, :r1]
-        solve_triangular_inplace(L1U1, D, p, left=True, lower=True, unit=True)
-        solve_triangular_inplace(L1U1, E, p, left=False, lower=False, unit=False)
-        mulsub(A[r1:m1, n1:], A[r1:m1, :r1], D, p)   # F = B2 - M1 D
-        mulsub(A[m1:, r1:n1], E, A[:r1, r1:n1], p)   # G = C2 - E V1
+        independent(A, trsm_cost(p, r1, n - n1) + trsm_cost(p, r1, m - m1, left=False),
+                    lambda: solve_triangular_inplace(L1U1, D, p, left=True, lower=True, unit=True),
+                    lambda: solve_triangular_inplace(L1U1, E, p, left=False, lower=False, unit=False))
+        independent(A, mul_cost(p, m1 - r1, r1, n - n1) + mul_cost(p, m - m1, r1, n1 - r1),
+                    lambda: mulsub(A[r1:m1, n1:], A[r1:m1, :r1], D, p),   # F = B2 - M1 D
+                    lambda: mulsub(A[m1:, r1:n1], E, A[:r1, r1:n1], p))   # G = C2 - E V1
         mulsub(A[m1:, n1:], E, D, p)                 # H = A4 - E D
 
     P2, Q2, r2 = pluq_inplace(A[r1:m1, n1:], p)

@@ -16,7 +16,7 @@ import numpy as np
 
 from modlin._front.inputs import trans_code
 from modlin._runtime.calibration import TRIANGULAR_THRESHOLD, TRIANGULAR_THRESHOLD_BIG
-from modlin.linalg._arith import INT64_LIMIT, mul, mul_cost, mulsub, negate
+from modlin.linalg._arith import INT64_LIMIT, independent, mul, mul_cost, mulsub, negate
 from modlin.linalg._bigmod import DOTS_MAX_COLUMNS, limb_working, plain
 from modlin.linalg._elimination import substitute, substitutes, triangular_inverse
 from modlin.linalg._inputs import as_field, check_unit_diagonal, prepare
@@ -83,8 +83,11 @@ def invert_triangular(T: np.ndarray, p: int, *, lower: bool, unit: bool) -> np.n
         return triangular_inverse(T, p, lower, unit)
     h = k // 2
     X = np.zeros((k, k), dtype=T.dtype)
-    X[:h, :h] = invert_triangular(T[:h, :h], p, lower=lower, unit=unit)
-    X[h:, h:] = invert_triangular(T[h:, h:], p, lower=lower, unit=unit)
+
+    def half(s: slice) -> None:
+        X[s, s] = invert_triangular(T[s, s], p, lower=lower, unit=unit)
+
+    independent(T, invert_cost(p, h) + invert_cost(p, k - h), lambda: half(slice(None, h)), lambda: half(slice(h, None)))
     kw = {"lower": lower, "unit": unit}
     if lower:
         W = X[h:, :h]
