@@ -1464,3 +1464,45 @@ def test_object_pieces_in_steps(rng, monkeypatch):
     A = rand_ints(rng, (3, 50), -2**64, 2**64)
     B = rand_ints(rng, (50, 2), 0, 2**64)
     assert _same(modlin.matmul(A, B, p), ref_matmul(A, B, p))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("p", [2**61 - 1, 2**127 - 1, P256], ids=pid)
+def test_short_products_split_by_moduli(p, threads, rng, monkeypatch):
+    """Short products (slabs thinner than MODULI_SPLIT_ROWS) give each worker whole GEMMs of
+    its share of the moduli, forced here on small shapes: exact against Python's integers for
+    2-D products, stacks, entries p - 1 and k past one block of the moduli (several GEMMs a
+    modulus, beyond 64 bits), and the split was taken (every worker ran whole GEMMs)."""
+    import threading
+
+    import modlin._algorithms.rns as rns_products
+    from modlin._engines import threads as _threads
+
+    monkeypatch.setattr(_threads, "MIN_WORK", 0)
+    if p > 2**64:  # the blocks this test means to meet
+        pl = modlin.plan(p, 13, 500, 7)
+        assert pl.gemm_count() > len(pl.moduli)
+    calls = []
+    real = rns_products._multiword.multiply_words
+
+    def spy(sub, a, b, out):
+        calls.append((threading.get_ident(), a.shape[-2]))
+        return real(sub, a, b, out)
+
+    monkeypatch.setattr(rns_products._multiword, "multiply_words", spy)
+    gemm = rns_products.get_engine("fp64").gemm
+
+    def gemm_spy(self, a, b, out=None):
+        calls.append((threading.get_ident(), a.shape[-2]))
+        return gemm(a, b, out)
+
+    monkeypatch.setattr(type(rns_products.get_engine("fp64")), "gemm", gemm_spy)
+    with modlin.limits(threads=threads):
+        for shape_a, shape_b in (((40, 300), (300, 30)), ((2, 20, 90), (90, 25)), ((13, 500), (500, 7))):
+            A, B = rand_ints(rng, shape_a, 0, p), rand_ints(rng, shape_b, 0, p)
+            A[..., 0, :], B[..., :, 0] = p - 1, p - 1
+            calls.clear()
+            got = modlin.matmul(A, B, p)
+            assert (np.asarray(got, dtype=object) == ref_matmul(A, B, p)).all(), (shape_a, shape_b)
+            assert calls and {rows for _, rows in calls} == {shape_a[-2]}, calls  # whole GEMMs only
+            assert len({who for who, _ in calls}) > 1  # on more than one worker

@@ -209,7 +209,7 @@ def test_linalg_products_on_blas_threads_and_powers_as_matmul(rng, monkeypatch):
     seen = []
     gemm_workers = _threads.gemm_workers
     monkeypatch.setattr(_threads, "gemm_workers",
-                        lambda *a: seen.append(getattr(_threads._local, "blas_gemms", False)) or gemm_workers(*a))
+                        lambda *a, **kw: seen.append(getattr(_threads._local, "blas_gemms", False)) or gemm_workers(*a, **kw))
     for mod in ("_algorithms.rns", "_algorithms.multiword"):
         monkeypatch.setattr(f"modlin.{mod}.gemm_workers", _threads.gemm_workers)
     A = rand_ints(rng, (160, 160), 0, P61)
@@ -289,6 +289,11 @@ def test_workers_small_jobs_threads_one_and_nesting(monkeypatch):
         # deep GEMMs keep BLAS' own threads (concurrent one-thread GEMMs serialize in OpenBLAS)
         assert _threads.gemm_workers(100, 8 * 3, _threads.MAX_SLAB_K) == 3
         assert _threads.gemm_workers(100, 8 * 3, _threads.MAX_SLAB_K + 1) == 1
+        # whole GEMMs shared out (a residue number system's moduli): as many workers as GEMMs,
+        # whatever the rows; deep ones still on BLAS' threads
+        assert _threads.gemm_workers(100, 8, 64, whole=3) == 3
+        assert _threads.gemm_workers(100, 8, 64, whole=11) == 4
+        assert _threads.gemm_workers(100, 8, _threads.MAX_SLAB_K + 1, whole=11) == 1
         # inside a worker, jobs run where they are: pool tasks never wait on other tasks
         assert _threads.run(lambda _: _threads.workers(100, 10), [0, 1]) == [1, 1]
     with modlin.limits(threads=1):

@@ -20,6 +20,7 @@ from modlin._arith.residues import Pieces16, Residues, fmod_inv, padded_rows
 from modlin._engines.gemm import get_engine
 from modlin._engines.jit import njit
 from modlin._engines.threads import each, gemm_workers, region, row_workers, run, slabs
+from modlin._runtime.calibration import MODULI_SPLIT_ROWS
 from modlin._runtime.limits import current as current_limits
 from modlin._runtime.scratch import Arena, take
 
@@ -73,11 +74,16 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
             # panels: in slabs at any depth, so that each product's reduction runs on its own
             # slab right after it (after a GEMM on BLAS' threads, a pass split across the same
             # cores competes with BLAS' spinning workers)
-            t = gemm_workers(work, rows, min(k, min(s.block for s in subs))) if part is None else \
-                row_workers(work, rows)
+            # short products: each worker takes whole GEMMs of its share of the moduli (when every
+            # worker has one)
+            threads = current_limits().threads
+            by_moduli = part is None and rows < MODULI_SPLIT_ROWS * threads and len(q) >= threads
+            t = gemm_workers(work, rows, min(k, min(s.block for s in subs)), whole=len(q) if by_moduli else 0) \
+                if part is None else row_workers(work, rows)
 
-            def products(slab: slice) -> None:  # those of one slab of rows, on one worker
-                for i, sub in enumerate(subs[i0:i0 + group]):
+            def products(slab: slice, mods: range = range(len(q))) -> None:  # a slab of rows, on one worker
+                for i in mods:
+                    sub = subs[i0 + i]
                     if part is None:
                         out = rc[i0 + i, :E].reshape(full)[..., slab, :]
                     else:
@@ -93,7 +99,10 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
                         _reduce_rows_kernel(src, np.array(q[i:i + 1], dtype=np.int64), dst, False, 0, src.shape[1])
 
             with region(t):
-                run(products, slabs(rows, t))
+                if by_moduli:
+                    run(lambda mods: products(slice(None), mods), [range(s.start, s.stop) for s in slabs(len(q), t)])
+                else:
+                    run(products, slabs(rows, t))
     return rc, full
 
 

@@ -67,10 +67,14 @@ def row_workers(work: float, rows: int) -> int:
     return workers(work, rows // MIN_ROWS)
 
 
-def gemm_workers(work: float, rows: int, depth: int) -> int:
+def gemm_workers(work: float, rows: int, depth: int, *, whole: int = 0) -> int:
     """:func:`row_workers` for a job whose GEMM calls are ``depth`` deep in ``k``: one (BLAS'
-    own threads) when they are deeper than :data:`MAX_SLAB_K`, or inside :func:`blas_gemms`."""
-    return 1 if depth > MAX_SLAB_K or getattr(_local, "blas_gemms", False) else row_workers(work, rows)
+    own threads) when they are deeper than :data:`MAX_SLAB_K`, or inside :func:`blas_gemms`.
+    With ``whole``, the job is that many whole GEMMs shared out between the workers instead
+    of slabs of rows (:func:`workers` over them)."""
+    if depth > MAX_SLAB_K or getattr(_local, "blas_gemms", False):
+        return 1
+    return workers(work, whole) if whole else row_workers(work, rows)
 
 
 @contextmanager
