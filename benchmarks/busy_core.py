@@ -21,7 +21,7 @@ _BUSY = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end
 
 
 class BusyCore:
-    params = (["charpoly61", "det31", "det61", "matmul31", "matmul61x50"], ["default", 1])
+    params = (["charpoly61", "det31", "det61", "det127", "matmul31", "matmul61x50"], ["default", 1])
     param_names = ["case", "threads"]
     timeout = 600
     number = 1
@@ -29,9 +29,11 @@ class BusyCore:
 
     def setup(self, case, threads):
         rng = np.random.default_rng(0)
-        p = 2**61 - 1 if "61" in case else 2**31 - 1
-        n = {"charpoly61": 1000, "det31": 1500, "det61": 1000, "matmul31": 2048, "matmul61x50": 256}[case]
-        a = rng.integers(0, p, (n, n))
+        p = 2**61 - 1 if "61" in case else 2**127 - 1 if "127" in case else 2**31 - 1
+        n = {"charpoly61": 1000, "det31": 1500, "det61": 1000, "det127": 1000, "matmul31": 2048, "matmul61x50": 256}[case]
+        a = rng.integers(0, min(p, 2**62), (n, n))
+        if p > 2**63:  # Python ints below p
+            a = (a.astype(object) * (p // 2**62) + rng.integers(0, 2**62, (n, n)).astype(object)) % p
         if case.startswith("charpoly"):
             self.call = lambda: linalg.charpoly(a, p)
         elif case.startswith("det"):

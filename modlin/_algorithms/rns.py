@@ -81,8 +81,8 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
             t = gemm_workers(work, rows, min(k, min(s.block for s in subs)), whole=len(q) if by_moduli else 0) \
                 if part is None else row_workers(work, rows)
 
-            def products(slab: slice, mods: range = range(len(q))) -> None:  # a slab of rows, on one worker
-                for i in mods:
+            def products(slab: slice, mods: slice = slice(None)) -> None:  # rows and moduli of one worker
+                for i in range(len(q))[mods]:
                     sub = subs[i0 + i]
                     if part is None:
                         out = rc[i0 + i, :E].reshape(full)[..., slab, :]
@@ -100,7 +100,7 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
 
             with region(t):
                 if by_moduli:
-                    run(lambda mods: products(slice(None), mods), [range(s.start, s.stop) for s in slabs(len(q), t)])
+                    run(lambda mods: products(slice(None), mods), slabs(len(q), t))
                 else:
                     run(products, slabs(rows, t))
     return rc, full

@@ -152,7 +152,7 @@ MIN_WORK = 2**25
 #: measured with no BLAS thread still spinning (``benchmarks/slabs_vs_blas.py``: 0.86-1.04;
 #: slabs timed just after a GEMM on BLAS' threads look up to twice as slow). A 61-bit
 #: product at n = 4096 (k-blocks of 1024) measured the same either way (6.82 against 6.88
-#: dgemm times); linalg's products keep BLAS' threads at every depth (:func:`blas_gemms`).
+#: dgemm times); linalg's products below 64 bits keep BLAS' threads at every depth (:func:`blas_gemms`).
 MAX_SLAB_K = 512
 
 #: Entries per part of a flat pass (:func:`each`), at least.

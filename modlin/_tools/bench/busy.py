@@ -27,16 +27,18 @@ __all__ = ["BUSY_CASES", "run_busy_table"]
 
 #: label -> (function, bits of the prime, n): the cases of issue 43 (a 61-bit charpoly at
 #: n = 1000, 31-bit det at 1500, 31-bit matmul at 2048, 61-bit det at 1000) and fifty
-#: 61-bit products at n = 256.
+#: 61-bit products at n = 256; and a 127-bit det at n = 1000, whose products and steps run in
+#: slabs and side by side on modlin's own workers (issue 46).
 BUSY_CASES = {
     "charpoly 61-bit n=1000": ("charpoly", 61, 1000),
     "det 31-bit n=1500": ("det", 31, 1500),
     "matmul 31-bit n=2048": ("matmul", 31, 2048),
     "det 61-bit n=1000": ("det", 61, 1000),
     "50 x matmul 61-bit n=256": ("matmul50", 61, 256),
+    "det 127-bit n=1000": ("det", 127, 1000),
 }
 
-_PRIMES = {31: 2**31 - 1, 61: 2**61 - 1}
+_PRIMES = {31: 2**31 - 1, 61: 2**61 - 1, 127: 2**127 - 1}
 
 #: The child imports nothing of modlin but its public functions, so that the same table times
 #: an older checkout (``PYTHONPATH`` in the children's environment): the "before" figures of
@@ -48,7 +50,9 @@ import modlin
 from modlin import linalg
 what, p, n, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
-a = rng.integers(0, p, (n, n))
+a = rng.integers(0, min(p, 2**62), (n, n))
+if p > 2**63:  # Python ints below p
+    a = (a.astype(object) * (p // 2**62) + rng.integers(0, 2**62, (n, n)).astype(object)) % p
 if what == "charpoly":
     call = lambda: linalg.charpoly(a, p)
 elif what == "det":
