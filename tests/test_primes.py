@@ -122,7 +122,7 @@ _PSEUDOPRIME_FACTORS = ((23, 89), (829, 1657), (2251, 11251), (151, 751, 28351),
                         (399165290221, 798330580441), (1287836182261, 2575672364521))
 
 
-@pytest.mark.parametrize("bound, factors", zip([b for b, _ in _primes._BASE_COUNTS], _PSEUDOPRIME_FACTORS))
+@pytest.mark.parametrize("bound, factors", list(zip([b for b, _ in _primes._BASE_COUNTS], _PSEUDOPRIME_FACTORS)))
 def test_is_prime_at_each_base_count_bound(bound, factors):
     # each bound is the least strong pseudoprime to the bases used below it: composite (galois
     # 0.4 takes some of these bounds for primes, hence the known factors), and the numbers

@@ -548,6 +548,39 @@ def test_int_writer_grows_its_buffer(monkeypatch):
     assert _written(vals, list(range(0, 1500, 128)), L=60).tolist() == vals
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["kernel", "marshal"])
+def test_int_writer_into_a_given_array(monkeypatch, direct):
+    """Into a given C-contiguous object array (any shape), its entries replaced and released
+    (the references they held are dropped); arrays of another kind are refused."""
+    import gc
+    import weakref
+
+    if not direct:
+        monkeypatch.setattr(P, "objects_write_ok", lambda: False)
+    vals = boundaries(20)[:24] + [-(7**40), 0, 3]
+    limbs, neg = mag_limbs(vals)
+
+    class Held:  # an entry the array held before, to see it released
+        pass
+
+    dst = np.empty((3, len(vals) // 3), dtype=object)
+    held = Held()
+    dst[...] = held
+    gone = weakref.ref(held)
+    del held
+    w = P.IntWriter(len(vals), dst)
+    w.add(limbs[:, :10], neg[:10])
+    w.add(limbs[:, 10:], neg[10:])
+    got = w.result()
+    assert np.shares_memory(got, dst) and dst.ravel().tolist() == vals
+    gc.collect()
+    assert gone() is None
+    for bad in (np.empty(len(vals), dtype=np.int64), np.empty(len(vals) + 1, dtype=object),
+                np.empty((len(vals), 2), dtype=object)[:, 0]):
+        with pytest.raises(ValueError, match="C-contiguous object array of 27 entries"):
+            P.IntWriter(len(vals), bad)
+
+
 def test_int_writer_empty_and_errors():
     assert P.IntWriter(0).result().shape == (0,)
     limbs, neg = mag_limbs([1, 2, 3])

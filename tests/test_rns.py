@@ -385,13 +385,30 @@ def test_multiply_writes_into_out(p, rng):
     assert np.shares_memory(got, out) and out.tolist() == want
 
 
-def test_multiply_out_takes_int64_results_only(rng):
+def test_multiply_out_takes_its_results_kind_only(rng):
+    """``out=`` is int64 for int64 results, an object array for Python ints made from limbs
+    (written in place: the entries it held are replaced), and refused for anything else."""
     from modlin._algorithms import rns as _rns
 
-    p = 2**64 - 59  # results in [0, p) do not fit int64
+    p = 2**64 - 59  # results in [0, p) do not fit int64, and become ints by numpy's cast
     a, b = rng.integers(0, 2**62, (4, 3)), rng.integers(0, 2**62, (3, 5))
-    with pytest.raises(ValueError, match="int64 results only"):
-        _rns.multiply(modlin.plan(p, 4, 3, 5), a, b, out=np.empty((4, 5), dtype=np.int64))
+    for dtype in (np.int64, object):
+        with pytest.raises(ValueError, match="out= takes int64 results, or object ones"):
+            _rns.multiply(modlin.plan(p, 4, 3, 5), a, b, out=np.empty((4, 5), dtype=dtype))
+    p = 2**127 - 1
+    a, b = rand_ints(rng, (7, 9), 0, p), rand_ints(rng, (9, 6), 0, p)
+    a[0], b[:, 0] = p - 1, p - 1
+    pl = modlin.plan(p, 7, 9, 6)
+    with pytest.raises(ValueError, match="out= takes int64 results, or object ones"):
+        _rns.multiply(pl, a, b, out=np.empty((7, 6), dtype=np.int64))
+    out = np.full((7, 6), "old", dtype=object)
+    got = _rns.multiply(pl, a, b, out=out)
+    assert np.shares_memory(got, out) and _same(out, ref_matmul(a, b, p))
+    # exact products as Python ints, into a given object array
+    a, b = rand_ints(rng, (5, 4), -2**100, 2**100), rand_ints(rng, (4, 3), -2**100, 2**100)
+    out = np.zeros((5, 3), dtype=object)
+    got = _rns.multiply(_intmul_plan(a, b), a, b, as_object=True, out=out)
+    assert np.shares_memory(got, out) and out.tolist() == (a.astype(object) @ b.astype(object)).tolist()
 
 
 def _intmul_plan(a, b):
@@ -1210,6 +1227,7 @@ def test_rns_int32_products_in_groups_of_moduli(p, rng, monkeypatch):
     from modlin._arith.integers import balanced_halves
 
     monkeypatch.setattr(rnsplan, "GEMM_ROWS", 64)  # panels of 64 rows or more, at this size
+    monkeypatch.setattr(rnsplan, "_schedule", rnsplan._schedule.__wrapped__)  # none kept for the real one
     m, k, n = 301, 600, 70  # A's residues weigh most: its panels make room for more moduli
     A = rand_ints(rng, (m, k), 0, p)
     B = rand_ints(rng, (k, n), 0, p)
@@ -1249,6 +1267,7 @@ def test_int32_groups_weigh_memory_mapped_afresh(p, monkeypatch):
 
     n = 4096
     budget = 4 * 2**30
+    monkeypatch.setattr(rnsplan, "_schedule", rnsplan._schedule.__wrapped__)  # each schedule weighed afresh
     with modlin.limits(memory=budget, threads=2):
         pl = modlin.plan(p, n, n, n, algorithm="rns")
         args = (n * n, n * n, n * n, n, n, budget)
@@ -1506,3 +1525,29 @@ def test_short_products_split_by_moduli(p, threads, rng, monkeypatch):
             assert (np.asarray(got, dtype=object) == ref_matmul(A, B, p)).all(), (shape_a, shape_b)
             assert calls and {rows for _, rows in calls} == {shape_a[-2]}, calls  # whole GEMMs only
             assert len({who for who, _ in calls}) > 1  # on more than one worker
+
+
+def test_short_products_planned_by_the_slowest_workers_share(monkeypatch):
+    """A product split by moduli costs the slowest worker's share: on two threads an odd
+    count of moduli is charged one more modulus' GEMMs, an even count nothing more, and
+    products of 128 rows a worker or more (split by rows) nothing more. So at 127 bits and
+    n = 200 the planner takes 12 single-GEMM moduli of 22 bits on two threads, where on one
+    it takes 11 of 24 bits in two blocks each."""
+    import modlin._planning.rnsplan as rnsplan
+
+    p = 2**127 - 1
+    shape = (200, 200, 200)
+    bound = modlin.plan(p, *shape).bound
+    odd = RNSPlan(p, bound, choose_moduli(bound, shape, "fp64", threads=1), "fp64", shape)
+    even = RNSPlan(p, bound, choose_moduli(bound, shape, "fp64", threads=2), "fp64", shape)
+    assert len(odd.moduli) == 11 and odd.gemm_count() == 22
+    assert len(even.moduli) == 12 and even.gemm_count() == 12
+    charged = {(pl.moduli, m, t): pl.cost((m, 200, 200), threads=t) for pl in (odd, even)
+               for m in (200, 256) for t in (1, 2)}
+    monkeypatch.setattr(rnsplan, "MODULI_SPLIT_ROWS", 0)  # no product is split by moduli
+    for (moduli, m, t), cost in charged.items():
+        plain = RNSPlan(p, bound, moduli, "fp64", shape).cost((m, 200, 200), threads=t)
+        if len(moduli) == 11 and m == 200 and t == 2:
+            assert cost > plain * 1.03
+        else:
+            assert cost == plain

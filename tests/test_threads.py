@@ -238,6 +238,68 @@ def test_run_raises_after_every_item_finished():
     assert _threads.run(lambda i: i * i, [3, 1, 2]) == [9, 1, 4]
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("ahead", [1, 2, 5])
+def test_in_order_consumes_in_order_with_few_waiting(threads, ahead):
+    """Every result consumed once, in order, on the calling thread; never more than ``ahead``
+    claimed and not yet consumed; the calls spread over the workers (slow ones make the
+    caller take later items itself)."""
+    import time
+
+    lock, state, callers = threading.Lock(), {"claimed": 0, "consumed": 0, "most": 0}, set()
+    me = threading.get_ident()
+
+    def fn(i):
+        with lock:
+            state["claimed"] += 1
+            state["most"] = max(state["most"], state["claimed"] - state["consumed"])
+            callers.add(threading.get_ident())
+        time.sleep(0.002 if i % 3 else 0.0)
+        return i * i
+
+    got = []
+
+    def consume(i, r):
+        assert threading.get_ident() == me
+        got.append((i, r))
+        with lock:
+            state["consumed"] += 1
+
+    _threads.in_order(fn, list(range(17)), consume, threads, ahead)
+    assert got == [(i, i * i) for i in range(17)]
+    assert state["most"] <= ahead
+    assert len(callers) <= threads
+    if threads > 1 and ahead > 1:
+        assert len(callers) > 1
+
+
+def test_in_order_raises_after_the_workers_stop():
+    def fn(i):
+        if i == 5:
+            raise ZeroDivisionError("item 5")
+        return i
+
+    got = []
+    with pytest.raises(ZeroDivisionError, match="item 5"):
+        _threads.in_order(fn, list(range(12)), lambda i, r: got.append(r), 2, 3)
+    assert got == list(range(len(got))) and len(got) <= 5
+
+    def bad_consume(i, r):
+        if i == 2:
+            raise KeyError("consumer")
+
+    with pytest.raises(KeyError, match="consumer"):
+        _threads.in_order(lambda i: i, list(range(12)), bad_consume, 2, 3)
+    # inside a pool task it runs on that task's thread alone
+    assert _threads.run(lambda k: _collect(k), [0, 1]) == [list(range(6))] * 2
+
+
+def _collect(_):
+    out = []
+    _threads.in_order(lambda i: i, list(range(6)), lambda i, r: out.append(r), 2, 2)
+    return out
+
+
 def test_side_by_side_products_each_on_one_blas_thread():
     seen = []
 

@@ -193,14 +193,17 @@ class _RNSTiles:
         xt, yt = self._a(rows, inner), self._b(inner, cols)
         first = inner.start == 0
         whole = first and inner.stop >= self.tiling.shape[1] and not self.residues  # the CRT straight from the products
-        direct = whole and tile.dtype == np.int64 and tile.flags.c_contiguous  # into the result itself
+        # into the result itself: int64 results, or Python ints made from limbs (not the
+        # uint64 words of 2**63 < p <= 2**64, which become ints by numpy's cast)
+        objects = self.p > 2**64 if self.p is not None else self.as_object
+        direct = whole and tile.flags.c_contiguous and tile.dtype == (object if objects else np.int64)
         # what the tile holds apart from the result: its int64 entries, and the k-panels'
         # residues; and B's pieces when they are kept
         memory = self.tiling.budget - self.tiling.kept - self.pinned \
             - (0 if direct else 8 + (0 if whole else 4 * len(plan.moduli))) * tile.size
         if whole:
             if direct:
-                _rns.multiply(plan, xt, yt, memory=memory, arena=arena, out=tile)
+                _rns.multiply(plan, xt, yt, as_object=self.as_object, memory=memory, arena=arena, out=tile)
             else:
                 tile[...] = _rns.multiply(plan, xt, yt, as_object=self.as_object, memory=memory, arena=arena)
             return None

@@ -118,8 +118,9 @@ def multiply(pl, a: np.ndarray, b: np.ndarray, *, as_object: bool = False, memor
     default: the budget of :func:`modlin.limits`). The products' matrices, the
     largest buffer and the only one alive from the first GEMM to the end of the
     CRT, come from ``arena`` when given (the tiles of one product reuse them). The CRT
-    writes into ``out`` when given (a C-contiguous int64 array of the result's shape, for
-    int64 results), which is returned.
+    writes into ``out`` when given (a C-contiguous array of the result's shape: int64 for
+    int64 results, object for Python ints made from limbs, see :func:`reconstruct_rows`),
+    which is returned.
     """
     rc, full = product_residues(pl, a, b, memory=memory, arena=arena)
     return reconstruct_rows(rc, math.prod(full), pl.basis, pl.p, as_object, out).reshape(full)

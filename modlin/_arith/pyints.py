@@ -98,7 +98,9 @@ class IntWriter:
     ``w = IntWriter(E)``, then ``w.add(limbs, neg)`` for consecutive chunks of
     entries (``limbs`` of shape ``(L, c)`` and ``neg`` as for :func:`from_limbs`),
     then ``w.result()``: :func:`from_limbs` of the chunks side by side, without
-    the whole ``(L, E)`` limbs ever existing. Each chunk is
+    the whole ``(L, E)`` limbs ever existing; ``IntWriter(E, out)`` writes them into
+    ``out``, a C-contiguous object array of ``E`` entries (a result's own), whose
+    entries are replaced (no array of ``E`` entries is made and copied). Each chunk is
     converted as it comes, while its limbs are still in cache: on CPython the
     ints are made by a kernel (:func:`objects_from_limbs`, about twice as fast
     as ``marshal``), elsewhere through one marshal buffer reused from chunk to
@@ -113,8 +115,10 @@ class IntWriter:
     array([1, -65536, 5], dtype=object)
     """
 
-    def __init__(self, E: int):
-        self._out = np.empty(E, dtype=object)
+    def __init__(self, E: int, out: np.ndarray | None = None):
+        if out is not None and (out.dtype != object or out.size != E or not out.flags.c_contiguous):
+            raise ValueError(f"an IntWriter writes into a C-contiguous object array of {E} entries")
+        self._out = np.empty(E, dtype=object) if out is None else out.reshape(E)
         self._filled = 0
         self._direct = objects_write_ok()
         self._slots = slots_of(self._out) if self._direct else None

@@ -64,6 +64,8 @@ def object_pieces(x: np.ndarray, H: int) -> np.ndarray | None:
         part = to_halves(rows[r0:r0 + step], H)
         if part is None:
             return None
+        if out is None and part.shape[1] == x.size:  # all in one step: no copy
+            return part
         if out is None or part.shape[0] > out.shape[0]:  # more pieces than so far (rarely)
             wider = np.empty((part.shape[0], x.size), dtype=np.uint16)
             if out is not None:

@@ -293,6 +293,91 @@ def run(fn: Callable[[T], object], items: Sequence[T]) -> list:
     return [first] + [f.result() for f in futures]
 
 
+def in_order(fn: Callable[[T], object], items: Sequence[T], consume: Callable[[int, object], None],
+             threads: int, ahead: int) -> None:
+    """``consume(i, fn(items[i]))`` for every ``i`` in order, on this thread, while the ``fn``
+    calls run on ``threads`` workers, this thread among them: it takes the next unclaimed
+    item whenever the result it must consume next is not ready. At most ``ahead`` results
+    wait to be consumed (the workers wait for room; this thread never waits on a worker
+    that is not computing).
+
+    For work whose last step needs the GIL (Python ints made from a CRT's limbs): the
+    workers' compiled kernels release it, so the limbs of later items are made while this
+    thread makes the ints of earlier ones, instead of rounds of one then the other.
+    An exception in any call is raised here, after every worker has stopped.
+    """
+    n = len(items)
+    if threads <= 1 or n <= 1 or getattr(_local, "inside", False):  # a pool task never waits on others
+        for i, item in enumerate(items):
+            consume(i, fn(item))
+        return
+    cv = threading.Condition()
+    state = {"claimed": 0, "consumed": 0, "failed": None}
+    done: dict[int, object] = {}
+
+    def claim(wait: bool) -> int | None:  # under cv
+        while True:
+            i = state["claimed"]
+            if i >= n or state["failed"] is not None:
+                return None
+            if i - state["consumed"] < ahead:
+                state["claimed"] = i + 1
+                return i
+            if not wait:
+                return None
+            cv.wait()
+
+    def compute(i: int) -> None:
+        try:
+            r = fn(items[i])
+        except BaseException as err:  # noqa: BLE001 - raised by the consumer
+            with cv:
+                state["failed"] = state["failed"] or err
+                cv.notify_all()
+            return
+        with cv:
+            done[i] = r
+            cv.notify_all()
+
+    def worker(_) -> None:
+        while True:
+            with cv:
+                i = claim(True)
+            if i is None:
+                return
+            compute(i)
+
+    pool = _executor(threads - 1)
+    futures = [pool.submit(contextvars.copy_context().run, _inside, worker, None) for _ in range(threads - 1)]
+    try:
+        for i in range(n):
+            while True:
+                with cv:
+                    if state["failed"] is not None:
+                        raise state["failed"]
+                    if i in done:
+                        r = done.pop(i)
+                        break
+                    # item i itself when no worker took it, else a later one while it is made
+                    mine = claim(False)
+                    if mine is None:
+                        cv.wait()
+                        continue
+                _inside(compute, mine)
+            consume(i, r)
+            with cv:
+                state["consumed"] = i + 1
+                cv.notify_all()
+    except BaseException:
+        with cv:
+            state["failed"] = state["failed"] or RuntimeError("stopped")
+            cv.notify_all()
+        raise
+    finally:
+        for f in futures:
+            f.cancel() or f.exception()
+
+
 def side_by_side(calls: Sequence[Callable[[], T]], work: float) -> list[T]:
     """``[call() for call in calls]`` for independent products (``work`` multiply-adds in
     all), each on one BLAS thread, as many at once as there are workers, when the calls
