@@ -1533,7 +1533,7 @@ def test_short_products_planned_by_the_slowest_workers_share(monkeypatch):
     products of 128 rows a worker or more (split by rows) nothing more. So at 127 bits and
     n = 200 the planner takes 12 single-GEMM moduli of 22 bits on two threads, where on one
     it takes 11 of 24 bits in two blocks each."""
-    import modlin._planning.rnsplan as rnsplan
+    from modlin._engines import threads as _threads
 
     p = 2**127 - 1
     shape = (200, 200, 200)
@@ -1544,7 +1544,7 @@ def test_short_products_planned_by_the_slowest_workers_share(monkeypatch):
     assert len(even.moduli) == 12 and even.gemm_count() == 12
     charged = {(pl.moduli, m, t): pl.cost((m, 200, 200), threads=t) for pl in (odd, even)
                for m in (200, 256) for t in (1, 2)}
-    monkeypatch.setattr(rnsplan, "MODULI_SPLIT_ROWS", 0)  # no product is split by moduli
+    monkeypatch.setattr(_threads, "MODULI_SPLIT_ROWS", 0)  # no product is split by moduli
     for (moduli, m, t), cost in charged.items():
         plain = RNSPlan(p, bound, moduli, "fp64", shape).cost((m, 200, 200), threads=t)
         if len(moduli) == 11 and m == 200 and t == 2:

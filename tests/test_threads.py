@@ -238,6 +238,17 @@ def test_run_raises_after_every_item_finished():
     assert _threads.run(lambda i: i * i, [3, 1, 2]) == [9, 1, 4]
 
 
+def test_by_moduli_when_slabs_would_be_thin_and_every_worker_gets_a_modulus():
+    from modlin._runtime.calibration import MODULI_SPLIT_ROWS
+
+    assert _threads.by_moduli(MODULI_SPLIT_ROWS * 2 - 1, 2, 2)
+    assert not _threads.by_moduli(MODULI_SPLIT_ROWS * 2, 2, 2)  # slabs of MODULI_SPLIT_ROWS rows
+    assert not _threads.by_moduli(10, 2, 3)  # a worker without a modulus
+    assert not _threads.by_moduli(10, 12, 1)  # one worker: nothing to share
+    with modlin.limits(threads=3):
+        assert _threads.by_moduli(10, 3) and not _threads.by_moduli(10, 2)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("ahead", [1, 2, 5])
 def test_in_order_consumes_in_order_with_few_waiting(threads, ahead):

@@ -193,10 +193,8 @@ class _RNSTiles:
         xt, yt = self._a(rows, inner), self._b(inner, cols)
         first = inner.start == 0
         whole = first and inner.stop >= self.tiling.shape[1] and not self.residues  # the CRT straight from the products
-        # into the result itself: int64 results, or Python ints made from limbs (not the
-        # uint64 words of 2**63 < p <= 2**64, which become ints by numpy's cast)
-        objects = self.p > 2**64 if self.p is not None else self.as_object
-        direct = whole and tile.flags.c_contiguous and tile.dtype == (object if objects else np.int64)
+        # into the result itself where the CRT can write there
+        direct = whole and tile.flags.c_contiguous and tile.dtype == _crt.out_dtype(self.p, self.as_object)
         # what the tile holds apart from the result: its int64 entries, and the k-panels'
         # residues; and B's pieces when they are kept
         memory = self.tiling.budget - self.tiling.kept - self.pinned \

@@ -19,8 +19,7 @@ from modlin._arith.moduli import Basis
 from modlin._arith.residues import Pieces16, Residues, fmod_inv, padded_rows
 from modlin._engines.gemm import get_engine
 from modlin._engines.jit import njit
-from modlin._engines.threads import each, gemm_workers, region, row_workers, run, slabs
-from modlin._runtime.calibration import MODULI_SPLIT_ROWS
+from modlin._engines.threads import by_moduli, each, gemm_workers, region, row_workers, run, slabs
 from modlin._runtime.limits import current as current_limits
 from modlin._runtime.scratch import Arena, take
 
@@ -76,9 +75,8 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
             # cores competes with BLAS' spinning workers)
             # short products: each worker takes whole GEMMs of its share of the moduli (when every
             # worker has one)
-            threads = current_limits().threads
-            by_moduli = part is None and rows < MODULI_SPLIT_ROWS * threads and len(q) >= threads
-            t = gemm_workers(work, rows, min(k, min(s.block for s in subs)), whole=len(q) if by_moduli else 0) \
+            whole = part is None and by_moduli(rows, len(q))
+            t = gemm_workers(work, rows, min(k, min(s.block for s in subs)), whole=len(q) if whole else 0) \
                 if part is None else row_workers(work, rows)
 
             def products(slab: slice, mods: slice = slice(None)) -> None:  # rows and moduli of one worker
@@ -99,7 +97,7 @@ def product_residues(pl, a: np.ndarray, b: np.ndarray, *, memory: int | None = N
                         _reduce_rows_kernel(src, np.array(q[i:i + 1], dtype=np.int64), dst, False, 0, src.shape[1])
 
             with region(t):
-                if by_moduli:
+                if whole:
                     run(lambda mods: products(slice(None), mods), slabs(len(q), t))
                 else:
                     run(products, slabs(rows, t))

@@ -359,13 +359,21 @@ def crt_scratch(N: int, modulus: int, E: int, workers: int = 1) -> int:
     return 8 * min(_crt_step(N, L) * workers, E) * (4 * L + 4 + N)
 
 
+def out_dtype(p: int | None, as_object: bool):
+    """The dtype of the ``out=`` :func:`reconstruct_rows` writes into for results modulo ``p``
+    (None: exact): int64 for int64 results, object for Python ints made from limbs; None for
+    ``2**63 < p <= 2**64``, whose uint64 words become ints by numpy's cast (no ``out=``)."""
+    if p is None:
+        return object if as_object else np.int64
+    return np.int64 if p <= 2**63 else None if p <= 2**64 else object
+
+
 def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_object: bool,
                       out: np.ndarray | None = None) -> np.ndarray:
     """:func:`reconstruct` of the first ``E`` columns of ``x``, a C-contiguous ``(N, E + pad)``
     array (see :func:`padded_rows`) of float64 sums or int32 residues, only read; returns
-    the flat result, written into ``out`` when given: C-contiguous, of ``E`` entries, int64 for int64
-    results (``p <= 2**63``, or ``p = None`` without ``as_object``), object for Python ints made
-    from limbs (``p > 2**64``, or ``p = None`` with ``as_object``)."""
+    the flat result, written into ``out`` when given: C-contiguous, of ``E`` entries, of
+    :func:`out_dtype`."""
     N = len(basis.moduli)
     w, cst, kfac, pl, ps = _crt_constants(basis.moduli, p)
     L = cst.shape[1]
@@ -375,10 +383,9 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
     # int64 words, or for 2**63 < p <= 2**64 uint64 ones that become Python ints by
     # numpy's cast (2.5x faster than through marshal)
     small = (p is not None and p <= 2**64) or (p is None and not as_object)
-    if out is not None and (out.dtype != (np.int64 if small else object) or small and p is not None and p > 2**63):
+    if out is not None and out.dtype != out_dtype(p, as_object):
         raise ValueError("out= takes int64 results, or object ones of Python ints made from limbs")
-    dst = out
-    out = (np.empty(E, dtype=np.int64) if out is None else out.reshape(E)) if small else None
+    given, out = out, (np.empty(E, dtype=np.int64) if out is None else out.reshape(E)) if small else None
     neg = np.zeros(E, dtype=np.bool_)
     step = _crt_step(N, L)
 
@@ -447,7 +454,7 @@ def reconstruct_rows(x: np.ndarray, E: int, basis: Basis, p: int | None, as_obje
         # at most 2 t chunks' limbs exist at once. Rounds of t chunks and then their ints had
         # every core but this one idle while the ints were made: the CRT of a 127-bit matmul at
         # n = 200 took 3.5 ms against 2.9 (medians of 60, interleaved)
-        writer = IntWriter(E, dst)
+        writer = IntWriter(E, given)
         parts = [range(e0, min(E, e0 + step)) for e0 in starts]
         with quiet_blas():
             in_order(entries, parts, lambda i, limbs: writer.add(limbs[0], neg[parts[i].start:parts[i].stop]),

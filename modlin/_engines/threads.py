@@ -34,7 +34,15 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from modlin._runtime.calibration import BUSY_WINDOW, MAX_SLAB_K, MIN_ENTRIES, MIN_ROWS, MIN_WORK, PASS
+from modlin._runtime.calibration import (
+    BUSY_WINDOW,
+    MAX_SLAB_K,
+    MIN_ENTRIES,
+    MIN_ROWS,
+    MIN_WORK,
+    MODULI_SPLIT_ROWS,
+    PASS,
+)
 from modlin._runtime.limits import available_cpus, current as current_limits
 
 T = TypeVar("T")
@@ -65,6 +73,16 @@ def workers(work: float, most: int) -> int:
 def row_workers(work: float, rows: int) -> int:
     """:func:`workers` for a job split into slabs of rows, each at least :data:`MIN_ROWS` thick."""
     return workers(work, rows // MIN_ROWS)
+
+
+def by_moduli(rows: int, moduli: int, threads: int | None = None) -> bool:
+    """Whether a residue number system's product of ``rows`` rows and ``moduli`` moduli on
+    ``threads`` workers (default: :func:`modlin.limits`') gives each worker whole GEMMs of its
+    share of the moduli rather than a slab of rows: when slabs would be thinner than
+    :data:`MODULI_SPLIT_ROWS` and every worker gets a modulus. The products
+    (:func:`modlin._algorithms.rns.product_residues`) and the planner's cost both ask here."""
+    t = current_limits().threads if threads is None else threads
+    return 1 < t <= moduli and rows < MODULI_SPLIT_ROWS * t
 
 
 def gemm_workers(work: float, rows: int, depth: int, *, whole: int = 0) -> int:

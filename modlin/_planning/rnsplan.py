@@ -19,6 +19,7 @@ import numpy as np
 from modlin._arith.crt import crt_scratch, fused_crt
 from modlin._arith.moduli import MAX_RNS_MODULUS, Basis, cover_count, int8_moduli, planned_range, primes_below
 from modlin._engines.gemm import engines_on, get_engine
+from modlin._engines.threads import by_moduli
 from modlin._planning.plan import (
     Plan,
     best_plan,
@@ -38,7 +39,6 @@ from modlin._runtime.calibration import (
     LIFT,
     LIMB,
     MIN_ROWS,
-    MODULI_SPLIT_ROWS,
     OBJECT_PIECE,
     PASS,
     POOL_SHARE,
@@ -136,9 +136,9 @@ class RNSPlan:
             # one exact GEMM per modulus: the CRT reduces its sums, no pass does
             total -= N * PASS * m * n * sub_scale
         t = max(1, current_limits().threads if threads is None else int(threads))
-        if self.device == "cpu" and 1 < t <= N and m < MODULI_SPLIT_ROWS * t:
-            # a short product's workers take whole moduli (rns.product_residues): the slowest
-            # one's share counts (11 moduli on 2 workers cost what 12 do)
+        if self.device == "cpu" and by_moduli(m, N, t):
+            # its workers take whole moduli: the slowest one's share counts (11 moduli on 2
+            # workers cost what 12 do)
             total *= math.ceil(N / t) * t / N
         if self.device == "cpu" and fused_crt(self.p, N):
             crt = (WEIGH + 2 * CRT_SUM) * N + LIMB  # the fused CRT (the GPU has its own kernel)
